@@ -1,0 +1,277 @@
+"""Pure functions from a run's log text (and exit status) to an outcome and a failure signature."""
+from __future__ import annotations
+
+import hashlib
+import re
+import signal as _signal
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+from .records import Outcome, ProcessExit, Signature
+
+PHASES = ("export", "compile", "load", "run", "unknown")
+
+_TB_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+,? in (?P<func>\S+)')
+_FINAL_EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failed|Fault))(?:: (?P<msg>.*))?$")
+_THREAD_SPAM = re.compile(r"block: \[[\d,]+\], thread: \[[\d,]+\]")
+_TRITON_ASSERT = re.compile(r"^(?P<path>/\S+\.py):(?P<line>\d+): \S+: block: \[.*Assertion `(?P<cond>.*)` failed")
+_CPP_KERNEL = re.compile(r"Exception raised from (?P<kernel>(?:cpp_fused|triton|cpp)_\w+) at (?P<path>\S+?)(?::\d+)? ")
+_LAUNCH = re.compile(r"^\[ (?P<when>before|after)_launch: (?P<kernel>[^\]\s]+) \]\s*$")
+_INDEX_BOUND = re.compile(r"index out of bounds: 0 <= \w+ < (?P<bound>\d+)")
+_HASH_TOKEN = re.compile(r"\b[a-z0-9]{40,64}\b")
+_NUMBER = re.compile(r"0x[0-9a-fA-F]+|\d+")
+
+# (kind, regex over the whole log); first match wins, so the most specific come first.
+_TEXT_KINDS: list[tuple[str, re.Pattern]] = [
+    ("illegal_memory_access", re.compile(r"illegal memory access|illegal address|misaligned address", re.I)),
+    ("device_assert", re.compile(r"device-side assert triggered|^\S+\.py:\d+: \S+: block: \[.*Assertion", re.M)),
+    ("index_out_of_bounds", re.compile(r"index out of bounds|IndexError: index -?\d+ is out of bounds")),
+    ("device_mismatch", re.compile(
+        r"unmatched device type|Expected all tensors to be on the same device|found at least two devices"
+        r"|Expected a '\w+' device type|is on \w+(:\d+)? but expected|expected device \w+", re.I)),
+    ("input_mismatch", re.compile(r"input_handles\[\d+\]: unmatched|unmatched (dim|stride) value|unmatched dtype")),
+    ("nan_inf", re.compile(r"At least one (NaN|INF) in|non-?finite|\b(nan|inf)s? (detected|found|in output)", re.I)),
+    ("out_of_memory", re.compile(r"out of memory|OutOfMemoryError|can't allocate memory", re.I)),
+    ("compile_error", re.compile(r"CppCompileError|InductorError|LoweringException|BackendCompilerFailed|"
+                                 r"CalledProcessError: Command .*(g\+\+|c\+\+|clang)")),
+]
+_INFRA = re.compile(
+    r"No module named 'torch'|Found no NVIDIA driver|Torch not compiled with CUDA enabled|"
+    r"No CUDA GPUs are available|CUDA driver version is insufficient")
+_SCRIPT_ERRORS = ("SyntaxError", "IndentationError", "TabError", "ModuleNotFoundError", "ImportError",
+                  "FileNotFoundError", "NameError")
+
+_PHASE_BY_FUNC = {
+    "export": "export", "_export": "export", "export_for_training": "export", "_export_for_training": "export",
+    "aoti_compile_and_package": "compile", "aot_compile": "compile", "compile_fx": "compile",
+    "compile_fx_aot": "compile", "_aoti_compile_and_package_inner": "compile",
+    "aoti_load_package": "load", "load_package": "load", "load_pt2": "load", "_load_aoti": "load",
+    "__call__": "run", "boxed_run": "run", "forward": "run", "_call_impl": "run", "_wrapped_call_impl": "run",
+    "run": "run",
+}
+_CPP_PHASE = [("run", re.compile(r"AOTInductorModelContainerRun|AOTIModelContainerRunner::run|run_impl")),
+              ("load", re.compile(r"AOTIModelPackageLoader::AOTIModelPackageLoader|parse_device_str|"
+                                  r"AOTInductorModelContainerCreate"))]
+
+
+@dataclass(frozen=True)
+class Frame:
+    path: str
+    func: str
+
+    @property
+    def in_library(self) -> bool:
+        return "site-packages/" in self.path or "/lib/python3" in self.path or self.path.startswith("<frozen")
+
+
+def collapse_repeats(lines: Iterable[str]) -> list[str]:
+    """Per-thread device-assert spam (hundreds of lines differing only in block/thread) becomes one line."""
+    out: list[str] = []
+    counts: dict[str, int] = {}
+    order: list[str] = []
+    for line in lines:
+        if _THREAD_SPAM.search(line):
+            key = _THREAD_SPAM.sub("block: [*], thread: [*]", line)
+            if key not in counts:
+                order.append(key)
+                out.append(key)
+            counts[key] = counts.get(key, 0) + 1
+        else:
+            out.append(line)
+    return [f"{line}  (x{counts[line]} threads)" if line in counts and counts[line] > 1 else line for line in out]
+
+
+def parse_frames(text: str) -> list[Frame]:
+    """Frames of the last Python traceback or faulthandler dump, outermost first."""
+    lines = text.splitlines()
+    tb_start = max((i for i, l in enumerate(lines) if l.startswith("Traceback (most recent call last)")), default=-1)
+    fh_start = max((i for i, l in enumerate(lines)
+                    if re.match(r"^(Current thread|Thread) 0x[0-9a-f]+ .*most recent call first", l)
+                    and l.startswith("Current thread")), default=-1)
+    if fh_start > tb_start:
+        frames = []
+        for line in lines[fh_start + 1:]:
+            m = re.match(r'^\s*File "(?P<path>[^"]+)", line \d+ in (?P<func>\S+)', line)
+            if not m:
+                break
+            frames.append(Frame(m["path"], m["func"]))
+        return frames[::-1]
+    if tb_start < 0:
+        return []
+    frames = []
+    for line in lines[tb_start + 1:]:
+        m = _TB_FRAME.match(line)
+        if m:
+            frames.append(Frame(m["path"], m["func"]))
+        elif _FINAL_EXC.match(line) and frames:
+            break
+    return frames
+
+
+def final_exception(text: str) -> Optional[tuple[str, str]]:
+    """(type, message) of the last traceback's exception, if the log has one."""
+    lines = text.splitlines()
+    start = max((i for i, l in enumerate(lines) if l.startswith("Traceback (most recent call last)")), default=-1)
+    if start < 0:
+        return None
+    for line in lines[start + 1:]:
+        if line.startswith((" ", "\t")):
+            continue
+        m = _FINAL_EXC.match(line.strip())
+        if m:
+            return m["type"], (m["msg"] or "").strip()
+    return None
+
+
+def phase_of(frames: list[Frame], text: str) -> str:
+    """The AOTI phase the failure happened in: the library function the user's code called into."""
+    for i, frame in enumerate(frames):
+        if frame.in_library and (i == 0 or not frames[i - 1].in_library):
+            phase = _PHASE_BY_FUNC.get(frame.func)
+            if phase:
+                return phase
+            for inner in frames[i:]:
+                if inner.func in _PHASE_BY_FUNC and inner.func not in ("__call__", "forward", "run"):
+                    return _PHASE_BY_FUNC[inner.func]
+            if "/torch/export/" in frame.path and "pt2_archive" not in frame.path:
+                return "export"
+            if "/torch/_inductor/" in frame.path:
+                return "compile"
+    for phase, pattern in _CPP_PHASE:
+        if pattern.search(text):
+            return phase
+    return "unknown"
+
+
+def kernel_named(text: str) -> Optional[str]:
+    """A kernel the log itself names: a CPU kernel's exception, a Triton assert's source, the last printer launch."""
+    m = _CPP_KERNEL.search(text)
+    if m:
+        return m["kernel"]
+    for line in text.splitlines():
+        t = _TRITON_ASSERT.match(line)
+        if t:
+            return t["path"]
+    trace = last_unfinished_launch(text)
+    return trace
+
+
+def last_unfinished_launch(text: str) -> Optional[str]:
+    """Level-3 printer: the last `before_launch` with no matching `after_launch` after it."""
+    last_before = None
+    for line in text.splitlines():
+        m = _LAUNCH.match(line)
+        if not m:
+            continue
+        if m["when"] == "before":
+            last_before = m["kernel"]
+        elif m["kernel"] == last_before:
+            last_before = None
+    return last_before
+
+
+def index_bound(text: str) -> Optional[int]:
+    m = _INDEX_BOUND.search(text)
+    return int(m["bound"]) if m else None
+
+
+def fingerprint(kind: str, phase: str, message: str, kernel: Optional[str]) -> str:
+    """Stable across runs: numbers, hashes and paths are normalised away, kernel hash suffixes too."""
+    msg = _NUMBER.sub("N", _HASH_TOKEN.sub("H", message))
+    msg = re.sub(r"/\S+/", "", msg)
+    stem = re.sub(r"_\d+$", "", kernel.rsplit("/", 1)[-1]) if kernel else ""
+    return hashlib.sha1(f"{kind}|{phase}|{msg}|{stem}".encode()).hexdigest()[:12]
+
+
+def _one_line(s: str, limit: int = 300) -> str:
+    s = " ".join(s.split())
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+def _last_words(text: str) -> str:
+    for line in reversed(text.splitlines()):
+        if line.strip() and not line.startswith(("  File ", "Extension modules:")):
+            return line.strip()
+    return ""
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return _signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def classify(text: str, exit: ProcessExit) -> tuple[Outcome, Optional[Signature]]:
+    """The outcome of one run and, for a failure, its signature."""
+    if exit.launch_error:
+        return Outcome.INFRA_ERROR, _sig("infra", "unknown", exit.launch_error, None)
+    crashed = exit.signal is not None
+    if not exit.timed_out and not crashed and exit.returncode == 0:
+        return Outcome.PASSED, None
+    frames = parse_frames(text)
+    exc = final_exception(text)
+    phase = phase_of(frames, text)
+    kernel = kernel_named(text)
+    message = _failure_message(text, exc, exit)
+
+    if exit.timed_out:
+        return Outcome.TIMEOUT, _sig("timeout", phase, f"no exit after {exit.duration:.0f}s; {message}", kernel)
+    if _INFRA.search(text):
+        return Outcome.INFRA_ERROR, _sig("infra", phase, _one_line(_INFRA.search(text).group(0)), kernel)
+    if _is_script_error(text, exc, frames):
+        return Outcome.FAILED, _sig("script_error", "unknown", message, None)
+    outcome = Outcome.CRASHED if crashed else Outcome.FAILED
+    for kind, pattern in _TEXT_KINDS:
+        m = pattern.search(text)
+        if m:
+            if kind == "compile_error" and phase not in ("compile", "unknown"):
+                continue
+            if kind in ("device_assert", "index_out_of_bounds", "illegal_memory_access") and not exc:
+                message = _one_line(collapse_repeats([_line_at(text, m.start())])[0])
+            if phase == "unknown" and kind in ("nan_inf", "device_assert", "illegal_memory_access",
+                                               "index_out_of_bounds", "input_mismatch", "device_mismatch"):
+                # Only kernels running (or the script checking their output) fail like this; CUDA errors
+                # surface at a later sync, often in the script's own frame.
+                phase = "run"
+            return outcome, _sig(kind, phase, message, kernel)
+    fatal = re.search(r"^Fatal Python error: (Segmentation fault|Bus error|Aborted)", text, re.M)
+    if crashed or fatal:
+        kind = {_signal.SIGSEGV: "segfault", _signal.SIGBUS: "segfault", _signal.SIGABRT: "abort"}.get(
+            exit.signal, "crash")
+        if fatal and kind == "crash":
+            kind = "abort" if fatal.group(1) == "Aborted" else "segfault"
+        return outcome, _sig(kind, phase, message, kernel)
+    if exc and phase == "compile":
+        return outcome, _sig("compile_error", phase, message, kernel)
+    if phase == "unknown" and not frames:
+        phase = "run"  # no traceback: the script itself decided to fail after running the model
+    return outcome, _sig("python_exception", phase, message, kernel)
+
+
+def _line_at(text: str, pos: int) -> str:
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    return text[start: end if end >= 0 else len(text)]
+
+
+def _failure_message(text: str, exc: Optional[tuple[str, str]], exit: ProcessExit) -> str:
+    if exit.signal is not None:
+        fatal = re.search(r"^Fatal Python error: (.*)$", text, re.M)
+        return _one_line(f"killed by {_signal_name(exit.signal)}" + (f" ({fatal.group(1)})" if fatal else ""))
+    if exc:
+        return _one_line(f"{exc[0]}: {exc[1]}" if exc[1] else exc[0])
+    return _one_line(_last_words(text) or f"exit status {exit.returncode}")
+
+
+def _is_script_error(text: str, exc: Optional[tuple[str, str]], frames: list[Frame]) -> bool:
+    if re.search(r"can't open file .*No such file or directory", text):
+        return True
+    if not exc or exc[0].rsplit(".", 1)[-1] not in _SCRIPT_ERRORS:
+        return False
+    # An import error raised inside torch (a broken .so, say) is not the script's fault.
+    return not frames or not frames[-1].in_library
+
+
+def _sig(kind: str, phase: str, message: str, kernel: Optional[str]) -> Signature:
+    return Signature(kind, phase, message, kernel, fingerprint(kind, phase, message, kernel))

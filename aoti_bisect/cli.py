@@ -1,0 +1,254 @@
+"""Command line. Human chatter goes to stderr; stdout carries only machine output (--json)."""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import shlex
+import shutil
+import signal
+import sys
+from typing import Optional
+
+import click
+
+from .records import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_USAGE
+
+EXIT_CODES_HELP = """\b
+Exit codes (usable as a `git bisect run` predicate):
+  0    did not reproduce
+  1    reproduced
+  2    usage error (bad arguments, missing or broken script)
+  3    infrastructure error (torch not importable, no GPU for a CUDA repro)
+  125  inconclusive
+  130  interrupted (a partial report is still written)
+"""
+
+STAGE_NAMES = ("baseline", "sanity", "determinism", "trace", "inspect")
+
+
+class UsageFailure(Exception):
+    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class _DefaultGroup(click.Group):
+    """`aoti-bisect SCRIPT ...` means `aoti-bisect run SCRIPT ...`."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=_DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog=EXIT_CODES_HELP)
+@click.version_option(package_name="aoti-bisect")
+def main() -> None:
+    """Find out, on its own, what is wrong with a failing AOTInductor repro and where.
+
+    \b
+    aoti-bisect [OPTIONS] SCRIPT [-- SCRIPT_ARGS...]   (same as `aoti-bisect run ...`)
+    aoti-bisect scenarios list|check [NAME...]
+    aoti-bisect report RUN_DIR [--format md|json|text]
+    """
+
+
+def _validate_script(script: str) -> None:
+    if not os.path.exists(script):
+        raise UsageFailure(f"no such file: {script}")
+    if os.path.isdir(script):
+        raise UsageFailure(f"{script} is a directory, not a Python script")
+    try:
+        with open(script, "rb") as f:
+            source = f.read()
+    except OSError as exc:
+        raise UsageFailure(f"cannot read {script}: {exc.strerror}")
+    try:
+        compile(source, script, "exec")
+    except SyntaxError as exc:
+        if not script.endswith(".py") and (b"\0" in source or exc.lineno in (None, 1)):
+            raise UsageFailure(f"{script} is not a Python script")
+        raise UsageFailure(f"{script}:{exc.lineno}: syntax error: {exc.msg}")
+    except ValueError:
+        raise UsageFailure(f"{script} is not a Python script (it contains NUL bytes)")
+
+
+def _prepare_out(out: Optional[str]) -> str:
+    path = out or os.path.join("aoti-bisect-runs", _dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f"))
+    path = os.path.abspath(path)
+    try:
+        os.makedirs(path, exist_ok=True)
+        probe = os.path.join(path, ".writable")
+        with open(probe, "w"):
+            pass
+        os.remove(probe)
+    except OSError as exc:
+        raise UsageFailure(f"cannot write to --out {path}: {exc.strerror}")
+    return path
+
+
+class Progress:
+    """One line per finished run (or a live line on a terminal), on stderr."""
+
+    def __init__(self, verbosity: int) -> None:
+        self.verbosity = verbosity
+        self.live = sys.stderr.isatty()
+        self.done = 0
+
+    def say(self, text: str) -> None:
+        if self.verbosity >= 0:
+            if self.live:
+                sys.stderr.write("\r\033[K")
+            print(text, file=sys.stderr, flush=True)
+
+    def run(self, r) -> None:
+        self.done += 1
+        if self.verbosity < 0:
+            return
+        sig = r.signature
+        text = f"[{r.spec.name}] {r.outcome.value} in {r.exit.duration:.1f}s"
+        if sig:
+            text += f": {sig.kind}/{sig.phase}" + (f": {sig.message}" if self.verbosity > 0 else "")
+        if self.live:
+            sys.stderr.write("\r\033[K" + text[: shutil.get_terminal_size().columns - 1])
+            sys.stderr.flush()
+        else:
+            print(text, file=sys.stderr, flush=True)
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+@main.command("run", epilog=EXIT_CODES_HELP)
+@click.argument("script", required=False)
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--cmd", help="Run this command (argv-split, no shell) instead of SCRIPT.")
+@click.option("--runs", type=int, help="Exactly N baseline runs (default: adaptive, 2 to --max-runs).")
+@click.option("--max-runs", type=int, default=10, show_default=True, help="Cap on runs of any one stage.")
+@click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds per run.")
+@click.option("--out", type=str, help="Run directory (default: ./aoti-bisect-runs/<timestamp>).")
+@click.option("--json", "as_json", is_flag=True, help="Print report.json on stdout and nothing else.")
+@click.option("--jobs", type=int, default=1, show_default=True, help="Runs in parallel.")
+@click.option("--stages", default=",".join(STAGE_NAMES), show_default=True,
+              help="Comma-separated stages to run (baseline always runs).")
+@click.option("-q", "--quiet", count=True, help="Less on stderr.")
+@click.option("-v", "--verbose", count=True, help="More on stderr.")
+def run_cmd(script, script_args, cmd, runs, max_runs, timeout, out, as_json, jobs, stages, quiet, verbose):
+    """Rerun a failing repro under the debugging ladder and localise the fault."""
+    argv = _argv(script, script_args, cmd)
+    wanted = tuple(s.strip() for s in stages.split(",") if s.strip())
+    unknown = [s for s in wanted if s not in STAGE_NAMES]
+    if unknown:
+        raise UsageFailure(f"unknown stage(s): {', '.join(unknown)} (known: {', '.join(STAGE_NAMES)})")
+    for name, value, low in (("--runs", runs, 1), ("--max-runs", max_runs, 1), ("--jobs", jobs, 1)):
+        if value is not None and value < low:
+            raise UsageFailure(f"{name} must be at least {low}, got {value}")
+    if timeout <= 0:
+        raise UsageFailure(f"--timeout must be positive, got {timeout}")
+    run_dir = _prepare_out(out)
+    from .session import Session  # psutil, the harness and the ladder load only for a real run
+
+    session = Session(run_dir, argv, Progress(verbose - quiet), jobs=jobs, runs=runs, max_runs=max_runs,
+                      timeout=timeout, stages=("baseline", *wanted), python_script=cmd is None)
+    report = session.execute()
+    if as_json:
+        print(json.dumps(report.data, indent=2))
+    sys.exit(report.exit_code)
+
+
+def _argv(script: Optional[str], script_args: tuple[str, ...], cmd: Optional[str]) -> list[str]:
+    if cmd and script:
+        raise UsageFailure("give either SCRIPT or --cmd, not both")
+    if cmd:
+        try:
+            argv = shlex.split(cmd)
+        except ValueError as exc:
+            raise UsageFailure(f"cannot split --cmd: {exc}")
+        if not argv:
+            raise UsageFailure("--cmd is empty")
+        if shutil.which(argv[0]) is None and not os.path.isfile(argv[0]):
+            raise UsageFailure(f"command not found: {argv[0]}")
+        return argv
+    if not script:
+        raise UsageFailure("missing SCRIPT (or --cmd); see --help")
+    _validate_script(script)
+    return [sys.executable, os.path.abspath(script), *script_args]
+
+
+@main.command("report")
+@click.argument("run_dir")
+@click.option("--format", "fmt", type=click.Choice(["md", "json", "text"]), default="md", show_default=True)
+def report_cmd(run_dir, fmt):
+    """Re-render a finished run's report without rerunning anything."""
+    from .report import Report, render_markdown
+
+    if not os.path.isfile(os.path.join(run_dir, "report.json")):
+        raise UsageFailure(f"{run_dir} holds no report.json (not an aoti-bisect run directory?)")
+    rep = Report.load(run_dir)
+    if fmt == "json":
+        print(json.dumps(rep.data, indent=2))
+    elif fmt == "md":
+        print(render_markdown(rep.data))
+    else:
+        print(rep.headline())
+        for e in (rep.data.get("culprit") or {}).get("evidence") or []:
+            print(f"  - {e}")
+    sys.exit(rep.exit_code)
+
+
+@main.group("scenarios")
+def scenarios_group():
+    """The bundled library of real failing AOTI repros with known answers."""
+
+
+@scenarios_group.command("list")
+def scenarios_list():
+    """List bundled scenarios."""
+    from .scenarios import list_table, load_manifest
+
+    print(list_table(load_manifest()))
+
+
+@scenarios_group.command("check")
+@click.argument("names", nargs=-1)
+@click.option("--jobs", type=int, default=1, show_default=True)
+@click.option("--out", type=str, help="Folder for the scenario runs (default: ./aoti-bisect-runs/scenarios-<ts>).")
+@click.option("--stages", default=",".join(STAGE_NAMES), show_default=True)
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
+              help="Which scenarios to run: auto = CPU ones, plus CUDA ones where a GPU is visible.")
+def scenarios_check(names, jobs, out, stages, device):
+    """Run aoti-bisect on scenarios and compare with the manifest; non-zero exit on any mismatch."""
+    from .scenarios import check, load_manifest
+
+    scenarios = load_manifest()
+    unknown = [n for n in names if n not in {s.name for s in scenarios}]
+    if unknown:
+        raise UsageFailure(f"unknown scenario(s): {', '.join(unknown)}; see `aoti-bisect scenarios list`")
+    run_dir = _prepare_out(out or os.path.join("aoti-bisect-runs",
+                                               "scenarios-" + _dt.datetime.now().strftime("%Y%m%d-%H%M%S")))
+    chosen = [s for s in scenarios if not names or s.name in names]
+    ok = check(chosen, run_dir, jobs=jobs, stages=tuple(s for s in stages.split(",") if s), device=device)
+    sys.exit(0 if ok else 1)
+
+
+def entry() -> None:
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        main.main(standalone_mode=False, prog_name="aoti-bisect")
+    except UsageFailure as exc:
+        print(f"aoti-bisect: error: {exc}", file=sys.stderr)
+        sys.exit(exc.code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        print(f"aoti-bisect: error: {exc.format_message()}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+    except click.exceptions.Abort:
+        sys.exit(EXIT_INTERRUPTED)
+    except KeyboardInterrupt:
+        sys.exit(EXIT_INTERRUPTED)
+    except BrokenPipeError:
+        sys.exit(EXIT_INFRA)

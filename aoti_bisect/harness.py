@@ -1,0 +1,166 @@
+"""Turns a RunSpec into an isolated child run and a classified RunResult; runs batches in parallel."""
+from __future__ import annotations
+
+import getpass
+import hashlib
+import json
+import os
+import shlex
+import threading
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from typing import Callable, Iterable, Optional
+
+from . import process
+from .classify import classify
+from .records import Outcome, RunResult, RunSpec
+
+# Flags read by the AOTI runtime or the CUDA runtime at run time: they never need a fresh compile.
+RUNTIME_FLAGS = frozenset({"AOTI_RUNTIME_CHECK_INPUTS", "PYTORCH_NO_CUDA_MEMORY_CACHING", "CUDA_LAUNCH_BLOCKING"})
+
+CHILD_ENV = {"PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1", "TORCH_SHOW_CPP_STACKTRACES": "1"}
+
+# Our own variables: a user's shell may have them set, but a run must only see what its spec says.
+_OWNED_PREFIXES = ("AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER", "AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT")
+
+MAX_LOG_READ = 64 << 20
+
+
+def compile_key(env: dict[str, str]) -> str:
+    """Runs with the same compile-time flags may share a compile cache; others never do."""
+    items = sorted((k, v) for k, v in env.items() if k not in RUNTIME_FLAGS)
+    if not items:
+        return "default"
+    return hashlib.sha1(json.dumps(items).encode()).hexdigest()[:10]
+
+
+def read_log(path: str) -> str:
+    with open(path, "rb") as f:
+        data = f.read(MAX_LOG_READ)
+    return data.decode("utf-8", errors="replace")
+
+
+class Harness:
+    """Owns the run directory layout: runs/<stage>-NNN/{output.log,rerun.sh,spec.json,cwd,tmp}, cache/<key>/."""
+
+    def __init__(self, run_dir: str, base_env: Optional[dict[str, str]] = None, jobs: int = 1,
+                 limits: process.OutputLimits = process.OutputLimits(),
+                 cancel: Optional[process.Cancel] = None, cache_root: Optional[str] = None) -> None:
+        self.run_dir = os.path.abspath(run_dir)
+        # Several sessions (a scenario check) may share one cache root: keys include the flags and the graph.
+        self.cache_root = os.path.abspath(cache_root or os.path.join(self.run_dir, "cache"))
+        self.base_env = {k: v for k, v in (base_env if base_env is not None else os.environ).items()
+                         if not k.startswith(_OWNED_PREFIXES)}
+        self.jobs = max(1, jobs)
+        self.limits = limits
+        self.cancel = cancel or process.Cancel()
+        self._warm: set[str] = set()
+        self._lock = threading.Lock()
+
+    def cache_dir(self, overlay: dict[str, str]) -> str:
+        return os.path.join(self.cache_root, compile_key(overlay))
+
+    def overlay(self, spec: RunSpec, run_path: str) -> dict[str, str]:
+        """Every variable a run gets on top of the user's environment (what rerun.sh sets)."""
+        cache = self.cache_dir(spec.env_dict)
+        tmp = os.path.join(run_path, "tmp")
+        env = dict(CHILD_ENV)
+        env.update({
+            "TMPDIR": tmp,
+            "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache, "inductor"),
+            "TRITON_CACHE_DIR": os.path.join(cache, "triton"),
+            "TRITON_HOME": os.path.join(cache, "triton-home"),
+            "XDG_CACHE_HOME": os.path.join(self.cache_root, "xdg"),
+            # Extensions do not depend on Inductor flags; sharing them saves a C++ build per stage.
+            "TORCH_EXTENSIONS_DIR": os.path.join(self.cache_root, "torch_extensions"),
+        })
+        env.update(spec.env_dict)
+        return env
+
+    def _prepare(self, spec: RunSpec) -> tuple[str, dict[str, str]]:
+        run_path = os.path.join(self.run_dir, "runs", spec.name)
+        cwd = os.path.join(run_path, "cwd")
+        tmp = os.path.join(run_path, "tmp")
+        cache = self.cache_dir(spec.env_dict)
+        for d in (cwd, tmp, os.path.join(cache, "inductor"), os.path.join(cache, "tmp-inductor")):
+            os.makedirs(d, exist_ok=True)
+        # Inductor keeps precompiled headers under $TMPDIR/torchinductor_<user>; the private TMPDIR would
+        # rebuild them (~5 s) every run, so that one folder is shared per compile key like the cache.
+        link = os.path.join(tmp, f"torchinductor_{_user()}")
+        if not os.path.lexists(link):
+            os.symlink(os.path.join(cache, "tmp-inductor"), link)
+        overlay = self.overlay(spec, run_path)
+        self._write_rerun(spec, run_path, cwd, overlay)
+        return run_path, {**self.base_env, **overlay}
+
+    def _write_rerun(self, spec: RunSpec, run_path: str, cwd: str, overlay: dict[str, str]) -> None:
+        with open(os.path.join(run_path, "spec.json"), "w") as f:
+            json.dump({"argv": list(spec.argv), "cwd": cwd, "env_overlay": overlay, "stage": spec.stage,
+                       "timeout_s": spec.timeout}, f, indent=2)
+        lines = ["#!/bin/sh", f"# aoti-bisect run {spec.name}: rerun exactly as aoti-bisect ran it",
+                 f"cd {shlex.quote(cwd)} || exit 3"]
+        lines.append("env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(overlay.items()))
+                     + " \\\n  " + " ".join(shlex.quote(a) for a in spec.argv))
+        path = os.path.join(run_path, "rerun.sh")
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        os.chmod(path, 0o755)
+
+    def run(self, spec: RunSpec) -> RunResult:
+        run_path, env = self._prepare(spec)
+        log_path = os.path.join(run_path, "output.log")
+        exit = process.execute(list(spec.argv), env, os.path.join(run_path, "cwd"), log_path, spec.timeout,
+                               self.limits, self.cancel)
+        outcome, signature = classify(read_log(log_path), exit)
+        result = RunResult(spec, outcome, exit, run_path, log_path, signature, self.cache_dir(spec.env_dict))
+        with open(os.path.join(run_path, "result.json"), "w") as f:
+            json.dump(result.to_json(), f, indent=2)
+        if outcome is not Outcome.INFRA_ERROR:
+            with self._lock:
+                self._warm.add(compile_key(spec.env_dict))
+        return result
+
+    def run_many(self, specs: Iterable[RunSpec], on_result: Callable[[RunResult], None] = lambda r: None,
+                 stop: Callable[[list[RunResult]], bool] = lambda rs: False) -> list[RunResult]:
+        """Runs specs, up to `jobs` at a time, until all ran or `stop(results so far)` says enough.
+
+        The first run of a cold compile key runs alone: parallel runs would all compile the same thing.
+        """
+        pending = list(specs)
+        results: list[RunResult] = []
+        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+            running = set()
+            try:
+                self._drive(pool, pending, running, results, on_result, stop)
+            except KeyboardInterrupt:
+                # Set before the pool's exit waits on its threads: each one then kills its child tree.
+                self.cancel.set()
+                raise
+        results.sort(key=lambda r: r.spec.index)
+        return results
+
+    def _drive(self, pool, pending, running, results, on_result, stop) -> None:
+        while (pending or running) and not self.cancel.is_set():
+            while pending and len(running) < self.jobs and not stop(results):
+                cold = compile_key(pending[0].env_dict) not in self._warm
+                if cold and running:
+                    break
+                running.add(pool.submit(self.run, pending.pop(0)))
+                if cold:
+                    break
+            if not running:
+                break
+            done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
+            running -= done
+            for fut in sorted(done, key=id):
+                result = fut.result()
+                if result.exit.launch_error == "cancelled":
+                    continue
+                results.append(result)
+                on_result(result)
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return f"uid_{os.getuid()}"

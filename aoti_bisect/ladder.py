@@ -1,0 +1,400 @@
+"""The escalation ladder: baseline, sanity, determinism, kernel trace, inspection.
+
+Each stage is a set of fresh runs under an env overlay. The ladder never starts a process: it is handed
+`run_batch(specs, stop)`, and reads only the logs and generated sources those runs left behind.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from . import printer, wrapper
+from .classify import index_bound
+from .harness import RUNTIME_FLAGS, read_log
+from .localize import Culprit, walk
+from .records import RunResult, RunSpec, Signature, Verdict
+from .stats import Rate, baseline_should_stop, fisher_exact, runs_to_observe
+
+STAGES = ("baseline", "sanity", "determinism", "trace", "inspect")
+SANITY_ENV = {"AOTI_RUNTIME_CHECK_INPUTS": "1", "TORCHINDUCTOR_NAN_ASSERTS": "1"}
+DETERMINISM_ENV = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "CUDA_LAUNCH_BLOCKING": "1"}
+TRACE_ENV = {"AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER": "3"}
+INSPECT_LEVEL = {"AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER": "2"}
+FILTER_VAR = "AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT"
+
+# Failures the trace cannot pin on a launch: the model ran to the end and the script judged its output.
+VALUE_KINDS = {"nan_inf", "python_exception"}
+FAULT_KINDS = {"illegal_memory_access", "device_assert", "index_out_of_bounds", "segfault", "abort", "crash",
+               "timeout", "out_of_memory"}
+
+# run_batch(specs, stop, sink): runs specs until stop(results so far); sink(result) sees each as it lands.
+RunBatch = Callable[[list[RunSpec], Callable[[list[RunResult]], bool], Callable[[RunResult], None]], None]
+_INPUT_CHECK = re.compile(r"input_handles\[(?P<i>\d+)\]: (?P<what>[^\n]*)")
+_NAN_ASSERT = re.compile(r"At least one (?P<what>NaN|INF) in (?P<var>\w+)")
+
+
+@dataclass
+class Options:
+    runs: Optional[int] = None  # explicit baseline runs; None = adaptive
+    min_runs: int = 2
+    max_runs: int = 10
+    timeout: float = 600.0
+    stages: tuple[str, ...] = STAGES
+    inspect_cap: int = 8
+
+
+@dataclass
+class Stage:
+    name: str
+    env: dict[str, str]
+    results: list[RunResult] = field(default_factory=list)
+    finding: str = ""
+    skipped: Optional[str] = None
+
+    @property
+    def recompiled(self) -> bool:
+        return any(k not in RUNTIME_FLAGS for k in self.env)
+
+    @property
+    def rate(self) -> Rate:
+        return Rate(sum(r.failed for r in self.results), len(self.results))
+
+    @property
+    def failures(self) -> list[RunResult]:
+        return [r for r in self.results if r.failed]
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "env": self.env, "recompiled": self.recompiled, "runs": self.rate.runs,
+                "failures": self.rate.failures, "rate": self.rate.to_json(), "finding": self.finding,
+                "skipped": self.skipped, "logs": [r.log_path for r in self.results],
+                "rerun": [os.path.join(r.run_dir, "rerun.sh") for r in self.results[:1]],
+                "signatures": dict(Counter(r.signature.kind for r in self.failures if r.signature))}
+
+
+@dataclass
+class Outcome:
+    verdict: Verdict
+    signature: Optional[Signature]
+    baseline: Rate
+    stages: list[Stage]
+    culprit: Optional[Culprit] = None
+    summary: str = ""
+    source: Optional[tuple[str, str]] = None
+    source_nodes: str = ""
+    next_steps: list[str] = field(default_factory=list)
+    interrupted: bool = False
+
+
+def dominant(results: list[RunResult]) -> Optional[Signature]:
+    sigs = [r.signature for r in results if r.failed and r.signature]
+    if not sigs:
+        return None
+    top, _ = Counter(s.fingerprint for s in sigs).most_common(1)[0]
+    return next(s for s in sigs if s.fingerprint == top)
+
+
+class Ladder:
+    def __init__(self, argv: list[str], run_batch: RunBatch, options: Options) -> None:
+        self.argv = argv
+        self.run_batch = run_batch
+        self.opt = options
+        self.stages: list[Stage] = []
+        self.counter = 0
+        self.estimate = 1.0
+        self.trace_stage: Optional[Stage] = None
+        self.suspect: Optional[str] = None
+
+    # -- running ---------------------------------------------------------------------------------
+    def _run(self, stage: Stage, n: int, stop: Callable[[list[RunResult]], bool] = lambda rs: False) -> Stage:
+        """Runs the stage; it joins self.stages first so that an interrupted stage keeps what finished."""
+        self.stages.append(stage)
+        specs = []
+        for _ in range(n):
+            specs.append(RunSpec(tuple(self.argv), stage.name, self.counter, tuple(sorted(stage.env.items())),
+                                 self.opt.timeout))
+            self.counter += 1
+        self.run_batch(specs, stop, stage.results.append)
+        stage.results.sort(key=lambda r: r.spec.index)
+        return stage
+
+    def _repeat(self) -> int:
+        """Runs a later stage needs to see the failure at least once (95%), from the baseline rate."""
+        return min(self.opt.max_runs, runs_to_observe(self.estimate, cap=self.opt.max_runs))
+
+    # -- the stages ------------------------------------------------------------------------------
+    def baseline(self) -> Stage:
+        stage = Stage("baseline", {})
+        if self.opt.runs is not None:
+            return self._run(stage, self.opt.runs)
+
+        def stop(rs: list[RunResult]) -> bool:
+            return baseline_should_stop(sum(r.failed for r in rs), len(rs), self.opt.min_runs, self.opt.max_runs)
+        return self._run(stage, self.opt.max_runs, stop)
+
+    def run(self) -> Outcome:
+        base = self.baseline()
+        rate = base.rate
+        sig = dominant(base.results)
+        self.estimate = max(rate.value, 1e-9)
+        out = Outcome(Verdict.REPRODUCED, sig, rate, self.stages)
+        infra = [r for r in base.results if r.signature and r.signature.kind == "infra"]
+        if rate.failures == 0:
+            out.verdict = Verdict.INCONCLUSIVE if infra else Verdict.NOT_REPRODUCED
+            base.finding = f"did not reproduce: {rate.describe()}" + (
+                f"; {len(infra)} run(s) could not run: {infra[0].signature.message}" if infra else "")
+            out.summary = base.finding
+            return self._skip_rest(out, "baseline did not reproduce")
+        if sig and sig.kind in ("script_error", "infra") and all(
+                r.signature and r.signature.kind == sig.kind for r in base.failures):
+            out.verdict = Verdict.ERROR
+            base.finding = f"the repro cannot run: {sig.message}"
+            out.summary = base.finding
+            return self._skip_rest(out, "the repro itself is broken" if sig.kind == "script_error"
+                                    else "infrastructure error")
+        base.finding = f"reproduced {rate.describe()}: {sig.kind} in {sig.phase}: {sig.message}"
+        out.summary = base.finding
+        if sig.phase in ("export", "compile"):
+            out.next_steps = self._next_steps(sig, None)
+            return self._skip_rest(out, f"the failure is in the {sig.phase} phase: no kernel runs, so the "
+                                        "runtime ladder cannot localise it")
+        for name, step in (("sanity", self.sanity), ("determinism", self.determinism), ("trace", self.trace),
+                           ("inspect", self.inspect)):
+            if name not in self.opt.stages:
+                self.stages.append(Stage(name, {}, skipped="not requested (--stages)"))
+                continue
+            if out.culprit is not None and out.culprit.kind != "unknown":
+                self.stages.append(Stage(name, {}, skipped="culprit already pinned"))
+                continue
+            step(out)
+        self._finish(out)
+        return out
+
+    def partial(self) -> Outcome:
+        """What the finished runs support, for a report written after an interrupt."""
+        base = self.stages[0].rate if self.stages else Rate(0, 0)
+        verdict = Verdict.REPRODUCED if base.failures else Verdict.INCONCLUSIVE
+        sig = dominant(self.stages[0].results) if self.stages else None
+        return Outcome(verdict, sig, base, self.stages, summary="interrupted: " + (
+            f"baseline {base.describe()}" if base.runs else "no run finished"), interrupted=True)
+
+    def _skip_rest(self, out: Outcome, why: str) -> Outcome:
+        for name in STAGES[1:]:
+            self.stages.append(Stage(name, {}, skipped=why))
+        return out
+
+    def sanity(self, out: Outcome) -> None:
+        stage = self._run(Stage("sanity", dict(SANITY_ENV)), self._repeat())
+        for r in stage.failures:
+            text = read_log(r.log_path)
+            graph = self._graph(stage)
+            m = _INPUT_CHECK.search(text)
+            if m:
+                idx = int(m["i"])
+                name = graph.inputs[idx] if graph and idx < len(graph.inputs) else f"input {idx}"
+                expected = graph.expected.get(name) if graph else None
+                c = Culprit("model_input", input_index=idx, input_name=name)
+                c.evidence.append(f"AOTI_RUNTIME_CHECK_INPUTS rejects model input {idx} ({name}): "
+                                  f"{m['what'].strip()}")
+                if expected:
+                    c.evidence.append(f"the package was compiled for {name} with sizes [{expected[0]}] "
+                                      f"and strides [{expected[1]}]")
+                out.culprit = c
+                stage.finding = f"input check fired: model input {idx} ({name}): {m['what'].strip()}"
+                return
+            m = _NAN_ASSERT.search(text)
+            if m:
+                out.culprit = self._nan_assert_culprit(m["what"], m["var"], graph)
+                stage.finding = out.culprit.evidence[0]
+                return
+        stage.finding = (f"no input or NaN check fired ({stage.rate.describe()} failed as before)"
+                         if stage.rate.failures else
+                         f"not reproduced under these flags: {stage.rate.describe()}")
+
+    def _nan_assert_culprit(self, what: str, var: str, graph: Optional[wrapper.WrapperGraph]) -> Culprit:
+        if graph and graph.is_model_input(var):
+            idx = graph.inputs.index(graph.storage(var))
+            c = Culprit("model_input", input_index=idx, input_name=var)
+        else:
+            producer = graph.producer(var, len(graph.launches)) if graph else None
+            c = Culprit("kernel" if producer else "unknown", kernel=producer.name if producer else None)
+        c.evidence.append(f"TORCHINDUCTOR_NAN_ASSERTS: at least one {what} in {var}"
+                          + (f", written by {c.kernel}" if c.kernel else ""))
+        return c
+
+    def determinism(self, out: Outcome) -> None:
+        if not self._is_cuda():
+            self.stages.append(Stage("determinism", dict(DETERMINISM_ENV), skipped=(
+                "CPU-only repro: no CUDA caching allocator and no asynchronous launches, so "
+                "PYTORCH_NO_CUDA_MEMORY_CACHING and CUDA_LAUNCH_BLOCKING cannot change anything")))
+            return
+        n = max(self.stages[0].rate.runs, self._repeat())
+        stage = self._run(Stage("determinism", dict(DETERMINISM_ENV)), n)
+        base, now = self.stages[0].rate, stage.rate
+        p = fisher_exact(base.failures, base.runs, now.failures, now.runs)
+        sig = dominant(stage.results)
+        parts = [f"{now.describe()} vs baseline {base.describe()} (Fisher p = {p:.3g})"]
+        if now.failures == now.runs and base.failures < base.runs:
+            parts.append("the failure becomes deterministic under these flags")
+        if sig and out.signature and sig.kind != out.signature.kind:
+            parts.append(f"the failure changes kind: {out.signature.kind} -> {sig.kind} ({sig.message})")
+        if now.failures == 0:
+            parts.append("not reproduced under these flags")
+        stage.finding = "; ".join(parts)
+        if now.failures:
+            self.estimate = max(self.estimate, now.value)
+
+    def _gpu_env(self) -> dict[str, str]:
+        det = next((s for s in self.stages if s.name == "determinism" and not s.skipped), None)
+        return dict(DETERMINISM_ENV) if det and det.rate.failures else {}
+
+    def trace(self, out: Outcome) -> None:
+        stage = self._run(Stage("trace", {**self._gpu_env(), **TRACE_ENV}), self._repeat())
+        self.trace_stage = stage
+        graph = self._graph(stage)
+        runs = stage.failures or stage.results
+        traces = [printer.parse_trace(read_log(r.log_path).splitlines()) for r in runs]
+        if not stage.failures:
+            stage.finding = f"not reproduced under these flags: {stage.rate.describe()}"
+        if not any(t.launches for t in traces):
+            why = ("no generated C++ wrapper was compiled under these flags: the repro most likely loads a "
+                   "prebuilt .pt2 (compile-time flags never take effect) or uses plain torch.compile (the "
+                   "Python wrapper prints nothing at level 3). Make the repro call "
+                   "torch._inductor.aoti_compile_and_package itself." if graph is None else
+                   "the wrapper was compiled but printed no launch: the failure happens before the first "
+                   "kernel launch (loading, input handling)")
+            stage.finding = (stage.finding + "; " if stage.finding else "") + "no launch lines: " + why
+            out.culprit = Culprit("unknown", evidence=[stage.finding])
+            return
+        unfinished = Counter(t.unfinished for t in traces if t.unfinished)
+        sig = dominant(stage.results) or out.signature
+        if unfinished:
+            kernel, count = unfinished.most_common(1)[0]
+            self.suspect = kernel
+            stage.finding = (f"last launch without after_launch: {kernel} ({count}/{len(traces)} failing runs)")
+            if len(unfinished) > 1:
+                stage.finding += f"; other runs ended in {', '.join(k for k in unfinished if k != kernel)}"
+            return
+        last = Counter(t.last_finished for t in traces).most_common(1)[0][0]
+        if sig and sig.kind in FAULT_KINDS:
+            nxt = graph.next_after(last) if graph else None
+            c = Culprit("outside_instrumented_kernels", kernel=nxt)
+            c.evidence.append(f"every instrumented launch finished (last: {last}); the fault happened outside "
+                              f"instrumented kernels (a custom op through the proxy executor, a copy, a later "
+                              f"sync); next in the wrapper after {last}: {nxt or 'unknown'}")
+            out.culprit = c
+            stage.finding = c.evidence[0]
+            return
+        stage.finding = (f"all {len(traces[0].launches)} launches finished (last: {last}): the model ran to "
+                         f"the end and the script's check failed, so the walk starts at the graph's outputs")
+
+    def inspect(self, out: Outcome) -> None:
+        graph = self._graph(self.trace_stage)
+        if graph is None:
+            self.stages.append(Stage("inspect", {}, skipped="no generated wrapper to read the launch graph from"))
+            return
+        sig = out.signature
+        bound = index_bound(sig.message) if sig else None
+        suspect = self.suspect
+        crashed = suspect is not None
+        inspect_stages: list[Stage] = []
+
+        def observe(kernels: list[str]) -> printer.Observation:
+            env = {**self._gpu_env(), **INSPECT_LEVEL, FILTER_VAR: ",".join(kernels)}
+            stage = self._run(Stage("inspect", env), self._repeat())
+            inspect_stages.append(stage)
+            fresh = self._graph(stage)
+            if fresh is not None and [l.name for l in fresh.launches] != [l.name for l in graph.launches]:
+                stage.finding = ("kernel names drifted between the trace and the inspection compile: "
+                                 f"{[l.name for l in graph.launches]} vs {[l.name for l in fresh.launches]}")
+            runs = stage.failures if (crashed and stage.failures) else stage.results
+            views: dict = {}
+            inputs: dict = {}
+            for r in runs:
+                v, i = printer.collect(printer.parse_blocks(_lines(r.log_path)), bound)
+                for k, view in v.items():
+                    views.setdefault(k, view)
+                for k, s in i.items():
+                    inputs.setdefault(k, s)
+            stage.finding = stage.finding or (
+                f"inspected {', '.join(kernels)}: printer showed {len(views)} kernel(s)"
+                + ("" if stage.failures or not crashed else "; the failure did not reproduce under level 2"))
+            return views, inputs
+
+        culprit = walk(graph, observe, suspect, crashed, bound, self.opt.inspect_cap)
+        if culprit.kind == "unknown" and crashed and suspect:
+            # The level-2 view could not convict anything, but the trace did name the faulting launch.
+            culprit.kind, culprit.kernel = "kernel", suspect
+            culprit.evidence.insert(0, f"the trace shows {suspect} never finished; inspection could not read "
+                                       "its inputs, so this rests on the trace alone")
+        out.culprit = culprit
+        if inspect_stages:
+            inspect_stages[-1].finding += "; " + (culprit.evidence[-1] if culprit.evidence else "")
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _graph(self, stage: Optional[Stage]) -> Optional[wrapper.WrapperGraph]:
+        if stage is None or not stage.results:
+            return None
+        r = stage.results[0]
+        for path in wrapper.find_wrappers(os.path.join(r.cache_dir, "inductor")):
+            with open(path, errors="replace") as f:
+                graph = wrapper.parse_wrapper(f.read(), path)
+            if graph.launches:
+                return graph
+        return None
+
+    def _is_cuda(self) -> bool:
+        for stage in self.stages:
+            g = self._graph(stage)
+            if g is not None:
+                with open(g.path, errors="replace") as f:
+                    text = f.read()
+                return "device_type_cuda" in text or "call_triton_" in text or "cuda" in g.path
+        return True  # unknown: running the determinism stage is cheap and cannot mislead
+
+    def _finish(self, out: Outcome) -> None:
+        c = out.culprit
+        if c is None:
+            return
+        if c.kernel:
+            roots = [os.path.join(s.results[0].cache_dir, "inductor") for s in self.stages if s.results]
+            out.source = wrapper.kernel_source(c.kernel, list(dict.fromkeys(roots)))
+            graph = self._graph(self.trace_stage)
+            hits = graph.by_name(c.kernel) if graph else []
+            out.source_nodes = hits[0].source_nodes if hits else ""
+        out.next_steps = self._next_steps(out.signature, c)
+
+    def _next_steps(self, sig: Optional[Signature], c: Optional[Culprit]) -> list[str]:
+        cmd = " ".join(shlex.quote(a) for a in self.argv)
+        kind = sig.kind if sig else ""
+        steps = []
+        if c and c.kind == "model_input":
+            steps.append("Feed inputs that match the compiled package (same device, dtype, sizes and strides: "
+                         "call .contiguous() / .to(device)), or export with dynamic shapes (torch.export.Dim) "
+                         f"for the dimension that varies; confirm with: AOTI_RUNTIME_CHECK_INPUTS=1 {cmd}")
+        if c and c.kind == "outside_instrumented_kernels":
+            steps.append("Check the custom op's kernel and its fake/meta function (shapes, strides, bounds); "
+                         + (f"run it under compute-sanitizer: PYTORCH_NO_CUDA_MEMORY_CACHING=1 "
+                            f"compute-sanitizer --tool memcheck {cmd}" if self._is_cuda() else
+                            f"run it under valgrind: valgrind --error-exitcode=9 {cmd}"))
+        if kind == "illegal_memory_access":
+            steps.append(f"Ground truth for the access: PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer "
+                         f"--tool memcheck {cmd}")
+        if kind in ("index_out_of_bounds", "device_assert") and c and c.kind == "kernel":
+            steps.append(f"Read the index computation in {c.kernel} (source below) against the bound in the "
+                         "assertion; an index derived from input values needs clamping or a guard")
+        if kind == "nan_inf" and c and c.kind == "kernel":
+            steps.append(f"Check the numerics of the ops fused into {c.kernel} (log/sqrt/div of values outside "
+                         "their domain); on CUDA, TORCHINDUCTOR_RUNTIME_TRITON_NAN_ASSERTS=1 narrows it to the "
+                         "element")
+        if c is None or c.kind in ("kernel", "unknown"):
+            steps.append(f"Shrink the graph with the AOTI minifier: DUMP_AOTI_MINIFIER=1 {cmd}")
+        return steps
+
+
+def _lines(path: str):
+    with open(path, errors="replace") as f:
+        yield from f

@@ -1,0 +1,179 @@
+"""The walk-back: from a suspect (or the graph's outputs) to the first kernel that made bad values from good inputs.
+
+Pure search logic: it never runs anything itself. `observe(kernel_names)` is injected; it compiles and runs
+the repro with the level-2 printer filtered to those kernels and returns what the printer showed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from .printer import KernelView, TensorStats, is_bad
+from .wrapper import Launch, WrapperGraph
+
+Observation = tuple[dict[str, KernelView], dict[str, TensorStats]]
+Observe = Callable[[list[str]], Observation]
+
+
+@dataclass
+class Culprit:
+    kind: str  # kernel | model_input | constant | outside_instrumented_kernels | unknown
+    kernel: Optional[str] = None
+    input_index: Optional[int] = None
+    input_name: Optional[str] = None
+    evidence: list[str] = field(default_factory=list)
+    stats: list[dict] = field(default_factory=list)
+    probes: list[list[str]] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "kernel": self.kernel, "input_index": self.input_index,
+                "input_name": self.input_name, "evidence": self.evidence, "stats": self.stats,
+                "probes": self.probes}
+
+
+def spread(items: list, k: int) -> list:
+    """k evenly spaced items (all of them when there are few): one compile inspects a whole chain."""
+    if k <= 0:
+        return []
+    if len(items) <= k:
+        return list(items)
+    if k == 1:
+        return [items[-1]]
+    return [items[round(i * (len(items) - 1) / (k - 1))] for i in range(k)]
+
+
+class _Walk:
+    def __init__(self, graph: WrapperGraph, observe: Observe, bound: Optional[int], cap: int) -> None:
+        self.graph = graph
+        self.observe = observe
+        self.bound = bound
+        self.cap = max(1, cap)
+        self.views: dict[str, KernelView] = {}
+        self.inputs: dict[str, TensorStats] = {}
+        self.culprit = Culprit("unknown")
+
+    def ensure(self, launches: list[Launch]) -> None:
+        """Observe these launches (and, in the same compile, a spread of their unobserved ancestors)."""
+        wanted = [launch for launch in launches if launch.name not in self.views]
+        if not wanted:
+            return
+        names = list(dict.fromkeys(launch.name for launch in wanted))
+        ancestors: dict[int, Launch] = {}
+        for launch in wanted:
+            ancestors.update((a.index, a) for a in self.graph.ancestors(launch) if a.name not in self.views)
+        extra = [a.name for a in spread([ancestors[i] for i in sorted(ancestors)], self.cap - len(names))]
+        batch = list(dict.fromkeys(names + extra))
+        self.culprit.probes.append(batch)
+        views, inputs = self.observe(batch)
+        self.views.update(views)
+        self.inputs.update(inputs)
+
+    def stats(self, launch: Launch, var: str, when: str) -> Optional[TensorStats]:
+        view = self.views.get(launch.name)
+        if view is None:
+            return None
+        return (view.before if when == "before" else view.after).get(var)
+
+    def bad_inputs(self, launch: Launch) -> list[tuple[str, TensorStats]]:
+        out = []
+        for var in launch.args:
+            if self.graph.storage(var) in launch.reads:
+                s = self.stats(launch, var, "before")
+                if s is not None and is_bad(s, self.bound):
+                    out.append((var, s))
+        return out
+
+    def good_inputs(self, launch: Launch) -> list[TensorStats]:
+        return [s for var in launch.args if self.graph.storage(var) in launch.reads
+                and (s := self.stats(launch, var, "before")) is not None and not is_bad(s, self.bound)]
+
+    def bad_outputs(self, launch: Launch) -> list[tuple[str, TensorStats]]:
+        out = []
+        for var in launch.args:
+            if self.graph.storage(var) in launch.writes:
+                s = self.stats(launch, var, "after")
+                if s is not None and is_bad(s, self.bound):
+                    out.append((var, s))
+        return out
+
+    def note(self, text: str, *stats: TensorStats) -> None:
+        self.culprit.evidence.append(text)
+        self.culprit.stats.extend(s.to_json() | {"kernel": s.kernel} for s in stats)
+
+
+def walk(graph: WrapperGraph, observe: Observe, start: Optional[str], crashed: bool,
+         bound: Optional[int] = None, cap: int = 8) -> Culprit:
+    """Find the first kernel whose inputs are good and whose outputs are bad.
+
+    start: the suspect kernel's name (the trace's unfinished launch), or None to start from the graph's
+    outputs (failures that do not crash: a NaN or a wrong value the script's own check reports).
+    crashed: the suspect never finished, so it has no after_launch values; good inputs then convict it.
+    """
+    w = _Walk(graph, observe, bound, cap)
+    if start is None:
+        producers = graph.output_producers()
+        if not producers:
+            w.note("the wrapper hands back no kernel-produced output; nothing to walk")
+            return w.culprit
+        w.ensure(producers)
+        bad = [p for p in producers if w.bad_outputs(p)]
+        if not bad:
+            w.note("level 2 shows finite, in-range graph outputs: the failure is not a NaN/Inf or an "
+                   "out-of-range index the printer can see (a wrong-but-finite value needs a reference)")
+            return w.culprit
+        current = bad[0]
+        var, s = w.bad_outputs(current)[0]
+        w.note(f"graph output {var} is bad after {current.name}: {s.describe()}", s)
+    else:
+        hits = graph.by_name(start)
+        if not hits:
+            w.note(f"kernel {start} from the trace is not in the generated wrapper: kernel names drifted "
+                   f"between compiles (autotuning?); not guessing a match")
+            return w.culprit
+        current = hits[0]
+    visited: set[int] = set()
+    while True:
+        visited.add(current.index)
+        w.ensure([current])
+        if current.name not in w.views:
+            w.note(f"the level-2 run printed nothing for {current.name}: its name drifted between compiles, "
+                   f"or the failure did not reproduce under the printer")
+            return w.culprit
+        earlier_bad = [a for a in graph.ancestors(current) if a.name in w.views and w.bad_outputs(a)
+                       and a.index not in visited]
+        if earlier_bad:
+            first = earlier_bad[0]
+            var, s = w.bad_outputs(first)[0]
+            w.note(f"{first.name} (an ancestor of {current.name}) already writes bad {var}: {s.describe()}", s)
+            current = first
+            continue
+        bad_in = w.bad_inputs(current)
+        if not bad_in:
+            good = w.good_inputs(current)
+            outs = w.bad_outputs(current)
+            what = "faulted" if crashed and start == current.name else "produced bad values"
+            w.note(f"{current.name} {what} from good inputs: "
+                   + ("; ".join(s.describe() for s in good) or "no tensor inputs"), *good)
+            for var, s in outs:
+                w.note(f"{current.name} wrote bad {var}: {s.describe()}", s)
+            w.culprit.kind, w.culprit.kernel = "kernel", current.name
+            return w.culprit
+        var, s = bad_in[0]
+        storage = graph.storage(var)
+        if graph.is_model_input(var):
+            idx = graph.inputs.index(storage)
+            w.note(f"{current.name} reads model input {idx} ({storage}) and it is already bad: {s.describe()}", s)
+            w.culprit.kind, w.culprit.input_index, w.culprit.input_name = "model_input", idx, storage
+            return w.culprit
+        if graph.is_constant(var):
+            w.note(f"{current.name} reads constant {storage} and it is already bad: {s.describe()}", s)
+            w.culprit.kind, w.culprit.input_name = "constant", storage
+            return w.culprit
+        producer = graph.producer(var, current.index)
+        if producer is None or producer.index in visited:
+            w.note(f"{current.name} reads bad {var} but no instrumented kernel wrote it bad: the value changed "
+                   f"outside instrumented kernels (a custom op, a copy, or memory another kernel overran)", s)
+            w.culprit.kind = "outside_instrumented_kernels"
+            return w.culprit
+        w.note(f"{current.name} reads bad {var} ({s.describe()}), written by {producer.name}", s)
+        current = producer

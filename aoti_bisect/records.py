@@ -1,0 +1,120 @@
+"""The small frozen records every module passes around: a run's spec, its result, a failure signature."""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Optional
+
+
+class Outcome(str, enum.Enum):
+    PASSED = "passed"
+    FAILED = "failed"
+    CRASHED = "crashed"
+    TIMEOUT = "timeout"
+    INFRA_ERROR = "infra_error"
+
+    @property
+    def is_failure(self) -> bool:
+        return self in (Outcome.FAILED, Outcome.CRASHED, Outcome.TIMEOUT)
+
+
+class Verdict(str, enum.Enum):
+    REPRODUCED = "reproduced"
+    NOT_REPRODUCED = "not_reproduced"
+    INCONCLUSIVE = "inconclusive"
+    ERROR = "error"
+
+
+# Exit codes double as a `git bisect run` predicate: 0 good, 1 bad, 125 skip.
+EXIT_NOT_REPRODUCED = 0
+EXIT_REPRODUCED = 1
+EXIT_USAGE = 2
+EXIT_INFRA = 3
+EXIT_INCONCLUSIVE = 125
+EXIT_INTERRUPTED = 130
+
+VERDICT_EXIT = {
+    Verdict.NOT_REPRODUCED: EXIT_NOT_REPRODUCED,
+    Verdict.REPRODUCED: EXIT_REPRODUCED,
+    Verdict.INCONCLUSIVE: EXIT_INCONCLUSIVE,
+    Verdict.ERROR: EXIT_INFRA,
+}
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One execution of the repro: what to run and under which env overlay."""
+
+    argv: tuple[str, ...]
+    stage: str
+    index: int
+    env: tuple[tuple[str, str], ...] = ()
+    timeout: float = 600.0
+
+    @property
+    def env_dict(self) -> dict[str, str]:
+        return dict(self.env)
+
+    @property
+    def name(self) -> str:
+        return f"{self.stage}-{self.index:03d}"
+
+
+@dataclass(frozen=True)
+class Signature:
+    kind: str
+    phase: str
+    message: str
+    kernel: Optional[str] = None
+    fingerprint: str = ""
+
+    def to_json(self) -> dict:
+        return {
+            "kind": self.kind,
+            "phase": self.phase,
+            "message": self.message,
+            "kernel": self.kernel,
+            "fingerprint": self.fingerprint,
+        }
+
+
+@dataclass(frozen=True)
+class ProcessExit:
+    """What the operating system told us about a finished child."""
+
+    returncode: Optional[int]
+    signal: Optional[int]
+    timed_out: bool
+    duration: float
+    log_bytes: int
+    dropped_bytes: int = 0
+    launch_error: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class RunResult:
+    spec: RunSpec
+    outcome: Outcome
+    exit: ProcessExit
+    run_dir: str
+    log_path: str
+    signature: Optional[Signature] = None
+    cache_dir: str = ""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome.is_failure
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.spec.name,
+            "outcome": self.outcome.value,
+            "returncode": self.exit.returncode,
+            "signal": self.exit.signal,
+            "duration_s": round(self.exit.duration, 3),
+            "log": self.log_path,
+            "log_bytes": self.exit.log_bytes,
+            "dropped_bytes": self.exit.dropped_bytes,
+            "signature": self.signature.to_json() if self.signature else None,
+        }

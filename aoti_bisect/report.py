@@ -1,0 +1,170 @@
+"""The report: report.json (the record, schema below) and report.md rendered from it. It owns the exit code."""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Optional
+
+from tabulate import tabulate
+
+from .records import EXIT_INTERRUPTED, VERDICT_EXIT, Verdict
+
+SCHEMA_VERSION = 1
+MD_LIMIT = 65536
+
+
+@dataclass
+class Report:
+    run_dir: str
+    command: list[str]
+    data: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_outcome(cls, run_dir: str, command: list[str], outcome, environment: Optional[dict] = None) -> "Report":
+        sig = outcome.signature
+        culprit = outcome.culprit
+        c_json = None
+        if culprit is not None:
+            c_json = culprit.to_json()
+            c_json["source"] = ({"path": outcome.source[0], "excerpt": outcome.source[1]}
+                                if outcome.source else None)
+            c_json["source_nodes"] = outcome.source_nodes or None
+        data = {
+            "schema_version": SCHEMA_VERSION,
+            "tool": "aoti-bisect",
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "command": command,
+            "verdict": outcome.verdict.value,
+            "complete": not outcome.interrupted,
+            "summary": outcome.summary,
+            "signature": sig.to_json() if sig else None,
+            "reproduction": outcome.baseline.to_json(),
+            "stages": [s.to_json() for s in outcome.stages],
+            "culprit": c_json or {"kind": None, "kernel": None, "evidence": []},
+            "next_steps": outcome.next_steps,
+            "environment": environment or {},
+            "run_dir": run_dir,
+        }
+        return cls(run_dir, command, data)
+
+    @classmethod
+    def load(cls, run_dir: str) -> "Report":
+        with open(os.path.join(run_dir, "report.json")) as f:
+            data = json.load(f)
+        return cls(run_dir, data.get("command", []), data)
+
+    @property
+    def exit_code(self) -> int:
+        if not self.data.get("complete", True):
+            return EXIT_INTERRUPTED
+        return VERDICT_EXIT[Verdict(self.data["verdict"])]
+
+    def write(self) -> None:
+        tmp = os.path.join(self.run_dir, "report.json.tmp")
+        with open(tmp, "w") as f:
+            json.dump(self.data, f, indent=2)
+        os.replace(tmp, os.path.join(self.run_dir, "report.json"))
+        with open(os.path.join(self.run_dir, "report.md"), "w") as f:
+            f.write(render_markdown(self.data))
+
+    def headline(self) -> str:
+        d = self.data
+        c = d["culprit"]
+        line = f"verdict: {d['verdict']}"
+        if d.get("signature"):
+            s = d["signature"]
+            line += f" | {s['kind']} in {s['phase']}"
+        r = d["reproduction"]
+        line += f" | {r['failures']}/{r['runs']} runs failed"
+        if c and c.get("kind") == "kernel":
+            line += f" | culprit kernel: {c['kernel']}"
+        elif c and c.get("kind") == "model_input":
+            line += f" | culprit: model input {c['input_index']} ({c['input_name']})"
+        elif c and c.get("kind"):
+            line += f" | culprit: {c['kind']}" + (f" ({c['kernel']})" if c.get("kernel") else "")
+        if not d.get("complete", True):
+            line += " | INTERRUPTED: partial report"
+        return line
+
+
+def _cell(text: object) -> str:
+    """Table cell text that cannot break a GFM table or open a code span."""
+    s = " ".join(str(text if text is not None else "").split())
+    return s.replace("\\", "\\\\").replace("|", "\\|").replace("`", "\\`").replace("<", "&lt;")
+
+
+def _fence(text: str) -> str:
+    """A code fence longer than any backtick run inside the text."""
+    longest = run = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    return "`" * max(3, longest + 1)
+
+
+def _code(text: str, lang: str = "") -> str:
+    f = _fence(text)
+    return f"{f}{lang}\n{text}\n{f}"
+
+
+def _rate(r: dict) -> str:
+    lo, hi = r["ci95"]
+    if r["runs"] == 0:
+        return "no runs"
+    return f"{r['failures']}/{r['runs']} ({r['rate']:.0%}, 95% CI {lo:.0%}–{hi:.0%})"
+
+
+def render_markdown(d: dict) -> str:
+    c = d.get("culprit") or {}
+    sig = d.get("signature") or {}
+    out = [f"# aoti-bisect report: {d['verdict']}", ""]
+    if not d.get("complete", True):
+        out += ["> **Interrupted**: this report covers only the runs that finished; later stages are missing.", ""]
+    summary = [("Verdict", d["verdict"]), ("Failure", f"{sig.get('kind', '-')} in phase {sig.get('phase', '-')}"),
+               ("Message", sig.get("message", "-")), ("Reproduction", _rate(d["reproduction"]))]
+    if c.get("kind"):
+        who = c.get("kernel") or (f"model input {c.get('input_index')} ({c.get('input_name')})"
+                                  if c["kind"] == "model_input" else c.get("input_name") or "-")
+        summary.append(("Culprit", f"{c['kind']}: {who}"))
+        if c.get("evidence"):
+            summary.append(("Evidence", c["evidence"][-1]))
+    out.append(tabulate([(k, _cell(v)) for k, v in summary], headers=["", ""], tablefmt="github"))
+    out += ["", "## Stages", ""]
+    rows = []
+    for s in d["stages"]:
+        env = " ".join(f"{k}={v}" for k, v in s["env"].items()) or "(none)"
+        rows.append((s["name"], _cell(env), "yes" if s["recompiled"] else "no",
+                     s["runs"], s["failures"], _cell(s["skipped"] and f"skipped: {s['skipped']}" or s["finding"])))
+    out.append(tabulate(rows, headers=["stage", "flags", "recompiled", "runs", "failures", "finding"],
+                        tablefmt="github"))
+    if c.get("evidence"):
+        out += ["", "## Evidence chain", ""] + [f"{i}. {_cell(e)}" for i, e in enumerate(c["evidence"], 1)]
+    if c.get("source_nodes"):
+        out += ["", f"Source nodes: {_cell(c['source_nodes'])}"]
+    if c.get("source"):
+        out += ["", f"## Culprit source (`{_cell(os.path.basename(c['source']['path']))}`)", "",
+                _code(c["source"]["excerpt"], "cpp" if c["source"]["path"].endswith(".cpp") else "python")]
+    if d.get("next_steps"):
+        out += ["", "## Next steps", ""] + [f"- {_cell(s)}" for s in d["next_steps"]]
+    out += ["", "## Reproduce each stage", ""]
+    for s in d["stages"]:
+        if s["rerun"]:
+            out += [f"**{s['name']}**", "", _code(_read(s["rerun"][0]), "sh"), ""]
+    env = d.get("environment") or {}
+    if env:
+        out += ["## Environment", "", tabulate([(k, _cell(v)) for k, v in env.items()], headers=["", ""],
+                                               tablefmt="github")]
+    text = "\n".join(out) + "\n"
+    if len(text) > MD_LIMIT:
+        text = text[: MD_LIMIT - 200] + "\n\n*(report truncated to fit a GitHub issue body)*\n"
+    return text
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return f"(missing: {path})"

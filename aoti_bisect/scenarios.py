@@ -1,0 +1,165 @@
+"""The scenario library: a manifest of real failing repros with known answers, and the checker."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from typing import Optional
+
+from tabulate import tabulate
+
+from . import process
+from .harness import read_log
+
+SCENARIO_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scenarios")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    script: str
+    device: str
+    demonstrates: str
+    verdict: str
+    kind: Optional[str]
+    phase: Optional[str]
+    culprit: dict
+    flaky: bool
+    rate: tuple[float, float]
+    stage: str
+    runs: int
+    timeout: float
+    observed: str = ""
+    args: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def path(self) -> str:
+        return os.path.join(SCENARIO_DIR, self.script)
+
+    def expected_culprit(self) -> str:
+        c = self.culprit
+        if c.get("kind") == "model_input":
+            return f"model_input {c.get('input')}"
+        if c.get("pattern"):
+            return f"{c['kind']} ~ {c['pattern']}"
+        return c.get("kind", "none")
+
+
+def load_manifest(path: Optional[str] = None) -> list[Scenario]:
+    with open(path or os.path.join(SCENARIO_DIR, "manifest.toml"), "rb") as f:
+        data = tomllib.load(f)
+    out = []
+    for t in data.get("scenario", []):
+        out.append(Scenario(
+            name=t["name"], script=t["script"], device=t["device"], demonstrates=t["demonstrates"],
+            verdict=t["verdict"], kind=t.get("kind"), phase=t.get("phase"), culprit=t.get("culprit", {}),
+            flaky=t.get("flaky", False), rate=tuple(t.get("rate", (0.0, 1.0))), stage=t.get("stage", "baseline"),
+            runs=t.get("runs", 2), timeout=t.get("timeout", 300), observed=t.get("observed", ""),
+            args=tuple(t.get("args", ()))))
+    return out
+
+
+def list_table(scenarios: list[Scenario]) -> str:
+    rows = [(s.name, s.device, s.kind or "-", s.phase or "-", s.expected_culprit(),
+             f"{s.rate[0]:.0%}-{s.rate[1]:.0%}" if s.flaky else ("0%" if s.verdict == "not_reproduced" else "100%"),
+             s.stage, s.demonstrates) for s in scenarios]
+    return tabulate(rows, headers=["name", "device", "kind", "phase", "culprit", "rate", "pinned by", "demonstrates"])
+
+
+def culprit_matches(expected: dict, found: Optional[dict]) -> bool:
+    kind = expected.get("kind", "none")
+    if kind == "none":
+        return not found or not found.get("kind")
+    if not found or found.get("kind") != kind:
+        return False
+    if kind == "model_input":
+        return found.get("input_index") == expected.get("input")
+    pattern = expected.get("pattern")
+    return not pattern or bool(re.search(pattern, found.get("kernel") or "", re.I))
+
+
+def _found_culprit(c: Optional[dict]) -> str:
+    if not c or not c.get("kind"):
+        return "none"
+    if c["kind"] == "model_input":
+        return f"model_input {c.get('input_index')}"
+    return f"{c['kind']} {c.get('kernel') or ''}".strip()
+
+
+def compare(s: Scenario, report: dict) -> list[str]:
+    """Mismatches between the manifest's answer and the report (empty: the tool got it right)."""
+    problems = []
+    sig = report.get("signature") or {}
+    if report["verdict"] != s.verdict:
+        problems.append(f"verdict {report['verdict']} != {s.verdict}")
+    if s.kind and sig.get("kind") != s.kind:
+        problems.append(f"kind {sig.get('kind')} != {s.kind}")
+    if s.phase and sig.get("phase") != s.phase:
+        problems.append(f"phase {sig.get('phase')} != {s.phase}")
+    if not culprit_matches(s.culprit, report.get("culprit")):
+        problems.append(f"culprit {_found_culprit(report.get('culprit'))} != {s.expected_culprit()}")
+    lo, hi = report["reproduction"]["ci95"]
+    if s.flaky and (hi < s.rate[0] or lo > s.rate[1]):
+        problems.append(f"rate CI {lo:.0%}-{hi:.0%} outside the expected {s.rate[0]:.0%}-{s.rate[1]:.0%}")
+    return problems
+
+
+def cuda_visible(run_dir: str) -> bool:
+    log = os.path.join(run_dir, "cuda-probe.log")
+    code = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"
+    exit = process.execute([sys.executable, "-c", code], dict(os.environ), run_dir, log, timeout=120)
+    return exit.returncode == 0 and "Error" not in read_log(log)
+
+
+class _Quiet:
+    def say(self, text: str) -> None:
+        pass
+
+    def run(self, r) -> None:
+        sig = r.signature
+        print(f"  [{r.spec.name}] {r.outcome.value} {r.exit.duration:.1f}s"
+              + (f" {sig.kind}/{sig.phase}" if sig else ""), file=sys.stderr, flush=True)
+
+
+def check(scenarios: list[Scenario], run_dir: str, jobs: int = 1, stages: tuple[str, ...] = (),
+          device: str = "auto") -> bool:
+    from .session import Session
+
+    has_cuda = device == "cuda" or (device == "auto" and cuda_visible(run_dir))
+    rows, results, ok = [], [], True
+    for s in scenarios:
+        if s.device == "cuda" and not has_cuda:
+            rows.append((s.name, s.device, "SKIPPED", "no CUDA GPU visible", "", "", "", ""))
+            results.append({"name": s.name, "status": "skipped", "why": "no CUDA GPU visible"})
+            continue
+        if device == "cpu" and s.device != "cpu":
+            continue
+        print(f"scenario {s.name}: {s.demonstrates}", file=sys.stderr, flush=True)
+        session = Session(os.path.join(run_dir, s.name), [sys.executable, s.path, *s.args], _Quiet(),
+                          jobs=jobs, runs=s.runs, max_runs=max(s.runs, 10), timeout=s.timeout,
+                          stages=("baseline", *stages), cache_root=os.path.join(run_dir, "cache"))
+        report = session.execute().data
+        problems = compare(s, report)
+        ok &= not problems
+        sig = report.get("signature") or {}
+        r = report["reproduction"]
+        rows.append((s.name, s.device, "ok" if not problems else "MISMATCH",
+                     f"{report['verdict']} / {s.verdict}", f"{sig.get('kind')} / {s.kind}",
+                     f"{sig.get('phase')} / {s.phase}",
+                     f"{_found_culprit(report.get('culprit'))} / {s.expected_culprit()}",
+                     f"{r['failures']}/{r['runs']} / {s.rate[0]:.0%}-{s.rate[1]:.0%}"))
+        results.append({"name": s.name, "status": "ok" if not problems else "mismatch", "problems": problems,
+                        "run_dir": session.run_dir})
+        print(f"scenario {s.name}: {'ok' if not problems else 'MISMATCH: ' + '; '.join(problems)}",
+              file=sys.stderr, flush=True)
+    table = tabulate(rows, headers=["scenario", "device", "status", "verdict (found / expected)",
+                                    "kind", "phase", "culprit", "rate"], tablefmt="github")
+    print(table)
+    with open(os.path.join(run_dir, "scenarios-check.json"), "w") as f:
+        json.dump(results, f, indent=2)
+    with open(os.path.join(run_dir, "scenarios-check.md"), "w") as f:
+        f.write(table + "\n")
+    return ok

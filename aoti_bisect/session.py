@@ -1,0 +1,118 @@
+"""One `aoti-bisect run`: probe the environment, climb the ladder, write the report (even when interrupted)."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Optional
+
+from . import process
+from .harness import Harness, read_log
+from .ladder import Ladder, Options, Outcome
+from .records import RunResult, Verdict
+from .report import Report
+from .stats import Rate
+
+# Runs in the repro's interpreter, so a broken torch or CUDA context cannot take aoti-bisect down.
+_PROBE = r"""
+import json, os, platform, sys
+info = {"python": sys.version.split()[0], "platform": platform.platform()}
+try:
+    import torch
+except Exception as exc:
+    print("AOTI_BISECT_PROBE " + json.dumps({"torch_error": f"{type(exc).__name__}: {exc}"}))
+    sys.exit(0)
+info["torch"] = torch.__version__
+info["torch_git"] = getattr(torch.version, "git_version", None)
+info["cuda_runtime"] = torch.version.cuda
+info["cuda_available"] = torch.cuda.is_available()
+if info["cuda_available"]:
+    info["gpu"] = torch.cuda.get_device_name(0)
+    try:
+        info["cuda_driver"] = torch._C._cuda_getDriverVersion()
+    except Exception:
+        pass
+try:
+    from torch._inductor import cpp_builder
+    cxx = cpp_builder.get_cpp_compiler()
+    info["cxx"] = cxx
+    import subprocess
+    info["cxx_version"] = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=20).stdout.splitlines()[0]
+except Exception as exc:
+    info["cxx"] = f"unknown ({exc})"
+try:
+    libs = [l.split()[-1] for l in open("/proc/self/maps") if "libstdc++" in l]
+    info["libstdcxx"] = sorted(set(libs))[0] if libs else None
+except OSError:
+    pass
+print("AOTI_BISECT_PROBE " + json.dumps(info))
+"""
+
+_ENV_PREFIXES = ("TORCH", "AOT", "AOTI", "INDUCTOR", "CUDA", "PYTORCH", "TRITON", "CXX", "CC", "NCCL", "LD_LIBRARY")
+_SECRET_WORDS = ("TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
+
+
+def relevant_env(env: dict[str, str]) -> dict[str, str]:
+    """The variables that change AOTI/Inductor/CUDA behaviour, secrets redacted."""
+    out = {}
+    for k, v in sorted(env.items()):
+        if k.startswith(_ENV_PREFIXES):
+            out[k] = "<redacted>" if any(w in k.upper() for w in _SECRET_WORDS) else v
+    return out
+
+
+class Session:
+    def __init__(self, run_dir: str, argv: list[str], progress, jobs: int = 1, runs: Optional[int] = None,
+                 max_runs: int = 10, timeout: float = 600.0, stages: tuple[str, ...] = (),
+                 python_script: bool = True, limits: process.OutputLimits = process.OutputLimits(),
+                 cache_root: Optional[str] = None) -> None:
+        self.run_dir = run_dir
+        self.argv = argv
+        self.progress = progress
+        self.python_script = python_script
+        self.harness = Harness(run_dir, jobs=jobs, limits=limits, cache_root=cache_root)
+        self.options = Options(runs=runs, max_runs=max_runs, timeout=timeout, stages=stages)
+        self.environment: dict = {}
+
+    def probe(self) -> Optional[str]:
+        """Fills self.environment; returns an error line when the repro's Python cannot import torch."""
+        python = self.argv[0] if self.python_script else sys.executable
+        log = os.path.join(self.run_dir, "environment.log")
+        env = dict(self.harness.base_env, PYTHONUNBUFFERED="1", TMPDIR=self.run_dir)
+        exit = process.execute([python, "-c", _PROBE], env, self.run_dir, log, timeout=120,
+                               cancel=self.harness.cancel)
+        text = read_log(log)
+        line = next((l for l in text.splitlines() if l.startswith("AOTI_BISECT_PROBE ")), None)
+        if line is None:
+            return f"could not probe the environment with {python} (exit {exit.returncode}); see {log}"
+        self.environment = json.loads(line.split(" ", 1)[1])
+        self.environment["env"] = relevant_env(dict(os.environ))
+        if "torch_error" in self.environment and self.python_script:
+            return f"torch is not importable by {python}: {self.environment['torch_error']}"
+        return None
+
+    def _run_batch(self, specs, stop, sink) -> None:
+        def landed(r: RunResult) -> None:
+            sink(r)
+            self.progress.run(r)
+        self.harness.run_many(specs, on_result=landed, stop=stop)
+
+    def execute(self) -> Report:
+        ladder = Ladder(self.argv, self._run_batch, self.options)
+        self.progress.say(f"aoti-bisect: run directory {self.run_dir}")
+        try:
+            problem = self.probe()
+            if problem:
+                outcome = Outcome(Verdict.ERROR, None, Rate(0, 0), [], summary=problem)
+                self.progress.say(f"aoti-bisect: error: {problem}")
+            else:
+                outcome = ladder.run()
+        except KeyboardInterrupt:
+            self.harness.cancel.set()
+            outcome = ladder.partial()
+            self.progress.say("aoti-bisect: interrupted; writing a partial report")
+        report = Report.from_outcome(self.run_dir, self.argv, outcome, self.environment)
+        report.write()
+        self.progress.say(f"aoti-bisect: {report.headline()}")
+        self.progress.say(f"aoti-bisect: report: {os.path.join(self.run_dir, 'report.md')}")
+        return report

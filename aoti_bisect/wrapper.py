@@ -1,0 +1,232 @@
+"""Def-use extraction from AOTI's generated C++ wrapper: which launch reads and writes which buffer."""
+from __future__ import annotations
+
+import glob
+import os
+import re
+import zipfile
+from dataclasses import dataclass, field
+from typing import Optional
+
+# What counts as a launch: generated kernels, Triton call wrappers, extern ops, custom ops.
+_CALL = re.compile(
+    r"^\s*(?:AOTI_TORCH_ERROR_CODE_CHECK\()?\s*"
+    r"(?P<fn>call_\w+|cpp_fused_\w+|cpp_\w+|triton_\w+|aoti_torch_(?:cpu|cuda|xpu|mps)_\w+|"
+    r"aoti_torch_proxy_executor_call_function|aoti_torch_copy_)\((?P<args>.*)\)\)?;")
+_TOKEN = re.compile(r"\b(buf\d+|arg\d+_\d+)\b")
+_WORD = re.compile(r"\b[A-Za-z_]\w*\b")
+_ALIAS = re.compile(r"^\s*(?:auto|RAIIAtenTensorHandle|AtenTensorHandle)\s+(?P<new>buf\d+)\s*(?:=|\()\s*"
+                    r"(?:std::move\(|wrap_with_raii_handle_if_needed\(|reinterpret_tensor_wrapper\()?(?P<old>buf\d+)\b")
+_ARRAY = re.compile(r"(?P<name>\w+)\[\]\s*=\s*\{(?P<items>[^}]*)\}")
+_CONST_REF = re.compile(r"auto&\s+(?P<name>\w+)\s*=\s*constants_->at\(\d+\)")
+_INPUT_NAME = re.compile(r'inputs_info_\[(?P<i>\d+)\]\.name = "(?P<name>[^"]+)"')
+_OUTPUT = re.compile(r"output_handles\[(?P<i>\d+)\]\s*=\s*(?P<name>\w+)\.release\(\)")
+_ASSERT = re.compile(r"assert_size_stride\((?P<name>\w+), \{(?P<size>[^}]*)\}, \{(?P<stride>[^}]*)\}")
+_SOURCE_NODES = re.compile(r"//\s*Topologically Sorted Source Nodes: (?P<nodes>.*)")
+_CPP_PARAM = re.compile(r"\((?P<const>const\s+)?[\w:<> ]+\*\)\((?P<name>\w+)\.data_ptr\(\)\)")
+_TRITON_DEF = re.compile(r"def (?P<name>\w+)\((?P<params>[^)]*)\)")
+
+
+@dataclass(frozen=True)
+class Launch:
+    index: int
+    name: str  # as the printer names it (call_ prefix dropped)
+    line: int
+    args: tuple[str, ...]  # buffer/input variables as written at the call
+    reads: tuple[str, ...]  # storages read (aliases resolved)
+    writes: tuple[str, ...]  # storages written
+    source_nodes: str = ""
+
+
+@dataclass
+class WrapperGraph:
+    path: str
+    launches: list[Launch]
+    inputs: list[str]  # input index -> variable name
+    constants: list[str]
+    outputs: list[str]
+    aliases: dict[str, str] = field(default_factory=dict)
+    expected: dict[str, tuple[str, str]] = field(default_factory=dict)  # input -> (sizes, strides)
+
+    def storage(self, var: str) -> str:
+        while var in self.aliases:
+            var = self.aliases[var]
+        return var
+
+    def by_name(self, name: str) -> list[Launch]:
+        return [launch for launch in self.launches if launch.name.lower() == name.lower()]
+
+    def producer(self, var: str, before: int) -> Optional[Launch]:
+        """The last launch before index `before` that wrote var's storage (None: a model input or constant)."""
+        s = self.storage(var)
+        writers = [launch for launch in self.launches if launch.index < before and s in launch.writes]
+        return writers[-1] if writers else None
+
+    def ancestors(self, launch: Launch) -> list[Launch]:
+        """Every launch whose output can reach `launch`, in launch order."""
+        found: dict[int, Launch] = {}
+        stack = [launch]
+        while stack:
+            cur = stack.pop()
+            for var in cur.reads:
+                p = self.producer(var, cur.index)
+                if p is not None and p.index not in found:
+                    found[p.index] = p
+                    stack.append(p)
+        return [found[i] for i in sorted(found)]
+
+    def output_producers(self) -> list[Launch]:
+        end = len(self.launches)
+        out = [self.producer(v, end) for v in self.outputs]
+        return sorted({p.index: p for p in out if p is not None}.values(), key=lambda launch: launch.index)
+
+    def next_after(self, name: str) -> Optional[str]:
+        """The wrapper statement that follows the last launch of `name`: where an uninstrumented fault lies."""
+        hits = self.by_name(name)
+        if not hits:
+            return None
+        following = [launch for launch in self.launches if launch.index > hits[-1].index]
+        return following[0].name if following else "the end of the graph (outputs are handed back)"
+
+    def is_model_input(self, var: str) -> bool:
+        return self.storage(var) in self.inputs
+
+    def is_constant(self, var: str) -> bool:
+        return self.storage(var) in self.constants
+
+
+def _run_impl(text: str) -> tuple[str, int]:
+    start = text.find("::run_impl(")
+    if start < 0:
+        return text, 0
+    end = text.find("// AOTInductorModel::run_impl", start)
+    return text[start: end if end > 0 else len(text)], text.count("\n", 0, start)
+
+
+def _triton_params(text: str) -> dict[str, list[str]]:
+    """Parameter names of Triton kernels embedded in the wrapper (in/out/in_out pointers tell roles)."""
+    return {m["name"]: [p.strip() for p in m["params"].split(",")] for m in _TRITON_DEF.finditer(text)}
+
+
+def parse_wrapper(text: str, path: str = "") -> WrapperGraph:
+    body, offset = _run_impl(text)
+    triton = _triton_params(text)
+    inputs = [m["name"] for m in sorted(_INPUT_NAME.finditer(text), key=lambda m: int(m["i"]))]
+    constants = [m["name"] for m in _CONST_REF.finditer(body)]
+    aliases: dict[str, str] = {}
+    arrays: dict[str, list[str]] = {}
+    written: set[str] = set(inputs) | set(constants)
+    launches: list[Launch] = []
+    nodes = ""
+    graph = WrapperGraph(path, launches, inputs, constants, [], aliases)
+    for lineno, line in enumerate(body.splitlines(), start=offset + 1):
+        if (n := _SOURCE_NODES.search(line)):
+            nodes = n["nodes"]
+            continue
+        if (a := _ALIAS.match(line)) and a["new"] != a["old"]:
+            aliases[a["new"]] = a["old"]
+        for arr in _ARRAY.finditer(line):
+            arrays[arr["name"]] = _TOKEN.findall(arr["items"])
+        call = _CALL.match(line)
+        if not call or "print_tensor_handle" in line:
+            continue
+        fn = call["fn"]
+        name = fn[len("call_"):] if fn.startswith("call_") else fn
+        raw_args = call["args"]
+        args: list[str] = []
+        for token in re.split(r",\s*", raw_args):
+            token = token.strip()
+            args.extend(arrays.get(token) or _TOKEN.findall(token) + [w for w in _WORD.findall(token) if w in constants])
+        reads, writes = _roles(name, raw_args, args, graph, written, triton.get(name))
+        written.update(writes)
+        launches.append(Launch(len(launches), name, lineno, tuple(dict.fromkeys(args)), tuple(reads),
+                               tuple(writes), nodes))
+        nodes = ""
+    graph.outputs = [m["name"] for m in sorted(_OUTPUT.finditer(body), key=lambda m: int(m["i"]))]
+    graph.expected = {m["name"]: (m["size"].replace("L", "").strip(", "), m["stride"].replace("L", "").strip(", "))
+                      for m in _ASSERT.finditer(body)}
+    return graph
+
+
+def _roles(name: str, raw_args: str, args: list[str], graph: WrapperGraph, written: set[str],
+           triton_params: Optional[list[str]]) -> tuple[list[str], list[str]]:
+    """Split a launch's arguments into storages read and written.
+
+    Sources of truth, best first: a CPU kernel's pointer casts (`const T*` is read-only), a Triton
+    kernel's parameter names (in_ptr/out_ptr/in_out_ptr), an extern `*_out` op's first argument; and
+    always, the first touch of a fresh buffer is its producing write.
+    """
+    known_out: set[str] = set()
+    known_in: set[str] = set()
+    casts = list(_CPP_PARAM.finditer(raw_args))
+    if casts:
+        for c in casts:
+            (known_in if c["const"] else known_out).add(c["name"])
+    elif triton_params:
+        for param, arg in zip(triton_params, [a.strip() for a in raw_args.split(",")]):
+            for token in _TOKEN.findall(arg):
+                if param.startswith("out_ptr"):
+                    known_out.add(token)
+                elif param.startswith("in_out_ptr"):
+                    known_out.add(token)
+                    known_in.add(token)
+                elif param.startswith("in_ptr"):
+                    known_in.add(token)
+    elif name.endswith("_out") and args:
+        known_out.add(args[0])
+    reads, writes = [], []
+    for var in args:
+        s = graph.storage(var)
+        fresh = s not in written
+        pure_out = var in known_out and var not in known_in and (fresh or not casts)
+        if fresh or var in known_out:
+            writes.append(s)
+        if not fresh and not pure_out:
+            reads.append(s)
+    return list(dict.fromkeys(reads)), list(dict.fromkeys(writes))
+
+
+def find_wrappers(*roots: str) -> list[str]:
+    """Generated wrapper sources under cache dirs / run dirs, newest first."""
+    found = []
+    for root in roots:
+        found += glob.glob(os.path.join(root, "**", "*.wrapper.cpp"), recursive=True)
+    return sorted(set(found), key=os.path.getmtime, reverse=True)
+
+
+def wrapper_from_package(pt2: str) -> Optional[str]:
+    """The wrapper source inside a .pt2 package (a zip), if it carries one."""
+    try:
+        with zipfile.ZipFile(pt2) as z:
+            for name in z.namelist():
+                if name.endswith(".wrapper.cpp"):
+                    return z.read(name).decode("utf-8", errors="replace")
+    except (OSError, zipfile.BadZipFile):
+        return None
+    return None
+
+
+def kernel_source(name: str, roots: list[str], max_lines: int = 60) -> Optional[tuple[str, str]]:
+    """(path, excerpt) of a kernel's definition in the generated sources under roots."""
+    pattern = re.compile(rf"(\bvoid\s+{re.escape(name)}\s*\(|def {re.escape(name)}\s*\()")
+    for root in roots:
+        for path in sorted(glob.glob(os.path.join(root, "**", "*.kernel.cpp"), recursive=True)
+                           + glob.glob(os.path.join(root, "**", "*.wrapper.cpp"), recursive=True)
+                           + glob.glob(os.path.join(root, "**", "*.py"), recursive=True)):
+            try:
+                with open(path, errors="replace") as f:
+                    text = f.read()
+            except OSError:
+                continue
+            m = pattern.search(text)
+            if m:
+                start = text.rfind("\n", 0, max(0, text.rfind("\n\n", 0, m.start()))) + 1
+                lines = text[start:].splitlines()[:max_lines]
+                return path, "\n".join(lines)
+    return None
+
+
+def triton_kernel_name(source: str) -> Optional[str]:
+    """The kernel a Triton source file defines (a device assert names only the file)."""
+    m = _TRITON_DEF.search(source)
+    return m["name"] if m else None
