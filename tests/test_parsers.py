@@ -1,0 +1,128 @@
+"""Pure parsers on real captured logs: torch 2.13 CPU (captured here) and torch 2.11 CUDA (the lent GPU)."""
+import os
+import signal
+
+import pytest
+
+from aoti_bisect import printer, wrapper
+from aoti_bisect.classify import classify, collapse_repeats, fingerprint, index_bound, parse_frames, phase_of
+from aoti_bisect.records import Outcome, ProcessExit
+
+LOGS = os.path.join(os.path.dirname(__file__), "logs")
+
+
+def log(name):
+    with open(os.path.join(LOGS, name), errors="replace") as f:
+        return f.read()
+
+
+def exited(rc=1, sig=None, timed_out=False):
+    return ProcessExit(rc, sig, timed_out, 1.0, 0)
+
+
+@pytest.mark.parametrize("name, exit, outcome, kind, phase, kernel", [
+    ("cpu/index_oob_level3.log", exited(1), Outcome.FAILED, "index_out_of_bounds", "run",
+     "cpp_fused_add_index_mul_sin_sum_0"),
+    ("cpu/nan_after_matmul_level2.log", exited(1), Outcome.FAILED, "nan_inf", "run", None),
+    ("cuda/device-assert-index-out-of-bounds.log", exited(1), Outcome.FAILED, "device_assert", "run",
+     "/tmp/ic5/ax/caxexnqi7svrktqos2vhdiktohgyzww45aiog2tolje2pxqndgpc.py"),
+    ("cuda/ima-while-compiling-user-triton-kernel.log", exited(1), Outcome.FAILED, "illegal_memory_access",
+     "compile", None),
+    ("cuda/load-segfault-faulthandler.log", exited(None, signal.SIGSEGV), Outcome.CRASHED, "segfault", "load",
+     None),
+])
+def test_classify_real_logs(name, exit, outcome, kind, phase, kernel):
+    got, sig = classify(log(name), exit)
+    assert got is outcome
+    assert (sig.kind, sig.phase, sig.kernel) == (kind, phase, kernel)
+    assert "\n" not in sig.message and len(sig.message) <= 300
+
+
+def test_native_backtrace_segfault_is_a_load_crash():
+    _, sig = classify(log("cuda/load-segfault-native-backtrace.log"), exited(None, signal.SIGSEGV))
+    assert sig.kind == "segfault"
+    assert sig.phase == "load"  # std::regex inside parse_device_str while loading the package
+
+
+def test_device_assert_spam_collapses_to_one_line_with_count():
+    lines = log("cuda/device-assert-index-out-of-bounds.log").splitlines()
+    spam = [line for line in lines if "Assertion" in line]
+    assert len(spam) > 50
+    collapsed = [line for line in collapse_repeats(lines) if "Assertion" in line]
+    assert len(collapsed) == 1 and f"(x{len(spam)} threads)" in collapsed[0]
+    assert index_bound(collapsed[0]) == 100
+
+
+def test_fingerprint_ignores_hashes_numbers_and_kernel_suffix():
+    a = fingerprint("index_out_of_bounds", "run", "index out of bounds: 0 <= tmp16 < 16L", "cpp_fused_x_0")
+    b = fingerprint("index_out_of_bounds", "run", "index out of bounds: 0 <= tmp8 < 100L", "cpp_fused_x_3")
+    c = fingerprint("nan_inf", "run", "index out of bounds: 0 <= tmp8 < 100L", "cpp_fused_x_3")
+    assert a == b != c
+
+
+def test_timeout_script_error_and_pass():
+    assert classify("", exited(None, None, timed_out=True))[1].kind == "timeout"
+    assert classify("hello\n", exited(0))[0] is Outcome.PASSED
+    text = ('Traceback (most recent call last):\n  File "/home/u/repro.py", line 1, in <module>\n'
+            "    import nonexistent_pkg\nModuleNotFoundError: No module named 'nonexistent_pkg'\n")
+    assert classify(text, exited(1))[1].kind == "script_error"
+    assert classify("python: can't open file '/x.py': [Errno 2] No such file or directory\n",
+                    exited(2))[1].kind == "script_error"
+
+
+def test_phase_from_traceback_and_faulthandler():
+    frames = parse_frames(log("cuda/load-segfault-faulthandler.log"))
+    assert frames[0].path.endswith("trivial.py") and frames[-1].func == "_load_aoti"
+    assert phase_of(frames, "") == "load"
+    assert phase_of(parse_frames(log("cpu/index_oob_level3.log")), "") == "run"
+
+
+def test_level3_trace_cpu_and_cuda():
+    t = printer.parse_trace(log("cpu/index_oob_level3.log").splitlines())
+    assert t.unfinished == "cpp_fused_add_index_mul_sin_sum_0"
+    t = printer.parse_trace(log("cuda/printer-level3-through-pty.log").splitlines())
+    assert t.unfinished is None and t.last_finished == "triton_per_fused_mul_sum_1"
+    assert t.kernels == ["aoti_torch_cuda_mm_out", "triton_poi_fused_add_relu_0", "shifted_copy_0",
+                         "triton_per_fused_mul_sum_1"]
+    assert len(t.launches) == 12  # three iterations of the model
+
+
+def test_level2_blocks_cpu():
+    views, inputs = printer.collect(printer.parse_blocks(log("cpu/nan_after_matmul_level2.log").splitlines()))
+    k0 = views["cpp_fused_add_log_mul_relu_sub_0"]
+    assert not k0.before["arg1_1"].non_finite
+    assert k0.after["buf0"].non_finite
+    assert k0.before["arg1_1"].size == "[4, 16]" and k0.before["arg1_1"].stride == "[16, 1]"
+    assert views["aoti_torch_cpu_mm_out"].before["buf0"].non_finite
+    assert set(inputs) == {"arg1_1"}
+
+
+def test_level2_integer_range_against_assert_bound():
+    views, _ = printer.collect(printer.parse_blocks(log("cpu/index_oob_level2_filtered.log").splitlines()), 16)
+    idx = views["cpp_fused_add_index_mul_sin_sum_0"].before["arg1_1"]
+    assert idx.dtype == "long int" and (idx.min, idx.max) == (0, 7)
+    assert not idx.out_of_range(16) and idx.out_of_range(5)
+
+
+def test_level2_scalar_on_same_line_as_next_header():
+    text = ("[  before_launch - triton_poi_fused_0 - xnumel: 1024  ]\\n"
+            "[  before_launch - triton_poi_fused_0 - buf0  ]:\n[ CUDAFloatType{4} ]\nNumber of elements: 4\n"
+            "Dtype: float\nMean value: nan\nMin value: -nan\nMax value: inf\nDevice: cuda:0\nSize: [4]\n"
+            "Stride: [1]\n")
+    blocks = list(printer.parse_blocks(text.splitlines()))
+    assert blocks[0].scalar == 1024 and blocks[1].arg == "buf0" and blocks[1].non_finite
+
+
+def test_wrapper_def_use_cpu():
+    g = wrapper.parse_wrapper(log("cpu/wrapper_nan_after_matmul_level2.cpp"))
+    assert [l.name for l in g.launches] == ["cpp_fused_add_log_mul_relu_sub_0", "aoti_torch_cpu_mm_out",
+                                            "cpp_fused_mul_tanh_1"]
+    k0, mm, k1 = g.launches
+    assert k0.reads == ("arg1_1",) and k0.writes == ("buf0",)
+    assert mm.reads == ("buf0", "w") and mm.writes == ("buf1",)
+    assert g.storage("buf2") == "buf1" and k1.reads == ("buf1",) and k1.writes == ("buf1",)
+    assert g.inputs == ["arg1_1"] and g.constants == ["w"] and g.outputs == ["buf2"]
+    assert g.producer("buf2", 2).name == "aoti_torch_cpu_mm_out"
+    assert [a.name for a in g.ancestors(k1)] == ["cpp_fused_add_log_mul_relu_sub_0", "aoti_torch_cpu_mm_out"]
+    assert "aten.mm" in mm.source_nodes
+    assert g.expected["arg1_1"] == ("4, 16", "16, 1")
