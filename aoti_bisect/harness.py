@@ -1,6 +1,7 @@
 """Turns a RunSpec into an isolated child run and a classified RunResult; runs batches in parallel."""
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import hashlib
 import json
@@ -12,7 +13,8 @@ from typing import Callable, Iterable, Optional
 
 from . import process
 from .classify import classify
-from .records import Outcome, RunResult, RunSpec
+from .records import Outcome, RunResult, RunSpec, Signature
+from .wrapper import triton_kernel_name
 
 # Flags read by the AOTI runtime or the CUDA runtime at run time: they never need a fresh compile.
 RUNTIME_FLAGS = frozenset({"AOTI_RUNTIME_CHECK_INPUTS", "PYTORCH_NO_CUDA_MEMORY_CACHING", "CUDA_LAUNCH_BLOCKING"})
@@ -111,6 +113,8 @@ class Harness:
         exit = process.execute(list(spec.argv), env, os.path.join(run_path, "cwd"), log_path, spec.timeout,
                                self.limits, self.cancel)
         outcome, signature = classify(read_log(log_path), exit)
+        if signature and signature.kernel and signature.kernel.endswith(".py"):
+            signature = _resolve_triton_source(signature)
         result = RunResult(spec, outcome, exit, run_path, log_path, signature, self.cache_dir(spec.env_dict))
         with open(os.path.join(run_path, "result.json"), "w") as f:
             json.dump(result.to_json(), f, indent=2)
@@ -157,6 +161,16 @@ class Harness:
                     continue
                 results.append(result)
                 on_result(result)
+
+
+def _resolve_triton_source(sig: Signature) -> Signature:
+    """A Triton device assert names the kernel's source file; the kernel's name is inside it."""
+    try:
+        with open(sig.kernel, errors="replace") as f:
+            name = triton_kernel_name(f.read())
+    except OSError:
+        return sig
+    return dataclasses.replace(sig, kernel=name) if name else sig
 
 
 def _user() -> str:

@@ -142,6 +142,10 @@ class Ladder:
         self.estimate = max(rate.value, 1e-9)
         out = Outcome(Verdict.REPRODUCED, sig, rate, self.stages)
         infra = [r for r in base.results if r.signature and r.signature.kind == "infra"]
+        if infra and len(infra) == len(base.results):
+            out.verdict, out.signature = Verdict.ERROR, infra[0].signature
+            base.finding = out.summary = f"the repro cannot run here: {infra[0].signature.message}"
+            return self._skip_rest(out, "infrastructure error")
         if rate.failures == 0:
             out.verdict = Verdict.INCONCLUSIVE if infra else Verdict.NOT_REPRODUCED
             base.finding = f"did not reproduce: {rate.describe()}" + (

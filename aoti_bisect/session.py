@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 from typing import Optional
 
 from . import process
@@ -77,9 +78,11 @@ class Session:
     def probe(self) -> Optional[str]:
         """Fills self.environment; returns an error line when the repro's Python cannot import torch."""
         python = self.argv[0] if self.python_script else sys.executable
-        log = os.path.join(self.run_dir, "environment.log")
-        env = dict(self.harness.base_env, PYTHONUNBUFFERED="1", TMPDIR=self.run_dir)
-        exit = process.execute([python, "-c", _PROBE], env, self.run_dir, log, timeout=120,
+        probe_dir = os.path.join(self.run_dir, "probe")
+        os.makedirs(probe_dir, exist_ok=True)
+        log = os.path.join(probe_dir, "environment.log")
+        env = dict(self.harness.base_env, PYTHONUNBUFFERED="1", TMPDIR=probe_dir)
+        exit = process.execute([python, "-c", _PROBE], env, probe_dir, log, timeout=120,
                                cancel=self.harness.cancel)
         text = read_log(log)
         line = next((l for l in text.splitlines() if l.startswith("AOTI_BISECT_PROBE ")), None)
@@ -100,17 +103,21 @@ class Session:
     def execute(self) -> Report:
         ladder = Ladder(self.argv, self._run_batch, self.options)
         self.progress.say(f"aoti-bisect: run directory {self.run_dir}")
+        # The probe imports torch (~2 s): it runs beside the baseline instead of before it.
+        probe: dict = {}
+        thread = threading.Thread(target=lambda: probe.setdefault("problem", self.probe()), daemon=True)
+        thread.start()
         try:
-            problem = self.probe()
-            if problem:
-                outcome = Outcome(Verdict.ERROR, None, Rate(0, 0), [], summary=problem)
-                self.progress.say(f"aoti-bisect: error: {problem}")
-            else:
-                outcome = ladder.run()
+            outcome = ladder.run()
+            thread.join()
         except KeyboardInterrupt:
             self.harness.cancel.set()
             outcome = ladder.partial()
             self.progress.say("aoti-bisect: interrupted; writing a partial report")
+        problem = probe.get("problem")
+        if problem:
+            outcome = Outcome(Verdict.ERROR, outcome.signature, outcome.baseline, outcome.stages, summary=problem)
+            self.progress.say(f"aoti-bisect: error: {problem}")
         report = Report.from_outcome(self.run_dir, self.argv, outcome, self.environment)
         report.write()
         self.progress.say(f"aoti-bisect: {report.headline()}")

@@ -207,22 +207,23 @@ def wrapper_from_package(pt2: str) -> Optional[str]:
 
 
 def kernel_source(name: str, roots: list[str], max_lines: int = 60) -> Optional[tuple[str, str]]:
-    """(path, excerpt) of a kernel's definition in the generated sources under roots."""
-    pattern = re.compile(rf"(\bvoid\s+{re.escape(name)}\s*\(|def {re.escape(name)}\s*\()")
-    for root in roots:
-        for path in sorted(glob.glob(os.path.join(root, "**", "*.kernel.cpp"), recursive=True)
-                           + glob.glob(os.path.join(root, "**", "*.wrapper.cpp"), recursive=True)
-                           + glob.glob(os.path.join(root, "**", "*.py"), recursive=True)):
-            try:
-                with open(path, errors="replace") as f:
-                    text = f.read()
-            except OSError:
-                continue
-            m = pattern.search(text)
-            if m:
-                start = text.rfind("\n", 0, max(0, text.rfind("\n\n", 0, m.start()))) + 1
-                lines = text[start:].splitlines()[:max_lines]
-                return path, "\n".join(lines)
+    """(path, excerpt) of a kernel's definition: CPU kernel sources, then Triton sources, then the wrapper."""
+    definition = re.compile(rf"(\bvoid\s+{re.escape(name)}\s*\([^;{{]*\)\s*\{{|def {re.escape(name)}\s*\()")
+    for suffix in ("*.kernel.cpp", "*.py", "*.wrapper.cpp"):
+        for root in roots:
+            for path in sorted(glob.glob(os.path.join(root, "**", suffix), recursive=True)):
+                try:
+                    with open(path, errors="replace") as f:
+                        text = f.read()
+                except OSError:
+                    continue
+                m = definition.search(text)
+                if m:
+                    start = text.rfind("\n", 0, m.start()) + 1
+                    # Include the decorators/comments right above a Triton def (they carry the source nodes).
+                    above = text[:start].splitlines()[-12:] if suffix == "*.py" else []
+                    lines = [l for l in above if l.startswith(("@", "#"))] + text[start:].splitlines()[:max_lines]
+                    return path, "\n".join(lines)
     return None
 
 

@@ -203,3 +203,12 @@ def test_help_does_not_import_torch():
                          capture_output=True, text=True)
     assert out.returncode == 0 and "Exit codes" in out.stdout
     assert " torch" not in out.stderr
+
+
+def test_cuda_repro_without_gpu_is_an_infrastructure_error(tmp_path):
+    (tmp_path / "needs_gpu.py").write_text("import torch\nx = torch.ones(2, device='cuda')\nprint(x)\n")
+    out = subprocess.run([sys.executable, "-m", "aoti_bisect", str(tmp_path / "needs_gpu.py"), "--runs", "2",
+                          "--json", "--out", str(tmp_path / "out")], capture_output=True, text=True)
+    assert out.returncode == 3, out.stderr
+    report = json.loads(out.stdout)
+    assert report["verdict"] == "error" and report["signature"]["kind"] == "infra"

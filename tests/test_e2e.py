@@ -1,0 +1,65 @@
+"""End to end on real AOTI compiles: every CPU scenario through `aoti-bisect scenarios check`.
+
+One check run serves all tests here: the scenarios share one warm Inductor cache inside it.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from aoti_bisect.scenarios import load_manifest
+
+pytestmark = pytest.mark.slow
+
+CPU_SCENARIOS = [s.name for s in load_manifest() if s.device == "cpu"]
+
+
+@pytest.fixture(scope="module")
+def check_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("scenarios")
+    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", "scenarios", "check", "--device", "cpu",
+                           "--jobs", "2", "--out", str(out)], capture_output=True, text=True, timeout=1800)
+    with open(out / "scenarios-check.json") as f:
+        results = {r["name"]: r for r in json.load(f)}
+    return proc, results, out
+
+
+def test_check_exits_zero_and_prints_table(check_run):
+    proc, results, _ = check_run
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    assert "| scenario" in proc.stdout
+
+
+@pytest.mark.parametrize("name", CPU_SCENARIOS)
+def test_scenario_matches_manifest(check_run, name):
+    _, results, _ = check_run
+    assert results[name]["status"] == "ok", results[name].get("problems")
+
+
+def test_nan_report_has_walk_back_evidence_and_rerenders(check_run):
+    _, results, _ = check_run
+    run_dir = results["nan_after_matmul"]["run_dir"]
+    report = json.load(open(os.path.join(run_dir, "report.json")))
+    assert report["schema_version"] == 1 and report["complete"] is True
+    stages = {s["name"]: s for s in report["stages"]}
+    assert stages["determinism"]["skipped"].startswith("CPU-only repro")
+    assert stages["trace"]["recompiled"] and stages["inspect"]["recompiled"]
+    assert any("from good inputs" in e for e in report["culprit"]["evidence"])
+    assert "cpp_fused_add_log_mul_relu_sub_0" in report["culprit"]["source"]["excerpt"]
+    md = open(os.path.join(run_dir, "report.md")).read()
+    assert "## Evidence chain" in md and len(md) <= 65536
+    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", "report", run_dir, "--format", "text"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and "culprit kernel: cpp_fused_add_log_mul_relu_sub_0" in proc.stdout
+
+
+def test_rerun_script_reproduces_the_stage(check_run):
+    _, results, _ = check_run
+    run_dir = results["index_oob"]["run_dir"]
+    report = json.load(open(os.path.join(run_dir, "report.json")))
+    trace = next(s for s in report["stages"] if s["name"] == "trace")
+    proc = subprocess.run(["sh", trace["rerun"][0]], capture_output=True, text=True, timeout=600)
+    assert proc.returncode != 0
+    assert "[ before_launch: cpp_fused_add_index_mul_sin_sum_0 ]" in proc.stdout + proc.stderr
