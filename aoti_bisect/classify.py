@@ -23,7 +23,9 @@ _NUMBER = re.compile(r"0x[0-9a-fA-F]+|\d+")
 
 # (kind, regex over the whole log); first match wins, so the most specific come first.
 _TEXT_KINDS: list[tuple[str, re.Pattern]] = [
-    ("illegal_memory_access", re.compile(r"illegal memory access|illegal address|misaligned address", re.I)),
+    ("illegal_memory_access", re.compile(
+        r"illegal memory access|illegal address|misaligned address|operation not supported on global/shared address space",
+        re.I)),
     ("device_assert", re.compile(r"device-side assert triggered|^\S+\.py:\d+: \S+: block: \[.*Assertion", re.M)),
     ("index_out_of_bounds", re.compile(r"index out of bounds|IndexError: index -?\d+ is out of bounds")),
     ("device_mismatch", re.compile(

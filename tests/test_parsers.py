@@ -126,3 +126,49 @@ def test_wrapper_def_use_cpu():
     assert [a.name for a in g.ancestors(k1)] == ["cpp_fused_add_log_mul_relu_sub_0", "aoti_torch_cpu_mm_out"]
     assert "aten.mm" in mm.source_nodes
     assert g.expected["arg1_1"] == ("4, 16", "16, 1")
+
+
+@pytest.mark.parametrize("name, exit, kind", [
+    ("cuda/nan_asserts.log", exited(1), "nan_inf"),
+    ("cuda/nan_triton.log", exited(1), "nan_inf"),
+    ("cuda/device_mismatch.log", exited(1), "device_mismatch"),
+    ("cuda/device_mismatch_checked.log", exited(1), "device_mismatch"),
+    ("cuda/ima_user_triton.log", exited(1), "illegal_memory_access"),
+    ("cuda/ima_user_triton_level3.log", exited(None, signal.SIGABRT), "illegal_memory_access"),
+    ("cuda/ima_user_triton_invalid_address_space.log", exited(1), "illegal_memory_access"),
+    ("cuda/device_assert_oob_level3.log", exited(1), "device_assert"),
+])
+def test_classify_cuda_logs(name, exit, kind):
+    _, sig = classify(log(name), exit)
+    assert sig.kind == kind and sig.phase == "run"
+
+
+def test_level3_trace_cuda_fault_names_the_user_kernel():
+    assert printer.parse_trace(log("cuda/ima_user_triton_level3.log").splitlines()).unfinished == "gather_rows_0"
+    t = printer.parse_trace(log("cuda/device_assert_oob_level3.log").splitlines())
+    assert t.unfinished == "triton_poi_fused_add_index_mul_sin_0"
+
+
+def test_level2_blocks_cuda():
+    views, inputs = printer.collect(printer.parse_blocks(log("cuda/nan_triton_level2_filtered.log").splitlines()))
+    k = views["triton_poi_fused_log_mul_0"]
+    assert not k.before["arg0_1"].non_finite and k.after["buf0"].non_finite
+    assert k.before["arg0_1"].device == "cuda:0" and set(inputs) == {"arg0_1", "arg1_1"}
+
+
+def test_wrapper_def_use_cuda():
+    g = wrapper.parse_wrapper(log("cuda/wrapper_ima_user_triton.cpp"))
+    assert [l.name for l in g.launches] == ["gather_rows_0", "triton_poi_fused_mul_tanh_0", "aoti_torch_cuda_mm_out",
+                                            "triton_per_fused_relu_sum_1"]
+    gather, tanh, mm, red = g.launches
+    assert gather.reads == ("arg0_1", "arg1_1") and gather.writes == ("buf0",)
+    assert mm.reads == ("buf0", "buf2") and mm.writes == ("buf3",)
+    assert [a.name for a in g.ancestors(red)] == [l.name for l in g.launches[:3]]
+    g = wrapper.parse_wrapper(log("cuda/wrapper_nan_triton.cpp"))
+    assert g.storage("buf2") == "buf1" and g.launches[2].reads == ("buf1",)
+    assert g.producer("buf0", 1).name == "triton_poi_fused_log_mul_0"
+
+
+def test_triton_kernel_name_from_assert_source():
+    src = log("cuda/ckdilxl5r3gu4srou4mty6dxvgv3jqg34fsv6uqau7r5r7gusg3p.py")
+    assert wrapper.triton_kernel_name(src) == "triton_poi_fused_add_index_mul_sin_0"

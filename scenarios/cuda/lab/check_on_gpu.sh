@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# How the CUDA scenarios were checked on the lent GPU: `aoti-bisect scenarios check` per scenario, in
+# parallel, started with setsid so that the work can outlive one device call (`start`); a second call
+# (`wait`) waits for it. Both pack what exists into $OUT/gpu-check.tar.gz (caches and run dirs' scratch
+# left out). CXX=g++: the image's default compiler makes every AOTI package segfault on load.
+set -u
+export CXX=g++ PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+work=/tmp/aoti-gpu-check
+pack() {
+  tar czf "$OUT/gpu-check.tar.gz" -C "$work" --exclude=cache --exclude=cwd --exclude=tmp . 2>/dev/null
+  tail -n 30 "$work"/*.txt
+}
+wait_all() {
+  local deadline=$((SECONDS + $1))
+  while pgrep -f "aoti_bisect scenarios check" >/dev/null && [ $SECONDS -lt $deadline ]; do sleep 5; done
+}
+case "${1:-start}" in
+start)
+  rm -rf "$work"; mkdir -p "$work"
+  python3 -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0))" \
+    > "$work/device.txt" 2>&1
+  cat "$work/device.txt"
+  for s in device_assert_oob device_mismatch nan_triton; do
+    setsid nohup python3 -m aoti_bisect scenarios check "$s" --device cuda --jobs 2 --out "$work/$s" \
+      > "$work/$s.txt" 2>&1 < /dev/null &
+  done
+  setsid nohup python3 -m aoti_bisect scenarios check flaky_ima_user_triton --device cuda --jobs 8 \
+    --out "$work/flaky_ima_user_triton" > "$work/flaky_ima_user_triton.txt" 2>&1 < /dev/null &
+  wait_all "${2:-540}"; pack ;;
+wait)
+  wait_all "${2:-540}"; pack ;;
+esac
