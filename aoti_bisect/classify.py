@@ -14,9 +14,10 @@ PHASES = ("export", "compile", "load", "run", "unknown")
 _TB_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+,? in (?P<func>\S+)')
 _FINAL_EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failed|Fault))(?:: (?P<msg>.*))?$")
 _THREAD_SPAM = re.compile(r"block: \[[\d,]+\], thread: \[[\d,]+\]")
-_TRITON_ASSERT = re.compile(r"^(?P<path>/\S+\.py):(?P<line>\d+): \S+: block: \[.*Assertion `(?P<cond>.*)` failed")
+_TRITON_ASSERT = re.compile(r"^(?P<path>/\S+\.py):(?P<line>\d+): \S+: block: \[.*Assertion `(?P<cond>.*)` failed", re.M)
 _CPP_KERNEL = re.compile(r"Exception raised from (?P<kernel>(?:cpp_fused|triton|cpp)_\w+) at (?P<path>\S+?)(?::\d+)? ")
 _LAUNCH = re.compile(r"^\[ (?P<when>before|after)_launch: (?P<kernel>[^\]\s]+) \]\s*$")
+_GLOG_PREFIX = re.compile(r"^\[[EWIF]\d{4} [\d:.]+ \S+\] ")
 _INDEX_BOUND = re.compile(r"index out of bounds: 0 <= \w+ < (?P<bound>\d+)")
 _HASH_TOKEN = re.compile(r"\b[a-z0-9]{40,64}\b")
 _NUMBER = re.compile(r"0x[0-9a-fA-F]+|\d+")
@@ -229,8 +230,12 @@ def classify(text: str, exit: ProcessExit) -> tuple[Outcome, Optional[Signature]
         if m:
             if kind == "compile_error" and phase not in ("compile", "unknown"):
                 continue
-            if kind in ("device_assert", "index_out_of_bounds", "illegal_memory_access") and not exc:
-                message = _one_line(collapse_repeats([_line_at(text, m.start())])[0])
+            if not (exc and pattern.search(exc[1])):
+                # The final exception is often a generic wrapper ("run_func_(...) API call failed"): the
+                # line that names the failure says more.
+                message = _one_line(_GLOG_PREFIX.sub("", _line_at(text, m.start())))
+            if kind == "device_assert" and (a := _TRITON_ASSERT.search(text)):
+                message = f"device-side assert: `{a['cond']}` failed at {a['path'].rsplit('/', 1)[-1]}:{a['line']}"
             if phase == "unknown" and kind in ("nan_inf", "device_assert", "illegal_memory_access",
                                                "index_out_of_bounds", "input_mismatch", "device_mismatch"):
                 # Only kernels running (or the script checking their output) fail like this; CUDA errors
@@ -246,8 +251,8 @@ def classify(text: str, exit: ProcessExit) -> tuple[Outcome, Optional[Signature]
         return outcome, _sig(kind, phase, message, kernel)
     if exc and phase == "compile":
         return outcome, _sig("compile_error", phase, message, kernel)
-    if phase == "unknown" and not frames:
-        phase = "run"  # no traceback: the script itself decided to fail after running the model
+    if phase == "unknown" and not any(f.in_library for f in frames):
+        phase = "run"  # raised by the script's own code: its check of what the model returned
     return outcome, _sig("python_exception", phase, message, kernel)
 
 

@@ -161,7 +161,7 @@ class Ladder:
                                     else "infrastructure error")
         base.finding = f"reproduced {rate.describe()}: {sig.kind} in {sig.phase}: {sig.message}"
         out.summary = base.finding
-        if sig.phase in ("export", "compile"):
+        if sig.phase in ("export", "compile", "load"):
             out.next_steps = self._next_steps(sig, None)
             return self._skip_rest(out, f"the failure is in the {sig.phase} phase: no kernel runs, so the "
                                         "runtime ladder cannot localise it")
@@ -345,7 +345,7 @@ class Ladder:
         r = stage.results[0]
         for path in wrapper.find_wrappers(os.path.join(r.cache_dir, "inductor")):
             with open(path, errors="replace") as f:
-                graph = wrapper.parse_wrapper(f.read(), path)
+                graph = wrapper.parse_wrapper(f.read(), path, wrapper.extern_nodes_for(path))
             if graph.launches:
                 return graph
         return None
@@ -394,7 +394,14 @@ class Ladder:
             steps.append(f"Check the numerics of the ops fused into {c.kernel} (log/sqrt/div of values outside "
                          "their domain); on CUDA, TORCHINDUCTOR_RUNTIME_TRITON_NAN_ASSERTS=1 narrows it to the "
                          "element")
-        if c is None or c.kind in ("kernel", "unknown"):
+        if sig and sig.phase == "load":
+            steps.append("Load failures: register every custom-op library the package calls "
+                         "(torch.ops.load_library / import the extension) before aoti_load_package, and load "
+                         "with the same torch build and C++ toolchain (CXX) that compiled it")
+        if sig and sig.phase in ("export", "compile"):
+            steps.append(f"Reproduce the {sig.phase} error alone with TORCH_LOGS=+inductor and check custom-op "
+                         f"fake/meta functions; shrink it with: DUMP_AOTI_MINIFIER=1 {cmd}")
+        elif c is None or c.kind in ("kernel", "unknown"):
             steps.append(f"Shrink the graph with the AOTI minifier: DUMP_AOTI_MINIFIER=1 {cmd}")
         return steps
 

@@ -5,6 +5,7 @@ the repro with the level-2 printer filtered to those kernels and returns what th
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -29,6 +30,10 @@ class Culprit:
         return {"kind": self.kind, "kernel": self.kernel, "input_index": self.input_index,
                 "input_name": self.input_name, "evidence": self.evidence, "stats": self.stats,
                 "probes": self.probes}
+
+
+def _dims(size: str) -> list[int]:
+    return [int(d) for d in re.findall(r"\d+", size)]
 
 
 def spread(items: list, k: int) -> list:
@@ -96,6 +101,19 @@ class _Walk:
                     out.append((var, s))
         return out
 
+    def suspicious_indices(self, launch: Launch, inputs: list[TensorStats]) -> None:
+        """Integer inputs holding values past every dimension the kernel touches: likely wild indices.
+
+        Not a verdict (an index may be scaled before use), but the first thing a reader should check.
+        """
+        dims = [d for s in inputs for d in _dims(s.size)]
+        if not dims:
+            return
+        for s in inputs:
+            if not s.is_float and s.scalar is None and s.numel and (s.max >= max(dims) or s.min < 0):
+                self.note(f"{s.arg} of {launch.name} holds values up to {s.max:.6g} (min {s.min:.6g}), past "
+                          f"every dimension of its tensors (largest {max(dims)}): a likely out-of-range index", s)
+
     def note(self, text: str, *stats: TensorStats) -> None:
         self.culprit.evidence.append(text)
         self.culprit.stats.extend(s.to_json() | {"kernel": s.kernel} for s in stats)
@@ -156,6 +174,8 @@ def walk(graph: WrapperGraph, observe: Observe, start: Optional[str], crashed: b
                    + ("; ".join(s.describe() for s in good) or "no tensor inputs"), *good)
             for var, s in outs:
                 w.note(f"{current.name} wrote bad {var}: {s.describe()}", s)
+            if what == "faulted":
+                w.suspicious_indices(current, good)
             w.culprit.kind, w.culprit.kernel = "kernel", current.name
             return w.culprit
         var, s = bad_in[0]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import glob
+import json
 import os
 import re
 import zipfile
@@ -95,6 +96,23 @@ class WrapperGraph:
         return self.storage(var) in self.constants
 
 
+def _proxy_name(raw_args: str, extern_nodes: list[str]) -> str:
+    """A custom op run through the proxy executor: its target, e.g. `bisectlab::shifted_gather`."""
+    m = re.match(r"\s*proxy_executor,\s*(\d+)", raw_args)
+    idx = int(m.group(1)) if m else -1
+    return extern_nodes[idx] if 0 <= idx < len(extern_nodes) else f"custom_op[{idx}]"
+
+
+def extern_nodes_for(wrapper_path: str) -> list[str]:
+    """Custom-op targets from the JSON Inductor writes beside the wrapper (`<hash>.wrapper.json`)."""
+    path = wrapper_path[: -len(".cpp")] + ".json" if wrapper_path.endswith(".cpp") else ""
+    try:
+        with open(path) as f:
+            return [n.get("node", {}).get("target", "?") for n in json.load(f).get("nodes", [])]
+    except (OSError, ValueError, AttributeError):
+        return []
+
+
 def _run_impl(text: str) -> tuple[str, int]:
     start = text.find("::run_impl(")
     if start < 0:
@@ -108,7 +126,8 @@ def _triton_params(text: str) -> dict[str, list[str]]:
     return {m["name"]: [p.strip() for p in m["params"].split(",")] for m in _TRITON_DEF.finditer(text)}
 
 
-def parse_wrapper(text: str, path: str = "") -> WrapperGraph:
+def parse_wrapper(text: str, path: str = "", extern_nodes: Optional[list[str]] = None) -> WrapperGraph:
+    """extern_nodes: custom-op targets by proxy-executor index (the wrapper's .json), to name those calls."""
     body, offset = _run_impl(text)
     triton = _triton_params(text)
     inputs = [m["name"] for m in sorted(_INPUT_NAME.finditer(text), key=lambda m: int(m["i"]))]
@@ -132,6 +151,8 @@ def parse_wrapper(text: str, path: str = "") -> WrapperGraph:
             continue
         fn = call["fn"]
         name = fn[len("call_"):] if fn.startswith("call_") else fn
+        if fn == "aoti_torch_proxy_executor_call_function":
+            name = _proxy_name(call["args"], extern_nodes or [])
         raw_args = call["args"]
         args: list[str] = []
         for token in re.split(r",\s*", raw_args):
