@@ -76,7 +76,7 @@ class Stage:
 
 
 @dataclass
-class Outcome:
+class Findings:
     verdict: Verdict
     signature: Optional[Signature]
     baseline: Rate
@@ -135,12 +135,12 @@ class Ladder:
             return baseline_should_stop(sum(r.failed for r in rs), len(rs), self.opt.min_runs, self.opt.max_runs)
         return self._run(stage, self.opt.max_runs, stop)
 
-    def run(self) -> Outcome:
+    def run(self) -> Findings:
         base = self.baseline()
         rate = base.rate
         sig = dominant(base.results)
         self.estimate = max(rate.value, 1e-9)
-        out = Outcome(Verdict.REPRODUCED, sig, rate, self.stages)
+        out = Findings(Verdict.REPRODUCED, sig, rate, self.stages)
         infra = [r for r in base.results if r.signature and r.signature.kind == "infra"]
         if infra and len(infra) == len(base.results):
             out.verdict, out.signature = Verdict.ERROR, infra[0].signature
@@ -177,20 +177,20 @@ class Ladder:
         self._finish(out)
         return out
 
-    def partial(self) -> Outcome:
+    def partial(self) -> Findings:
         """What the finished runs support, for a report written after an interrupt."""
         base = self.stages[0].rate if self.stages else Rate(0, 0)
         verdict = Verdict.REPRODUCED if base.failures else Verdict.INCONCLUSIVE
         sig = dominant(self.stages[0].results) if self.stages else None
-        return Outcome(verdict, sig, base, self.stages, summary="interrupted: " + (
+        return Findings(verdict, sig, base, self.stages, summary="interrupted: " + (
             f"baseline {base.describe()}" if base.runs else "no run finished"), interrupted=True)
 
-    def _skip_rest(self, out: Outcome, why: str) -> Outcome:
+    def _skip_rest(self, out: Findings, why: str) -> Findings:
         for name in STAGES[1:]:
             self.stages.append(Stage(name, {}, skipped=why))
         return out
 
-    def sanity(self, out: Outcome) -> None:
+    def sanity(self, out: Findings) -> None:
         stage = self._run(Stage("sanity", dict(SANITY_ENV)), self._repeat())
         for r in stage.failures:
             text = read_log(r.log_path)
@@ -229,7 +229,7 @@ class Ladder:
                           + (f", written by {c.kernel}" if c.kernel else ""))
         return c
 
-    def determinism(self, out: Outcome) -> None:
+    def determinism(self, out: Findings) -> None:
         if not self._is_cuda():
             self.stages.append(Stage("determinism", dict(DETERMINISM_ENV), skipped=(
                 "CPU-only repro: no CUDA caching allocator and no asynchronous launches, so "
@@ -255,7 +255,7 @@ class Ladder:
         det = next((s for s in self.stages if s.name == "determinism" and not s.skipped), None)
         return dict(DETERMINISM_ENV) if det and det.rate.failures else {}
 
-    def trace(self, out: Outcome) -> None:
+    def trace(self, out: Findings) -> None:
         stage = self._run(Stage("trace", {**self._gpu_env(), **TRACE_ENV}), self._repeat())
         self.trace_stage = stage
         graph = self._graph(stage)
@@ -295,7 +295,7 @@ class Ladder:
         stage.finding = (f"all {len(traces[0].launches)} launches finished (last: {last}): the model ran to "
                          f"the end and the script's check failed, so the walk starts at the graph's outputs")
 
-    def inspect(self, out: Outcome) -> None:
+    def inspect(self, out: Findings) -> None:
         graph = self._graph(self.trace_stage)
         if graph is None:
             self.stages.append(Stage("inspect", {}, skipped="no generated wrapper to read the launch graph from"))
@@ -359,7 +359,7 @@ class Ladder:
                 return "device_type_cuda" in text or "call_triton_" in text or "cuda" in g.path
         return True  # unknown: running the determinism stage is cheap and cannot mislead
 
-    def _finish(self, out: Outcome) -> None:
+    def _finish(self, out: Findings) -> None:
         c = out.culprit
         if c is None:
             return

@@ -14,14 +14,14 @@ _FIELD = re.compile(r"^(Number of elements|Dtype|Mean value|Min value|Max value|
 
 
 @dataclass(frozen=True)
-class Launch:
+class TraceEvent:
     kernel: str
     finished: bool
 
 
 @dataclass(frozen=True)
 class Trace:
-    launches: tuple[Launch, ...]
+    launches: tuple[TraceEvent, ...]
 
     @property
     def unfinished(self) -> Optional[str]:
@@ -45,15 +45,15 @@ class Trace:
 
 def parse_trace(lines: Iterable[str]) -> Trace:
     """Level 3: `[ before_launch: K ]` / `[ after_launch: K ]` pairs, in order."""
-    launches: list[Launch] = []
+    launches: list[TraceEvent] = []
     for line in lines:
         m = _LAUNCH.match(line.rstrip("\n"))
         if not m:
             continue
         if m["when"] == "before":
-            launches.append(Launch(m["kernel"], False))
+            launches.append(TraceEvent(m["kernel"], False))
         elif launches and launches[-1].kernel == m["kernel"] and not launches[-1].finished:
-            launches[-1] = Launch(m["kernel"], True)
+            launches[-1] = TraceEvent(m["kernel"], True)
     return Trace(tuple(launches))
 
 

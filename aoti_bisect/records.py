@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 
@@ -100,7 +100,6 @@ class RunResult:
     log_path: str
     signature: Optional[Signature] = None
     cache_dir: str = ""
-    notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
     def failed(self) -> bool:

@@ -22,7 +22,7 @@ class Report:
     data: dict = field(default_factory=dict)
 
     @classmethod
-    def from_outcome(cls, run_dir: str, command: list[str], outcome, environment: Optional[dict] = None) -> "Report":
+    def from_findings(cls, run_dir: str, command: list[str], outcome, environment: Optional[dict] = None) -> "Report":
         sig = outcome.signature
         culprit = outcome.culprit
         c_json = None

@@ -9,10 +9,9 @@ from typing import Optional
 
 from . import process
 from .harness import Harness, read_log
-from .ladder import Ladder, Options, Outcome
+from .ladder import Findings, Ladder, Options
 from .records import RunResult, Verdict
 from .report import Report
-from .stats import Rate
 
 # Runs in the repro's interpreter, so a broken torch or CUDA context cannot take aoti-bisect down.
 _PROBE = r"""
@@ -116,9 +115,9 @@ class Session:
             self.progress.say("aoti-bisect: interrupted; writing a partial report")
         problem = probe.get("problem")
         if problem:
-            outcome = Outcome(Verdict.ERROR, outcome.signature, outcome.baseline, outcome.stages, summary=problem)
+            outcome = Findings(Verdict.ERROR, outcome.signature, outcome.baseline, outcome.stages, summary=problem)
             self.progress.say(f"aoti-bisect: error: {problem}")
-        report = Report.from_outcome(self.run_dir, self.argv, outcome, self.environment)
+        report = Report.from_findings(self.run_dir, self.argv, outcome, self.environment)
         report.write()
         self.progress.say(f"aoti-bisect: {report.headline()}")
         self.progress.say(f"aoti-bisect: report: {os.path.join(self.run_dir, 'report.md')}")

@@ -170,5 +170,5 @@ def test_wrapper_def_use_cuda():
 
 
 def test_triton_kernel_name_from_assert_source():
-    src = log("cuda/ckdilxl5r3gu4srou4mty6dxvgv3jqg34fsv6uqau7r5r7gusg3p.py")
+    src = log("cuda/triton_kernel_device_assert_oob.py.txt")
     assert wrapper.triton_kernel_name(src) == "triton_poi_fused_add_index_mul_sin_0"
