@@ -86,7 +86,9 @@ class Session:
         text = read_log(log)
         line = next((l for l in text.splitlines() if l.startswith("AOTI_BISECT_PROBE ")), None)
         if line is None:
-            return f"could not probe the environment with {python} (exit {exit.returncode}); see {log}"
+            # Not fatal: the runs say for themselves whether the repro can run.
+            self.environment = {"probe_error": f"no answer from {python} (exit {exit.returncode}); see {log}"}
+            return None
         self.environment = json.loads(line.split(" ", 1)[1])
         self.environment["env"] = relevant_env(dict(os.environ))
         if "torch_error" in self.environment and self.python_script:
@@ -114,7 +116,7 @@ class Session:
             outcome = ladder.partial()
             self.progress.say("aoti-bisect: interrupted; writing a partial report")
         problem = probe.get("problem")
-        if problem:
+        if problem and not outcome.interrupted:
             outcome = Findings(Verdict.ERROR, outcome.signature, outcome.baseline, outcome.stages, summary=problem)
             self.progress.say(f"aoti-bisect: error: {problem}")
         report = Report.from_findings(self.run_dir, self.argv, outcome, self.environment)

@@ -212,3 +212,12 @@ def test_cuda_repro_without_gpu_is_an_infrastructure_error(tmp_path):
     assert out.returncode == 3, out.stderr
     report = json.loads(out.stdout)
     assert report["verdict"] == "error" and report["signature"]["kind"] == "infra"
+
+
+def test_torch_not_importable_is_an_infrastructure_error(tmp_path):
+    (tmp_path / "r.py").write_text("import torch\n")
+    cmd = f"{sys.executable} -S {tmp_path / 'r.py'}"  # -S: no site-packages, so no torch
+    out = subprocess.run([sys.executable, "-m", "aoti_bisect", "--cmd", cmd, "--runs", "1", "--out",
+                          str(tmp_path / "out")], capture_output=True, text=True)
+    assert out.returncode == 3, out.stderr
+    assert "No module named 'torch'" in json.loads((tmp_path / "out" / "report.json").read_text())["summary"]
