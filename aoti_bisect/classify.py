@@ -219,7 +219,8 @@ def classify(text: str, exit: ProcessExit) -> tuple[Outcome, Optional[Signature]
     message = _failure_message(text, exc, exit)
 
     if exit.timed_out:
-        return Outcome.TIMEOUT, _sig("timeout", phase, f"no exit after {exit.duration:.0f}s; {message}", kernel)
+        where = f"; stuck in {frames[-1].func} ({frames[-1].path.rsplit('/', 1)[-1]})" if frames else ""
+        return Outcome.TIMEOUT, _sig("timeout", phase, f"no exit after {exit.duration:.0f}s{where}", kernel)
     if _INFRA.search(text):
         return Outcome.INFRA_ERROR, _sig("infra", phase, _one_line(_INFRA.search(text).group(0)), kernel)
     if _is_script_error(text, exc, frames):

@@ -20,6 +20,7 @@ from .records import ProcessExit
 POLL_S = 0.05
 TREE_SCAN_S = 0.5
 KILL_GRACE_S = 3.0
+ABORT_GRACE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,14 @@ def kill_tree(pgid: int, known: list[psutil.Process], grace: float = KILL_GRACE_
             return
 
 
+def _signal_and_wait(child: subprocess.Popen, sig: int, grace: float) -> None:
+    try:
+        child.send_signal(sig)
+        child.wait(timeout=grace)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+
+
 def _group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -155,6 +164,10 @@ def execute(
                 timed_out = True
             elif cancel is not None and cancel.is_set():
                 cancelled = True
+            if timed_out:
+                # With PYTHONFAULTHANDLER set, SIGABRT makes a hung Python dump every thread's stack (even
+                # when stuck in native code): that stack is the only record of where it hung.
+                _signal_and_wait(child, signal.SIGABRT, ABORT_GRACE_S)
             if timed_out or cancelled:
                 kill_tree(child.pid, list(seen.values()))
                 child.wait()
