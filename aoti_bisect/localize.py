@@ -79,27 +79,19 @@ class _Walk:
             return None
         return (view.before if when == "before" else view.after).get(var)
 
-    def bad_inputs(self, launch: Launch) -> list[tuple[str, TensorStats]]:
-        out = []
+    def _arg_stats(self, launch: Launch, storages: tuple[str, ...], when: str):
         for var in launch.args:
-            if self.graph.storage(var) in launch.reads:
-                s = self.stats(launch, var, "before")
-                if s is not None and is_bad(s, self.bound):
-                    out.append((var, s))
-        return out
+            if self.graph.storage(var) in storages and (s := self.stats(launch, var, when)) is not None:
+                yield var, s
+
+    def bad_inputs(self, launch: Launch) -> list[tuple[str, TensorStats]]:
+        return [(v, s) for v, s in self._arg_stats(launch, launch.reads, "before") if is_bad(s, self.bound)]
 
     def good_inputs(self, launch: Launch) -> list[TensorStats]:
-        return [s for var in launch.args if self.graph.storage(var) in launch.reads
-                and (s := self.stats(launch, var, "before")) is not None and not is_bad(s, self.bound)]
+        return [s for _, s in self._arg_stats(launch, launch.reads, "before") if not is_bad(s, self.bound)]
 
     def bad_outputs(self, launch: Launch) -> list[tuple[str, TensorStats]]:
-        out = []
-        for var in launch.args:
-            if self.graph.storage(var) in launch.writes:
-                s = self.stats(launch, var, "after")
-                if s is not None and is_bad(s, self.bound):
-                    out.append((var, s))
-        return out
+        return [(v, s) for v, s in self._arg_stats(launch, launch.writes, "after") if is_bad(s, self.bound)]
 
     def suspicious_indices(self, launch: Launch, inputs: list[TensorStats]) -> None:
         """Integer inputs holding values past every dimension the kernel touches: likely wild indices.
@@ -176,6 +168,12 @@ def walk(graph: WrapperGraph, observe: Observe, start: Optional[str], crashed: b
                 w.note(f"{current.name} wrote bad {var}: {s.describe()}", s)
             if what == "faulted":
                 w.suspicious_indices(current, good)
+            unseen = [v for v in current.args if graph.storage(v) in current.reads
+                      and w.stats(current, v, "before") is None]
+            if unseen:
+                w.note(f"unverified: {current.name} also reads {', '.join(unseen)}, which level 2 does not print "
+                       "(constants and extern-kernel weights are never printed); a bad value there would look "
+                       "exactly like this")
             w.culprit.kind, w.culprit.kernel = "kernel", current.name
             return w.culprit
         var, s = bad_in[0]
