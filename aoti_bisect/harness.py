@@ -83,13 +83,15 @@ class Harness:
         cwd = os.path.join(run_path, "cwd")
         tmp = os.path.join(run_path, "tmp")
         cache = self.cache_dir(spec.env_dict)
-        for d in (cwd, tmp, os.path.join(cache, "inductor"), os.path.join(cache, "tmp-inductor")):
+        headers = os.path.join(self.cache_root, "precompiled-headers")
+        for d in (cwd, tmp, os.path.join(cache, "inductor"), headers):
             os.makedirs(d, exist_ok=True)
-        # Inductor keeps precompiled headers under $TMPDIR/torchinductor_<user>; the private TMPDIR would
-        # rebuild them (~5 s) every run, so that one folder is shared per compile key like the cache.
+        # Inductor keeps precompiled headers under $TMPDIR/torchinductor_<user>; a private TMPDIR would
+        # rebuild them (10-20 s) every run. Their names hash the header and the compiler flags, so one
+        # folder can serve every run and every flag set.
         link = os.path.join(tmp, f"torchinductor_{_user()}")
         if not os.path.lexists(link):
-            os.symlink(os.path.join(cache, "tmp-inductor"), link)
+            os.symlink(headers, link)
         overlay = self.overlay(spec, run_path)
         self._write_rerun(spec, run_path, cwd, overlay)
         return run_path, {**self.base_env, **overlay}

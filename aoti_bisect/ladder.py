@@ -112,12 +112,11 @@ class Ladder:
     def _run(self, stage: Stage, n: int, stop: Callable[[list[RunResult]], bool] = lambda rs: False) -> Stage:
         """Runs the stage; it joins self.stages first so that an interrupted stage keeps what finished."""
         self.stages.append(stage)
-        specs = []
-        for _ in range(n):
-            specs.append(RunSpec(tuple(self.argv), stage.name, self.counter, tuple(sorted(stage.env.items())),
-                                 self.opt.timeout))
-            self.counter += 1
+        env = tuple(sorted(stage.env.items()))
+        specs = [RunSpec(tuple(self.argv), stage.name, self.counter + i, env, self.opt.timeout) for i in range(n)]
         self.run_batch(specs, stop, stage.results.append)
+        # Runs are started in index order and every started run lands, so the unused indices are reusable.
+        self.counter += len(stage.results)
         stage.results.sort(key=lambda r: r.spec.index)
         return stage
 
@@ -152,13 +151,10 @@ class Ladder:
                 f"; {len(infra)} run(s) could not run: {infra[0].signature.message}" if infra else "")
             out.summary = base.finding
             return self._skip_rest(out, "baseline did not reproduce")
-        if sig and sig.kind in ("script_error", "infra") and all(
-                r.signature and r.signature.kind == sig.kind for r in base.failures):
+        if all(r.signature and r.signature.kind == "script_error" for r in base.failures):
             out.verdict = Verdict.ERROR
-            base.finding = f"the repro cannot run: {sig.message}"
-            out.summary = base.finding
-            return self._skip_rest(out, "the repro itself is broken" if sig.kind == "script_error"
-                                    else "infrastructure error")
+            base.finding = out.summary = f"the repro itself is broken: {sig.message}"
+            return self._skip_rest(out, "the repro itself is broken")
         base.finding = f"reproduced {rate.describe()}: {sig.kind} in {sig.phase}: {sig.message}"
         out.summary = base.finding
         if sig.phase in ("export", "compile", "load"):

@@ -25,9 +25,11 @@ class Culprit:
     evidence: list[str] = field(default_factory=list)
     stats: list[dict] = field(default_factory=list)
     probes: list[list[str]] = field(default_factory=list)
+    summary: str = ""  # the one line that convicts; the evidence list is the whole chain
 
     def to_json(self) -> dict:
-        return {"kind": self.kind, "kernel": self.kernel, "input_index": self.input_index,
+        return {"kind": self.kind, "kernel": self.kernel, "summary": self.summary or (self.evidence or [""])[0],
+                "input_index": self.input_index,
                 "input_name": self.input_name, "evidence": self.evidence, "stats": self.stats,
                 "probes": self.probes}
 
@@ -164,6 +166,7 @@ def walk(graph: WrapperGraph, observe: Observe, start: Optional[str], crashed: b
             what = "faulted" if crashed and start == current.name else "produced bad values"
             w.note(f"{current.name} {what} from good inputs: "
                    + ("; ".join(s.describe() for s in good) or "no tensor inputs"), *good)
+            w.culprit.summary = w.culprit.evidence[-1]
             for var, s in outs:
                 w.note(f"{current.name} wrote bad {var}: {s.describe()}", s)
             if what == "faulted":
@@ -182,16 +185,19 @@ def walk(graph: WrapperGraph, observe: Observe, start: Optional[str], crashed: b
             idx = graph.inputs.index(storage)
             w.note(f"{current.name} reads model input {idx} ({storage}) and it is already bad: {s.describe()}", s)
             w.culprit.kind, w.culprit.input_index, w.culprit.input_name = "model_input", idx, storage
+            w.culprit.summary = w.culprit.evidence[-1]
             return w.culprit
         if graph.is_constant(var):
             w.note(f"{current.name} reads constant {storage} and it is already bad: {s.describe()}", s)
             w.culprit.kind, w.culprit.input_name = "constant", storage
+            w.culprit.summary = w.culprit.evidence[-1]
             return w.culprit
         producer = graph.producer(var, current.index)
         if producer is None or producer.index in visited:
             w.note(f"{current.name} reads bad {var} but no instrumented kernel wrote it bad: the value changed "
                    f"outside instrumented kernels (a custom op, a copy, or memory another kernel overran)", s)
             w.culprit.kind = "outside_instrumented_kernels"
+            w.culprit.summary = w.culprit.evidence[-1]
             return w.culprit
         w.note(f"{current.name} reads bad {var} ({s.describe()}), written by {producer.name}", s)
         current = producer

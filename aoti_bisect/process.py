@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import select
 import signal
 import subprocess
 import threading
@@ -110,6 +111,21 @@ def kill_tree(pgid: int, known: list[psutil.Process], grace: float = KILL_GRACE_
             return
 
 
+def _pidfd(pid: int) -> Optional[int]:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _wait_exit(pidfd: Optional[int], seconds: float) -> None:
+    """Sleep until the child exits or `seconds` pass: a pidfd wakes us at once, a plain sleep cannot."""
+    if pidfd is None:
+        time.sleep(seconds)
+    else:
+        select.select([pidfd], [], [], seconds)
+
+
 def _signal_and_wait(child: subprocess.Popen, sig: int, grace: float) -> None:
     try:
         child.send_signal(sig)
@@ -154,6 +170,7 @@ def execute(
             root = None
         timed_out = cancelled = False
         next_scan = 0.0
+        exit_fd = _pidfd(child.pid)
         while child.poll() is None:
             now = time.monotonic()
             if root is not None and now >= next_scan:
@@ -172,8 +189,10 @@ def execute(
                 kill_tree(child.pid, list(seen.values()))
                 child.wait()
                 break
-            time.sleep(POLL_S)
+            _wait_exit(exit_fd, POLL_S)
         duration = time.monotonic() - start
+        if exit_fd is not None:
+            os.close(exit_fd)
         # Inductor's compile workers may outlive a crashed parent: always sweep the group.
         kill_tree(child.pid, list(seen.values()), grace=1.0)
         size, dropped = log.finish()

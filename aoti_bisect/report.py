@@ -128,8 +128,8 @@ def render_markdown(d: dict) -> str:
         who = c.get("kernel") or (f"model input {c.get('input_index')} ({c.get('input_name')})"
                                   if c["kind"] == "model_input" else c.get("input_name") or "-")
         summary.append(("Culprit", f"{c['kind']}: {who}"))
-        if c.get("evidence"):
-            summary.append(("Evidence", c["evidence"][-1]))
+        if c.get("summary"):
+            summary.append(("Evidence", c["summary"]))
     out.append(tabulate([(k, _cell(v)) for k, v in summary], headers=["", ""], tablefmt="github"))
     out += ["", "## Stages", ""]
     rows = []

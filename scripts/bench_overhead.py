@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Benchmark: aoti-bisect's overhead per run against running the same script directly.
 
-N runs of a fast script, sequentially both ways; repeated R times, median and spread reported.
+N runs of a fast script, sequentially both ways (and aoti-bisect with one run, to separate its fixed
+start-up cost from the per-run cost); repeated R times, median and spread reported.
 Usage: python scripts/bench_overhead.py [--runs 20] [--repeats 3]
 """
 import argparse
@@ -40,22 +41,29 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
+    n = args.runs
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}, Python "
-          f"{platform.python_version()}; N={args.runs} sequential runs, {args.repeats} repeats")
-    print(f"{'script':<14} {'direct s':>9} {'aoti-bisect s':>14} {'overhead/run ms':>16} {'ratio':>7}  spread")
+          f"{platform.python_version()}; N={n} sequential runs, {args.repeats} repeats, medians (min-max)")
+    print("fixed = one aoti-bisect run minus one direct run (start-up, environment probe, report);")
+    print(f"per-run = (aoti-bisect with N runs - with 1 run) / (N-1) - direct per-run time\n")
+    print(f"{'script':<13} {'direct/run ms':>14} {'aoti-bisect N s':>16} {'fixed s':>8} {'per-run overhead ms':>22}")
     with tempfile.TemporaryDirectory() as tmp:
         for name, body in SCRIPTS.items():
             script = os.path.join(tmp, f"{name}.py")
             with open(script, "w") as f:
                 f.write(body)
-            d, t = [], []
+            direct_run, total, fixed, per_run = [], [], [], []
             for r in range(args.repeats):
-                d.append(direct(script, args.runs, tmp))
-                t.append(tool(script, args.runs, tmp, f"{name}-{r}"))
-            per_run = [(b - a) / args.runs * 1000 for a, b in zip(d, t)]
-            md, mt = statistics.median(d), statistics.median(t)
-            print(f"{name:<14} {md:9.2f} {mt:14.2f} {statistics.median(per_run):16.1f} {mt / md:7.3f}  "
-                  f"overhead/run {min(per_run):.1f}-{max(per_run):.1f} ms")
+                d = direct(script, n, tmp) / n
+                one = tool(script, 1, tmp, f"{name}-{r}-1")
+                many = tool(script, n, tmp, f"{name}-{r}-n")
+                direct_run.append(d * 1000)
+                total.append(many)
+                fixed.append(one - d)
+                per_run.append(((many - one) / (n - 1) - d) * 1000)
+            med = statistics.median
+            print(f"{name:<13} {med(direct_run):14.1f} {med(total):16.2f} {med(fixed):8.2f} "
+                  f"{med(per_run):10.1f} ({min(per_run):.1f} to {max(per_run):.1f})")
 
 
 if __name__ == "__main__":

@@ -221,3 +221,13 @@ def test_torch_not_importable_is_an_infrastructure_error(tmp_path):
                           str(tmp_path / "out")], capture_output=True, text=True)
     assert out.returncode == 3, out.stderr
     assert "No module named 'torch'" in json.loads((tmp_path / "out" / "report.json").read_text())["summary"]
+
+
+def test_broken_repro_is_an_error_not_a_reproduction(tmp_path):
+    (tmp_path / "r.py").write_text("import not_a_real_module_xyz\n")
+    out = subprocess.run([sys.executable, "-m", "aoti_bisect", str(tmp_path / "r.py"), "--json", "--out",
+                          str(tmp_path / "out")], capture_output=True, text=True)
+    assert out.returncode == 3, out.stderr
+    report = json.loads(out.stdout)
+    assert report["verdict"] == "error" and report["signature"]["kind"] == "script_error"
+    assert report["reproduction"]["runs"] == 2  # adaptive: stops once every run failed the same way
