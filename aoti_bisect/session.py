@@ -13,38 +13,36 @@ from .ladder import Findings, Ladder, Options
 from .records import RunResult, Verdict
 from .report import Report
 
-# Runs in the repro's interpreter, so a broken torch or CUDA context cannot take aoti-bisect down.
+# Runs in the repro's interpreter, so a broken torch or CUDA context cannot take aoti-bisect down. It does
+# not import torch (2 s, a CUDA context): versions come from the installed files, the GPU from nvidia-smi.
 _PROBE = r"""
-import json, os, platform, sys
+import importlib.metadata as md, importlib.util, json, os, platform, re, shutil, subprocess, sys
 info = {"python": sys.version.split()[0], "platform": platform.platform()}
-try:
-    import torch
-except Exception as exc:
-    print("AOTI_BISECT_PROBE " + json.dumps({"torch_error": f"{type(exc).__name__}: {exc}"}))
-    sys.exit(0)
-info["torch"] = torch.__version__
-info["torch_git"] = getattr(torch.version, "git_version", None)
-info["cuda_runtime"] = torch.version.cuda
-info["cuda_available"] = torch.cuda.is_available()
-if info["cuda_available"]:
-    info["gpu"] = torch.cuda.get_device_name(0)
+def first_line(cmd):
     try:
-        info["cuda_driver"] = torch._C._cuda_getDriverVersion()
-    except Exception:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+spec = importlib.util.find_spec("torch")
+if spec is None or not spec.submodule_search_locations:
+    info["torch_error"] = "No module named 'torch'"
+else:
+    info["torch"] = md.version("torch")
+    try:
+        text = open(os.path.join(spec.submodule_search_locations[0], "version.py")).read()
+        for key, var in (("torch_git", "git_version"), ("cuda_runtime", "cuda")):
+            m = re.search(rf"^{var}\s*(?::\s*\S+)?\s*=\s*'([^']*)'", text, re.M)
+            info[key] = m.group(1) if m else None
+    except OSError:
         pass
-try:
-    from torch._inductor import cpp_builder
-    cxx = cpp_builder.get_cpp_compiler()
-    info["cxx"] = cxx
-    import subprocess
-    info["cxx_version"] = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=20).stdout.splitlines()[0]
-except Exception as exc:
-    info["cxx"] = f"unknown ({exc})"
-try:
-    libs = [l.split()[-1] for l in open("/proc/self/maps") if "libstdc++" in l]
-    info["libstdcxx"] = sorted(set(libs))[0] if libs else None
-except OSError:
-    pass
+if shutil.which("nvidia-smi"):
+    info["gpu"] = first_line(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
+cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
+info["cxx"] = cxx
+info["cxx_version"] = first_line([cxx, "--version"]) if cxx else None
+lib = first_line([cxx, "-print-file-name=libstdc++.so.6"]) if cxx else None
+info["libstdcxx"] = os.path.realpath(lib) if lib and os.path.exists(lib) else None
 print("AOTI_BISECT_PROBE " + json.dumps(info))
 """
 
@@ -104,7 +102,7 @@ class Session:
     def execute(self) -> Report:
         ladder = Ladder(self.argv, self._run_batch, self.options)
         self.progress.say(f"aoti-bisect: run directory {self.run_dir}")
-        # The probe imports torch (~2 s): it runs beside the baseline instead of before it.
+        # The probe runs beside the baseline, not before it.
         probe: dict = {}
         thread = threading.Thread(target=lambda: probe.setdefault("problem", self.probe()), daemon=True)
         thread.start()

@@ -46,13 +46,14 @@ def main() -> None:
           f"{platform.python_version()}; N={n} sequential runs, {args.repeats} repeats, medians (min-max)")
     print("fixed = one aoti-bisect run minus one direct run (start-up, environment probe, report);")
     print(f"per-run = (aoti-bisect with N runs - with 1 run) / (N-1) - direct per-run time\n")
-    print(f"{'script':<13} {'direct/run ms':>14} {'aoti-bisect N s':>16} {'fixed s':>8} {'per-run overhead ms':>22}")
+    print(f"{'script':<13} {'direct N s':>11} {'aoti-bisect N s':>16} {'ratio':>6} {'fixed s':>8} "
+          f"{'per-run overhead ms':>22}")
     with tempfile.TemporaryDirectory() as tmp:
         for name, body in SCRIPTS.items():
             script = os.path.join(tmp, f"{name}.py")
             with open(script, "w") as f:
                 f.write(body)
-            direct_run, total, fixed, per_run = [], [], [], []
+            direct_run, total, fixed, per_run, ratio = [], [], [], [], []
             for r in range(args.repeats):
                 d = direct(script, n, tmp) / n
                 one = tool(script, 1, tmp, f"{name}-{r}-1")
@@ -61,8 +62,9 @@ def main() -> None:
                 total.append(many)
                 fixed.append(one - d)
                 per_run.append(((many - one) / (n - 1) - d) * 1000)
+                ratio.append(many / (d * n))
             med = statistics.median
-            print(f"{name:<13} {med(direct_run):14.1f} {med(total):16.2f} {med(fixed):8.2f} "
+            print(f"{name:<13} {med(direct_run) * n / 1000:11.2f} {med(total):16.2f} {med(ratio):6.3f} {med(fixed):8.2f} "
                   f"{med(per_run):10.1f} ({min(per_run):.1f} to {max(per_run):.1f})")
 
 

@@ -63,3 +63,30 @@ def test_rerun_script_reproduces_the_stage(check_run):
     proc = subprocess.run(["sh", trace["rerun"][0]], capture_output=True, text=True, timeout=600)
     assert proc.returncode != 0
     assert "[ before_launch: cpp_fused_add_index_mul_sin_sum_0 ]" in proc.stdout + proc.stderr
+
+
+def test_prebuilt_package_gets_no_launch_lines_and_says_why(tmp_path):
+    build = (
+        "import torch, sys\n"
+        "class M(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.log(x - 0.5) * 2\n"
+        "ep = torch.export.export(M(), (torch.rand(4, 16),))\n"
+        "torch._inductor.aoti_compile_and_package(ep, package_path=sys.argv[1])\n")
+    pkg = tmp_path / "prebuilt.pt2"
+    env = dict(os.environ, TMPDIR=str(tmp_path), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "build-cache"))
+    subprocess.run([sys.executable, "-c", build, str(pkg)], check=True, env=env, capture_output=True, timeout=600)
+    repro = tmp_path / "load_prebuilt.py"
+    repro.write_text(
+        "import sys, torch\n"
+        "runner = torch._inductor.aoti_load_package(sys.argv[1])\n"
+        "if not torch.isfinite(runner(torch.rand(4, 16))).all():\n"
+        "    raise SystemExit('non-finite output')\n")
+    out = subprocess.run([sys.executable, "-m", "aoti_bisect", str(repro), "--json", "--out", str(tmp_path / "run"),
+                          "--", str(pkg)], capture_output=True, text=True, timeout=900)
+    assert out.returncode == 1, out.stderr
+    report = json.loads(out.stdout)
+    trace = next(s for s in report["stages"] if s["name"] == "trace")
+    assert "no launch lines" in trace["finding"] and "prebuilt .pt2" in trace["finding"]
+    assert report["culprit"]["kind"] == "unknown"
+    assert not any(s["recompiled"] and s["runs"] and s["name"] == "inspect" for s in report["stages"])
