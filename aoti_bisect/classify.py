@@ -84,37 +84,29 @@ def collapse_repeats(lines: Iterable[str]) -> list[str]:
     return [f"{line}  (x{counts[line]} threads)" if line in counts and counts[line] > 1 else line for line in out]
 
 
+def _last_index(lines: list[str], prefix: str) -> int:
+    return max((i for i, line in enumerate(lines) if line.startswith(prefix)), default=-1)
+
+
 def parse_frames(text: str) -> list[Frame]:
-    """Frames of the last Python traceback or faulthandler dump, outermost first."""
+    """Frames of the last Python traceback or faulthandler dump (the crashing thread), outermost first."""
     lines = text.splitlines()
-    tb_start = max((i for i, l in enumerate(lines) if l.startswith("Traceback (most recent call last)")), default=-1)
-    fh_start = max((i for i, l in enumerate(lines)
-                    if re.match(r"^(Current thread|Thread) 0x[0-9a-f]+ .*most recent call first", l)
-                    and l.startswith("Current thread")), default=-1)
-    if fh_start > tb_start:
-        frames = []
-        for line in lines[fh_start + 1:]:
-            m = re.match(r'^\s*File "(?P<path>[^"]+)", line \d+ in (?P<func>\S+)', line)
-            if not m:
-                break
-            frames.append(Frame(m["path"], m["func"]))
-        return frames[::-1]
-    if tb_start < 0:
-        return []
+    tb_start = _last_index(lines, "Traceback (most recent call last)")
+    fh_start = _last_index(lines, "Current thread 0x")
     frames = []
-    for line in lines[tb_start + 1:]:
+    for line in lines[max(tb_start, fh_start) + 1:] if max(tb_start, fh_start) >= 0 else []:
         m = _TB_FRAME.match(line)
         if m:
             frames.append(Frame(m["path"], m["func"]))
-        elif _FINAL_EXC.match(line) and frames:
-            break
-    return frames
+        elif fh_start > tb_start or (_FINAL_EXC.match(line) and frames):
+            break  # a faulthandler dump ends at its first non-frame line
+    return frames[::-1] if fh_start > tb_start else frames
 
 
 def final_exception(text: str) -> Optional[tuple[str, str]]:
     """(type, message) of the last traceback's exception, if the log has one."""
     lines = text.splitlines()
-    start = max((i for i, l in enumerate(lines) if l.startswith("Traceback (most recent call last)")), default=-1)
+    start = _last_index(lines, "Traceback (most recent call last)")
     if start < 0:
         return None
     for line in lines[start + 1:]:
