@@ -7,6 +7,7 @@ import signal as _signal
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
+from .printer import parse_trace
 from .records import Outcome, ProcessExit, Signature
 
 PHASES = ("export", "compile", "load", "run", "unknown")
@@ -16,7 +17,6 @@ _FINAL_EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Inter
 _THREAD_SPAM = re.compile(r"block: \[[\d,]+\], thread: \[[\d,]+\]")
 _TRITON_ASSERT = re.compile(r"^(?P<path>/\S+\.py):(?P<line>\d+): \S+: block: \[.*Assertion `(?P<cond>.*)` failed", re.M)
 _CPP_KERNEL = re.compile(r"Exception raised from (?P<kernel>(?:cpp_fused|triton|cpp)_\w+) at (?P<path>\S+?)(?::\d+)? ")
-_LAUNCH = re.compile(r"^\[ (?P<when>before|after)_launch: (?P<kernel>[^\]\s]+) \]\s*$")
 _GLOG_PREFIX = re.compile(r"^\[[EWIF]\d{4} [\d:.]+ \S+\] ")
 _INDEX_BOUND = re.compile(r"index out of bounds: 0 <= \w+ < (?P<bound>\d+)")
 _HASH_TOKEN = re.compile(r"\b[a-z0-9]{40,64}\b")
@@ -147,22 +147,7 @@ def kernel_named(text: str) -> Optional[str]:
         t = _TRITON_ASSERT.match(line)
         if t:
             return t["path"]
-    trace = last_unfinished_launch(text)
-    return trace
-
-
-def last_unfinished_launch(text: str) -> Optional[str]:
-    """Level-3 printer: the last `before_launch` with no matching `after_launch` after it."""
-    last_before = None
-    for line in text.splitlines():
-        m = _LAUNCH.match(line)
-        if not m:
-            continue
-        if m["when"] == "before":
-            last_before = m["kernel"]
-        elif m["kernel"] == last_before:
-            last_before = None
-    return last_before
+    return parse_trace(text.splitlines()).unfinished
 
 
 def index_bound(text: str) -> Optional[int]:
