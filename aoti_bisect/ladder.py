@@ -26,8 +26,7 @@ TRACE_ENV = {"AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER": "3"}
 INSPECT_LEVEL = {"AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER": "2"}
 FILTER_VAR = "AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT"
 
-# Failures the trace cannot pin on a launch: the model ran to the end and the script judged its output.
-VALUE_KINDS = {"nan_inf", "python_exception"}
+# Failures that stop the process (or hang it): when every instrumented launch finished, the fault lies outside.
 FAULT_KINDS = {"illegal_memory_access", "device_assert", "index_out_of_bounds", "segfault", "abort", "crash",
                "timeout", "out_of_memory"}
 

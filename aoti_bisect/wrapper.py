@@ -5,7 +5,6 @@ import glob
 import json
 import os
 import re
-import zipfile
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -213,18 +212,6 @@ def find_wrappers(*roots: str) -> list[str]:
     for root in roots:
         found += glob.glob(os.path.join(root, "**", "*.wrapper.cpp"), recursive=True)
     return sorted(set(found), key=os.path.getmtime, reverse=True)
-
-
-def wrapper_from_package(pt2: str) -> Optional[str]:
-    """The wrapper source inside a .pt2 package (a zip), if it carries one."""
-    try:
-        with zipfile.ZipFile(pt2) as z:
-            for name in z.namelist():
-                if name.endswith(".wrapper.cpp"):
-                    return z.read(name).decode("utf-8", errors="replace")
-    except (OSError, zipfile.BadZipFile):
-        return None
-    return None
 
 
 def kernel_source(name: str, roots: list[str], max_lines: int = 60) -> Optional[tuple[str, str]]:
