@@ -120,8 +120,8 @@ class Ladder:
         return stage
 
     def _repeat(self) -> int:
-        """Runs a later stage needs to see the failure at least once (95%), from the baseline rate."""
-        return min(self.opt.max_runs, runs_to_observe(self.estimate, cap=self.opt.max_runs))
+        """Runs a later stage needs to see the failure at least once (99%) at the best rate seen so far."""
+        return runs_to_observe(self.estimate, miss_probability=0.01, cap=self.opt.max_runs)
 
     # -- the stages ------------------------------------------------------------------------------
     def baseline(self) -> Stage:
@@ -254,10 +254,13 @@ class Ladder:
         stage = self._run(Stage("trace", {**self._gpu_env(), **TRACE_ENV}), self._repeat())
         self.trace_stage = stage
         graph = self._graph(stage)
-        runs = stage.failures or stage.results
-        traces = [printer.parse_trace(read_log(r.log_path).splitlines()) for r in runs]
         if not stage.failures:
+            # Passing runs' traces say nothing about where the failure happens: conclude nothing.
             stage.finding = f"not reproduced under these flags: {stage.rate.describe()}"
+            out.culprit = Culprit("unknown", evidence=[f"the trace stage did not reproduce the failure "
+                                                       f"({stage.rate.describe()}), so no launch can be blamed"])
+            return
+        traces = [printer.parse_trace(read_log(r.log_path).splitlines()) for r in stage.failures]
         if not any(t.launches for t in traces):
             why = ("no generated C++ wrapper was compiled under these flags: the repro most likely loads a "
                    "prebuilt .pt2 (compile-time flags never take effect) or uses plain torch.compile (the "
@@ -269,7 +272,7 @@ class Ladder:
             out.culprit = Culprit("unknown", evidence=[stage.finding])
             return
         unfinished = Counter(t.unfinished for t in traces if t.unfinished)
-        sig = dominant(stage.results) or out.signature
+        sig = dominant(stage.failures) or out.signature
         if unfinished:
             kernel, count = unfinished.most_common(1)[0]
             self.suspect = kernel
@@ -292,8 +295,9 @@ class Ladder:
 
     def inspect(self, out: Findings) -> None:
         graph = self._graph(self.trace_stage)
-        if graph is None:
-            self.stages.append(Stage("inspect", {}, skipped="no generated wrapper to read the launch graph from"))
+        if graph is None or not self.trace_stage.failures:
+            self.stages.append(Stage("inspect", {}, skipped="no generated wrapper to read the launch graph from"
+                                     if graph is None else "the trace stage did not reproduce the failure"))
             return
         sig = out.signature
         bound = index_bound(sig.message) if sig else None
