@@ -134,9 +134,11 @@ def _raise_interrupt(signum, frame):
 @click.option("--jobs", type=int, default=1, show_default=True, help="Runs in parallel.")
 @click.option("--stages", default=",".join(STAGE_NAMES), show_default=True,
               help="Comma-separated stages to run (baseline always runs).")
+@click.option("--redact-paths", is_flag=True, help="Replace home directories and the user name in the report.")
 @click.option("-q", "--quiet", count=True, help="Less on stderr.")
 @click.option("-v", "--verbose", count=True, help="More on stderr.")
-def run_cmd(script, script_args, cmd, runs, max_runs, timeout, out, as_json, jobs, stages, quiet, verbose):
+def run_cmd(script, script_args, cmd, runs, max_runs, timeout, out, as_json, jobs, stages, redact_paths, quiet,
+            verbose):
     """Rerun a failing repro under the debugging ladder and localise the fault."""
     argv = _argv(script, script_args, cmd)
     wanted = tuple(s.strip() for s in stages.split(",") if s.strip())
@@ -152,7 +154,8 @@ def run_cmd(script, script_args, cmd, runs, max_runs, timeout, out, as_json, job
     from .session import Session  # psutil, the harness and the ladder load only for a real run
 
     session = Session(run_dir, argv, Progress(verbose - quiet), jobs=jobs, runs=runs, max_runs=max_runs,
-                      timeout=timeout, stages=("baseline", *wanted), python_script=cmd is None)
+                      timeout=timeout, stages=("baseline", *wanted), python_script=cmd is None,
+                      redact_paths=redact_paths)
     report = session.execute()
     if as_json:
         print(json.dumps(report.data, indent=2))
@@ -181,20 +184,33 @@ def _argv(script: Optional[str], script_args: tuple[str, ...], cmd: Optional[str
 @main.command("report")
 @click.argument("run_dir")
 @click.option("--format", "fmt", type=click.Choice(["md", "json", "text"]), default="md", show_default=True)
-def report_cmd(run_dir, fmt):
+@click.option("--bundle", "bundle", is_flag=False, flag_value="", default=None, metavar="[PATH]",
+              help="Also pack report, logs, commands and the culprit's generated sources into a .tar.gz "
+                   "(default RUN_DIR/bundle.tar.gz).")
+@click.option("--redact-paths", is_flag=True, help="Replace home directories and the user name.")
+def report_cmd(run_dir, fmt, bundle, redact_paths):
     """Re-render a finished run's report without rerunning anything."""
-    from .report import Report, render_markdown
+    from .redact import Redactor
+    from .report import Report, redact_data, render_markdown
 
     if not os.path.isfile(os.path.join(run_dir, "report.json")):
         raise UsageFailure(f"{run_dir} holds no report.json (not an aoti-bisect run directory?)")
     rep = Report.load(run_dir)
+    redactor = Redactor.from_env(dict(os.environ), redact_paths)
+    data = redact_data(rep.data, redactor)
+    if bundle is not None:
+        from .bundle import write_bundle
+
+        dest = bundle or os.path.join(run_dir, "bundle.tar.gz")
+        write_bundle(run_dir, dest, data, redactor)
+        print(f"aoti-bisect: bundle: {dest}", file=sys.stderr)
     if fmt == "json":
-        print(json.dumps(rep.data, indent=2))
+        print(json.dumps(data, indent=2))
     elif fmt == "md":
-        print(render_markdown(rep.data))
+        print(render_markdown(data))
     else:
         print(rep.headline())
-        for e in (rep.data.get("culprit") or {}).get("evidence") or []:
+        for e in (data.get("culprit") or {}).get("evidence") or []:
             print(f"  - {e}")
     sys.exit(rep.exit_code)
 

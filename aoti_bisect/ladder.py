@@ -71,6 +71,7 @@ class Stage:
                 "failures": self.rate.failures, "rate": self.rate.to_json(), "finding": self.finding,
                 "skipped": self.skipped, "logs": [r.log_path for r in self.results],
                 "rerun": [os.path.join(r.run_dir, "rerun.sh") for r in self.results[:1]],
+                "failing_log": self.failures[0].log_path if self.failures else None,
                 "signatures": dict(Counter(r.signature.kind for r in self.failures if r.signature))}
 
 

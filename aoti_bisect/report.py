@@ -4,12 +4,15 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Optional
 
 from tabulate import tabulate
 
+from .classify import collapse_repeats
 from .records import EXIT_INTERRUPTED, VERDICT_EXIT, Verdict
+from .redact import Redactor
 
 SCHEMA_VERSION = 1
 MD_LIMIT = 65536
@@ -22,7 +25,8 @@ class Report:
     data: dict = field(default_factory=dict)
 
     @classmethod
-    def from_findings(cls, run_dir: str, command: list[str], outcome, environment: Optional[dict] = None) -> "Report":
+    def from_findings(cls, run_dir: str, command: list[str], outcome, environment: Optional[dict] = None,
+                      redactor: Redactor = Redactor()) -> "Report":
         sig = outcome.signature
         culprit = outcome.culprit
         c_json = None
@@ -31,6 +35,13 @@ class Report:
             c_json["source"] = ({"path": outcome.source[0], "excerpt": outcome.source[1]}
                                 if outcome.source else None)
             c_json["source_nodes"] = outcome.source_nodes or None
+        stages = []
+        for stage in outcome.stages:
+            s = stage.to_json()
+            s["rerun_script"] = _read(s["rerun"][0]) if s["rerun"] else None
+            log = s["failing_log"] or (s["logs"][0] if s["logs"] else None)
+            s["excerpt"] = log_excerpt(log) if log else None
+            stages.append(s)
         data = {
             "schema_version": SCHEMA_VERSION,
             "tool": "aoti-bisect",
@@ -41,13 +52,13 @@ class Report:
             "summary": outcome.summary,
             "signature": sig.to_json() if sig else None,
             "reproduction": outcome.baseline.to_json(),
-            "stages": [s.to_json() for s in outcome.stages],
+            "stages": stages,
             "culprit": c_json or {"kind": None, "kernel": None, "evidence": []},
             "next_steps": outcome.next_steps,
             "environment": environment or {},
             "run_dir": run_dir,
         }
-        return cls(run_dir, command, data)
+        return cls(run_dir, command, redact_data(data, redactor))
 
     @classmethod
     def load(cls, run_dir: str) -> "Report":
@@ -150,21 +161,77 @@ def render_markdown(d: dict) -> str:
         out += ["", "## Next steps", ""] + [f"- {_cell(s)}" for s in d["next_steps"]]
     out += ["", "## Reproduce each stage", ""]
     for s in d["stages"]:
-        if s["rerun"]:
-            out += [f"**{s['name']}**", "", _code(_read(s["rerun"][0]), "sh"), ""]
+        if s.get("rerun_script"):
+            out += [f"**{s['name']}**", "", _code(s["rerun_script"], "sh"), ""]
     env = d.get("environment") or {}
     if env:
         out += ["## Environment", "", tabulate([(k, _cell(v)) for k, v in env.items()], headers=["", ""],
-                                               tablefmt="github")]
+                                               tablefmt="github"), ""]
     text = "\n".join(out) + "\n"
+    logs = [_details(s) for s in d["stages"] if s.get("excerpt")]
+    if logs:
+        text += "\n## Log excerpts\n\n"
+    for name, block in logs:
+        # Whole blocks or none: a cut inside a <details> or a fence would break the rest of the page.
+        if len(text) + len(block) + 200 < MD_LIMIT:
+            text += block
+        else:
+            text += f"- log excerpt of stage {name} left out: the report is at GitHub's issue size limit\n"
     if len(text) > MD_LIMIT:
         text = text[: MD_LIMIT - 200] + "\n\n*(report truncated to fit a GitHub issue body)*\n"
     return text
 
 
+def _details(stage: dict) -> tuple[str, str]:
+    e = stage["excerpt"]
+    parts = [f"<details><summary>{_cell(stage['name'])}: {_cell(os.path.basename(os.path.dirname(e['log'])))} "
+             f"({e['bytes']} bytes)</summary>", ""]
+    if e["key_lines"]:
+        parts += ["Key lines:", "", _code("\n".join(e["key_lines"]), "text"), ""]
+    if e["head"]:
+        parts += ["Head:", "", _code(e["head"], "text"), ""]
+    parts += ["Tail:", "", _code(e["tail"], "text"), "", "</details>", "", ""]
+    return stage["name"], "\n".join(parts)
+
+
 def _read(path: str) -> str:
     try:
-        with open(path) as f:
+        with open(path, errors="replace") as f:
             return f.read().strip()
     except OSError:
         return f"(missing: {path})"
+
+
+def redact_data(data: dict, redactor: Redactor) -> dict:
+    """Every string of the report goes through the redactor: the JSON is the only source of the Markdown."""
+    return json.loads(redactor(json.dumps(data)))
+
+
+_KEY_LINE = re.compile(r"Error|error:|Exception|Assertion|Fatal Python error|Segmentation fault|Aborted|"
+                       r"terminate called|_launch: |At least one|unmatched|non-finite|illegal|killed|dropped here")
+EXCERPT_READ = 256 << 10
+LINE_CHARS = 240
+
+
+def log_excerpt(path: str, head_lines: int = 15, tail_lines: int = 40, key_lines: int = 20) -> dict:
+    """Key lines first, then head and tail; reads at most 2 x 256 KiB of the log whatever its size."""
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            head = f.read(EXCERPT_READ).decode("utf-8", errors="replace")
+            if size > 2 * EXCERPT_READ:
+                f.seek(size - EXCERPT_READ)
+                tail = f.read().decode("utf-8", errors="replace")
+                tail = tail[tail.find("\n") + 1:]
+            else:
+                tail = head[len(head) // 2:] if size > EXCERPT_READ else head
+                head = head if size <= EXCERPT_READ else head[: len(head) // 2]
+    except OSError:
+        return {"log": path, "bytes": 0, "key_lines": [], "head": "", "tail": "(log missing)"}
+    lines_h, lines_t = head.splitlines(), tail.splitlines()
+    whole = lines_h if size <= EXCERPT_READ else lines_h + lines_t
+    keys = [line for line in collapse_repeats(whole) if _KEY_LINE.search(line)]
+    clip = lambda ls: "\n".join(l if len(l) <= LINE_CHARS else l[:LINE_CHARS] + " [...]" for l in ls)  # noqa: E731
+    return {"log": path, "bytes": size, "key_lines": [l[:LINE_CHARS] for l in dict.fromkeys(keys[-key_lines:])],
+            "head": clip(lines_h[:head_lines]) if len(whole) > head_lines + tail_lines else "",
+            "tail": clip(whole[-tail_lines:])}

@@ -11,10 +11,11 @@ from . import process
 from .harness import Harness, read_log
 from .ladder import Findings, Ladder, Options
 from .records import RunResult, Verdict
+from .redact import Redactor
 from .report import Report
 
-# Runs in the repro's interpreter, so a broken torch or CUDA context cannot take aoti-bisect down. It does
-# not import torch (2 s, a CUDA context): versions come from the installed files, the GPU from nvidia-smi.
+# Runs in the repro's interpreter, so a broken torch or CUDA context cannot take aoti-bisect down. The first
+# part needs no torch import (it still works where torch is broken); torch.utils.collect_env then adds its view.
 _PROBE = r"""
 import importlib.metadata as md, importlib.util, json, os, platform, re, shutil, subprocess, sys
 info = {"python": sys.version.split()[0], "platform": platform.platform()}
@@ -43,27 +44,30 @@ info["cxx"] = cxx
 info["cxx_version"] = first_line([cxx, "--version"]) if cxx else None
 lib = first_line([cxx, "-print-file-name=libstdc++.so.6"]) if cxx else None
 info["libstdcxx"] = os.path.realpath(lib) if lib and os.path.exists(lib) else None
+try:  # the authoritative view where torch can give it (it imports torch, but creates no CUDA context)
+    from torch.utils import collect_env
+    skip = {"pip_packages", "conda_packages", "cpu_info"}
+    for key, value in collect_env.get_env_info()._asdict().items():
+        if key not in skip and value not in (None, "", "N/A"):
+            info["collect_env." + key] = " ".join(str(value).split())[:300]
+except Exception as exc:
+    info["collect_env"] = f"unavailable: {type(exc).__name__}: {exc}"[:300]
 print("AOTI_BISECT_PROBE " + json.dumps(info))
 """
 
 _ENV_PREFIXES = ("TORCH", "AOT", "AOTI", "INDUCTOR", "CUDA", "PYTORCH", "TRITON", "CXX", "CC", "NCCL", "LD_LIBRARY")
-_SECRET_WORDS = ("TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
 
 
 def relevant_env(env: dict[str, str]) -> dict[str, str]:
-    """The variables that change AOTI/Inductor/CUDA behaviour, secrets redacted."""
-    out = {}
-    for k, v in sorted(env.items()):
-        if k.startswith(_ENV_PREFIXES):
-            out[k] = "<redacted>" if any(w in k.upper() for w in _SECRET_WORDS) else v
-    return out
+    """The variables that change AOTI/Inductor/CUDA behaviour."""
+    return {k: v for k, v in sorted(env.items()) if k.startswith(_ENV_PREFIXES)}
 
 
 class Session:
     def __init__(self, run_dir: str, argv: list[str], progress, jobs: int = 1, runs: Optional[int] = None,
                  max_runs: int = 10, timeout: float = 600.0, stages: tuple[str, ...] = (),
                  python_script: bool = True, limits: process.OutputLimits = process.OutputLimits(),
-                 cache_root: Optional[str] = None) -> None:
+                 cache_root: Optional[str] = None, redact_paths: bool = False) -> None:
         self.run_dir = run_dir
         self.argv = argv
         self.progress = progress
@@ -71,6 +75,7 @@ class Session:
         self.harness = Harness(run_dir, jobs=jobs, limits=limits, cache_root=cache_root)
         self.options = Options(runs=runs, max_runs=max_runs, timeout=timeout, stages=stages)
         self.environment: dict = {}
+        self.redactor = Redactor.from_env(dict(os.environ), redact_paths)
 
     def probe(self) -> Optional[str]:
         """Fills self.environment; returns an error line when the repro's Python cannot import torch."""
@@ -88,7 +93,7 @@ class Session:
             self.environment = {"probe_error": f"no answer from {python} (exit {exit.returncode}); see {log}"}
             return None
         self.environment = json.loads(line.split(" ", 1)[1])
-        self.environment["env"] = relevant_env(dict(os.environ))
+        self.environment["env"] = self.redactor.env(relevant_env(dict(os.environ)))
         if "torch_error" in self.environment and self.python_script:
             return f"torch is not importable by {python}: {self.environment['torch_error']}"
         return None
@@ -117,7 +122,7 @@ class Session:
         if problem and not outcome.interrupted:
             outcome = Findings(Verdict.ERROR, outcome.signature, outcome.baseline, outcome.stages, summary=problem)
             self.progress.say(f"aoti-bisect: error: {problem}")
-        report = Report.from_findings(self.run_dir, self.argv, outcome, self.environment)
+        report = Report.from_findings(self.run_dir, self.argv, outcome, self.environment, self.redactor)
         report.write()
         self.progress.say(f"aoti-bisect: {report.headline()}")
         self.progress.say(f"aoti-bisect: report: {os.path.join(self.run_dir, 'report.md')}")

@@ -1,0 +1,58 @@
+"""One .tar.gz to attach to a ticket: the report, every run's log and command, and the culprit's sources."""
+from __future__ import annotations
+
+import glob
+import io
+import json
+import os
+import tarfile
+
+from .redact import Redactor
+from .report import render_markdown
+
+_RUN_FILES = ("output.log", "rerun.sh", "spec.json", "result.json")
+
+
+def write_bundle(run_dir: str, dest: str, data: dict, redactor: Redactor) -> str:
+    """Everything goes through the redactor on its way in: the bundle never holds a raw byte of a log."""
+    root = os.path.basename(os.path.abspath(run_dir)) or "aoti-bisect-run"
+    with tarfile.open(dest, "w:gz") as tar:
+        def add(name: str, text: str) -> None:
+            blob = redactor(text).encode()
+            info = tarfile.TarInfo(f"{root}/{name}")
+            info.size = len(blob)
+            tar.addfile(info, io.BytesIO(blob))
+
+        add("report.json", json.dumps(data, indent=2))
+        add("report.md", render_markdown(data))
+        for path in sorted(glob.glob(os.path.join(run_dir, "runs", "*", ""))):
+            for name in _RUN_FILES:
+                f = os.path.join(path, name)
+                if os.path.isfile(f):
+                    add(f"runs/{os.path.basename(os.path.dirname(path))}/{name}", _read(f))
+        for path in _culprit_sources(run_dir, data):
+            add(f"generated/{os.path.basename(path)}", _read(path))
+    return dest
+
+
+def _culprit_sources(run_dir: str, data: dict) -> list[str]:
+    """The culprit kernel's source file and the generated wrappers of the runs that localised it."""
+    found = []
+    source = ((data.get("culprit") or {}).get("source") or {}).get("path")
+    if source and os.path.isfile(source):
+        found.append(source)
+    for stage in data.get("stages", []):
+        if stage["name"] in ("trace", "inspect") and stage.get("logs"):
+            spec = os.path.join(os.path.dirname(stage["logs"][0]), "spec.json")
+            try:
+                with open(spec) as f:
+                    cache = json.load(f)["env_overlay"]["TORCHINDUCTOR_CACHE_DIR"]
+            except (OSError, KeyError, ValueError):
+                continue
+            found += glob.glob(os.path.join(cache, "*", "*.wrapper.cpp"))
+    return list(dict.fromkeys(found))
+
+
+def _read(path: str) -> str:
+    with open(path, errors="replace") as f:
+        return f.read()
