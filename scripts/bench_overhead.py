@@ -45,7 +45,7 @@ def main() -> None:
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}, Python "
           f"{platform.python_version()}; N={n} sequential runs, {args.repeats} repeats, medians (min-max)")
     print("fixed = one aoti-bisect run minus one direct run (start-up, environment probe, report);")
-    print(f"per-run = (aoti-bisect with N runs - with 1 run) / (N-1) - direct per-run time\n")
+    print("per-run = (aoti-bisect with N runs - with 1 run) / (N-1) - direct per-run time\n")
     print(f"{'script':<13} {'direct N s':>11} {'aoti-bisect N s':>16} {'ratio':>6} {'fixed s':>8} "
           f"{'per-run overhead ms':>22}")
     with tempfile.TemporaryDirectory() as tmp:
