@@ -107,6 +107,7 @@ class Ladder:
         self.estimate = 1.0
         self.trace_stage: Optional[Stage] = None
         self.suspect: Optional[str] = None
+        self._graphs: dict[str, Optional[wrapper.WrapperGraph]] = {}
 
     # -- running ---------------------------------------------------------------------------------
     def _run(self, stage: Stage, n: int, stop: Callable[[list[RunResult]], bool] = lambda rs: False) -> Stage:
@@ -188,9 +189,9 @@ class Ladder:
 
     def sanity(self, out: Findings) -> None:
         stage = self._run(Stage("sanity", dict(SANITY_ENV)), self._repeat())
+        graph = self._graph(stage)
         for r in stage.failures:
             text = read_log(r.log_path)
-            graph = self._graph(stage)
             m = _INPUT_CHECK.search(text)
             if m:
                 idx = int(m["i"])
@@ -340,23 +341,25 @@ class Ladder:
 
     # -- helpers ---------------------------------------------------------------------------------
     def _graph(self, stage: Optional[Stage]) -> Optional[wrapper.WrapperGraph]:
+        """The launch graph a stage's compile generated; parsed once per cache dir (stages may share one)."""
         if stage is None or not stage.results:
             return None
-        r = stage.results[0]
-        for path in wrapper.find_wrappers(os.path.join(r.cache_dir, "inductor")):
-            with open(path, errors="replace") as f:
-                graph = wrapper.parse_wrapper(f.read(), path, wrapper.extern_nodes_for(path))
-            if graph.launches:
-                return graph
-        return None
+        cache = stage.results[0].cache_dir
+        if cache not in self._graphs:
+            self._graphs[cache] = None
+            for path in wrapper.find_wrappers(os.path.join(cache, "inductor")):
+                with open(path, errors="replace") as f:
+                    graph = wrapper.parse_wrapper(f.read(), path, wrapper.extern_nodes_for(path))
+                if graph.launches:
+                    self._graphs[cache] = graph
+                    break
+        return self._graphs[cache]
 
     def _is_cuda(self) -> bool:
         for stage in self.stages:
             g = self._graph(stage)
             if g is not None:
-                with open(g.path, errors="replace") as f:
-                    text = f.read()
-                return "device_type_cuda" in text or "call_triton_" in text or "cuda" in g.path
+                return g.cuda or "cuda" in g.path
         return True  # unknown: running the determinism stage is cheap and cannot mislead
 
     def _finish(self, out: Findings) -> None:

@@ -47,6 +47,7 @@ class WrapperGraph:
     outputs: list[str]
     aliases: dict[str, str] = field(default_factory=dict)
     expected: dict[str, tuple[str, str]] = field(default_factory=dict)  # input -> (sizes, strides)
+    cuda: bool = False  # the generated code targets a CUDA device
 
     def storage(self, var: str) -> str:
         while var in self.aliases:
@@ -162,6 +163,7 @@ def parse_wrapper(text: str, path: str = "", extern_nodes: Optional[list[str]] =
         launches.append(Launch(len(launches), name, lineno, tuple(dict.fromkeys(args)), tuple(reads),
                                tuple(writes), nodes))
         nodes = ""
+    graph.cuda = "device_type_cuda" in text or "call_triton_" in text
     graph.outputs = [m["name"] for m in sorted(_OUTPUT.finditer(body), key=lambda m: int(m["i"]))]
     graph.expected = {m["name"]: (m["size"].replace("L", "").strip(", "), m["stride"].replace("L", "").strip(", "))
                       for m in _ASSERT.finditer(body)}

@@ -172,3 +172,8 @@ def test_wrapper_def_use_cuda():
 def test_triton_kernel_name_from_assert_source():
     src = log("cuda/triton_kernel_device_assert_oob.py.txt")
     assert wrapper.triton_kernel_name(src) == "triton_poi_fused_add_index_mul_sin_0"
+
+
+def test_wrapper_knows_its_device():
+    assert wrapper.parse_wrapper(log("cuda/wrapper_nan_triton.cpp")).cuda
+    assert not wrapper.parse_wrapper(log("cpu/wrapper_nan_after_matmul_level2.cpp")).cuda
