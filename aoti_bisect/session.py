@@ -63,6 +63,19 @@ def relevant_env(env: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in sorted(env.items()) if k.startswith(_ENV_PREFIXES)}
 
 
+def probe_environment(python: str, probe_dir: str, base_env: dict[str, str],
+                      cancel: Optional[process.Cancel] = None) -> dict:
+    """What the repro's interpreter sees: torch, its git revision, CUDA, GPU and driver, compiler."""
+    os.makedirs(probe_dir, exist_ok=True)
+    log = os.path.join(probe_dir, "environment.log")
+    env = dict(base_env, PYTHONUNBUFFERED="1", TMPDIR=probe_dir)
+    exit = process.execute([python, "-c", _PROBE], env, probe_dir, log, timeout=120, cancel=cancel)
+    line = next((l for l in read_log(log).splitlines() if l.startswith("AOTI_BISECT_PROBE ")), None)
+    if line is None:
+        return {"probe_error": f"no answer from {python} (exit {exit.returncode}); see {log}"}
+    return json.loads(line.split(" ", 1)[1])
+
+
 class Session:
     def __init__(self, run_dir: str, argv: list[str], progress, jobs: int = 1, runs: Optional[int] = None,
                  max_runs: int = 10, timeout: float = 600.0, stages: tuple[str, ...] = (),
@@ -80,19 +93,11 @@ class Session:
     def probe(self) -> Optional[str]:
         """Fills self.environment; returns an error line when the repro's Python cannot import torch."""
         python = self.argv[0] if self.python_script else sys.executable
-        probe_dir = os.path.join(self.run_dir, "probe")
-        os.makedirs(probe_dir, exist_ok=True)
-        log = os.path.join(probe_dir, "environment.log")
-        env = dict(self.harness.base_env, PYTHONUNBUFFERED="1", TMPDIR=probe_dir)
-        exit = process.execute([python, "-c", _PROBE], env, probe_dir, log, timeout=120,
-                               cancel=self.harness.cancel)
-        text = read_log(log)
-        line = next((l for l in text.splitlines() if l.startswith("AOTI_BISECT_PROBE ")), None)
-        if line is None:
+        self.environment = probe_environment(python, os.path.join(self.run_dir, "probe"), self.harness.base_env,
+                                             self.harness.cancel)
+        if "probe_error" in self.environment:
             # Not fatal: the runs say for themselves whether the repro can run.
-            self.environment = {"probe_error": f"no answer from {python} (exit {exit.returncode}); see {log}"}
             return None
-        self.environment = json.loads(line.split(" ", 1)[1])
         self.environment["env"] = self.redactor.env(relevant_env(dict(os.environ)))
         if "torch_error" in self.environment and self.python_script:
             return f"torch is not importable by {python}: {self.environment['torch_error']}"
