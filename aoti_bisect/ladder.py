@@ -319,7 +319,7 @@ class Ladder:
             views: dict = {}
             inputs: dict = {}
             for r in runs:
-                v, i = printer.collect(printer.parse_blocks(_lines(r.log_path)), bound)
+                v, i = printer.collect(printer.parse_blocks(printer.read_pieces(r.log_path)), bound)
                 for k, view in v.items():
                     views.setdefault(k, view)
                 for k, s in i.items():
@@ -407,8 +407,3 @@ class Ladder:
         elif c is None or c.kind in ("kernel", "unknown"):
             steps.append(f"Shrink the graph with the AOTI minifier: DUMP_AOTI_MINIFIER=1 {cmd}")
         return steps
-
-
-def _lines(path: str):
-    with open(path, errors="replace") as f:
-        yield from f

@@ -113,6 +113,39 @@ def test_level2_scalar_on_same_line_as_next_header():
     assert blocks[0].scalar == 1024 and blocks[1].arg == "buf0" and blocks[1].non_finite
 
 
+def blocks_repr(pieces):
+    return [repr(s) for s in printer.parse_blocks(pieces)]  # repr: nan == nan
+
+
+@pytest.mark.parametrize("name", ["cpu/nan_after_matmul_level2.log", "cpu/index_oob_level2_filtered.log",
+                                  "cuda/nan_triton_level2.log", "cuda/nan_triton_level2_filtered.log"])
+def test_level2_pieces_read_as_lines(name, tmp_path):
+    """A block read whole from a piece, or cut anywhere by a piece's end, gives what line-by-line gives."""
+    lines = blocks_repr(log(name).splitlines())
+    path = tmp_path / "l2.log"
+    path.write_text(log(name))
+    for size in (1, 7, 100, 1 << 20):
+        assert blocks_repr(printer.read_pieces(str(path), size)) == lines
+
+
+def test_level2_irregular_blocks_pieces_and_lines_agree(tmp_path):
+    text = ("junk [  before_launch - k_0 - n: 5  ]\\n[  before_launch - k_0 - buf1  ]:\r\n"
+            "Number of elements: 4\r\n  Dtype:  float \nfoo: bar\nMean value: nan\nMin value: 1\nMax value: 2\n"
+            "Device: cpu\nSize: [4]\nStride: [1]\nDtype: int\n"  # after Stride: ignored
+            "[  after_launch - k_0 - buf2  ]:\nStride: [1]\n"  # closed before its fields: no numel, no block
+            "Number of elements: 4\nDtype: float\nMean value: 1\nMin value: 1\nMax value: 2\nDevice: cpu\n"
+            "Size: [4]\nStride: [1]\n[  aoti_model_inputs - arg0_1  ]:\nNumber of elements: 2\nDtype: float\n")
+    path = tmp_path / "l2.log"
+    path.write_text(text)
+    with open(path) as f:
+        lines = list(printer.parse_blocks(f))
+    assert [(s.arg, s.scalar, s.numel, s.dtype) for s in lines] == [("n", 5, 0, ""), ("buf1", None, 4, "float"),
+                                                                   ("arg0_1", None, 2, "float")]
+    assert lines[1].non_finite and lines[1].device == "cpu" and lines[2].when == "input"
+    for size in (1, 3, 10, 1 << 20):
+        assert blocks_repr(printer.read_pieces(str(path), size)) == [repr(s) for s in lines]
+
+
 def test_wrapper_def_use_cpu():
     g = wrapper.parse_wrapper(log("cpu/wrapper_nan_after_matmul_level2.cpp"))
     assert [l.name for l in g.launches] == ["cpp_fused_add_log_mul_relu_sub_0", "aoti_torch_cpu_mm_out",

@@ -1,0 +1,52 @@
+"""scripts/bench.py's pure parts: what it reads from a report, how it judges the by-hand ladder, its log."""
+import importlib.util
+import json
+import os
+import sys
+
+from aoti_bisect import printer
+from aoti_bisect.scenarios import load_manifest
+
+from test_parsers import LOGS
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_spec = importlib.util.spec_from_file_location("bench", os.path.join(REPO, "scripts", "bench.py"))
+bench = sys.modules["bench"] = importlib.util.module_from_spec(_spec)  # dataclasses look their module up
+_spec.loader.exec_module(bench)
+
+
+def scenario(name):
+    return next(s for s in load_manifest() if s.name == name)
+
+
+def test_plan_reads_runs_and_compile_keys_from_a_report():
+    with open(os.path.join(REPO, "docs", "examples", "nan_after_matmul.report.json")) as f:
+        plan = bench.Plan.from_report(json.load(f))
+    assert [name for name, _, _ in plan.steps] == ["baseline", "sanity", "trace", "inspect"]  # determinism: 0 runs
+    assert plan.runs == 5 and len(plan.keys) == 4
+
+
+def test_by_hand_reads_the_last_launch_and_the_input_check(tmp_path):
+    failed, passed = bench.Timed(10.0, 1), bench.Timed(10.0, 0)
+    quiet = tmp_path / "quiet.log"
+    quiet.write_text("ok\n")
+    checked = tmp_path / "checked.log"
+    checked.write_text("RuntimeError: input_handles[0]: unmatched stride value at 0, expected: 32, but got: 1\n")
+    trace = (failed, os.path.join(LOGS, "cpu", "index_oob_level3.log"))
+    answer = bench.by_hand_answer((failed, str(quiet)), trace, [failed] * 4)
+    assert answer == {"kind": "kernel", "kernel": "cpp_fused_add_index_mul_sin_sum_0"}
+    assert bench._right(scenario("index_oob"), answer)
+    assert not bench._right(scenario("nan_after_matmul"), answer)
+    answer = bench.by_hand_answer((failed, str(checked)), trace, [failed] * 4)
+    assert answer == {"kind": "model_input", "input_index": 0} and bench._right(scenario("input_mismatch"), answer)
+    assert bench.by_hand_answer((passed, str(quiet)), (passed, str(quiet)), [passed] * 4) is None
+    assert bench._right(scenario("passing_control"), None) and not bench._right(scenario("index_oob"), None)
+
+
+def test_generated_level2_log_parses_like_a_real_one(tmp_path):
+    path = str(tmp_path / "l2.log")
+    size = bench.write_level2_log(path, 9 << 20)
+    assert size >= 9 << 20
+    views, inputs = printer.collect(printer.parse_blocks(printer.read_pieces(path)))
+    assert 100 < len(views) <= 6 * 500 and inputs  # a bounded set of kernels, launched again and again
+    assert any(s.non_finite for v in views.values() for s in v.after.values())
