@@ -125,6 +125,10 @@ class Ladder:
         """Runs a later stage needs to see the failure at least once (99%) at the best rate seen so far."""
         return runs_to_observe(self.estimate, miss_probability=0.01, cap=self.opt.max_runs)
 
+    def _run_until_seen(self, stage: Stage) -> Stage:
+        """A later stage reads one failing run, so it stops at the first: later runs would cost, not inform."""
+        return self._run(stage, self._repeat(), stop=lambda rs: any(r.failed for r in rs))
+
     # -- the stages ------------------------------------------------------------------------------
     def baseline(self) -> Stage:
         stage = Stage("baseline", {})
@@ -188,7 +192,7 @@ class Ladder:
         return out
 
     def sanity(self, out: Findings) -> None:
-        stage = self._run(Stage("sanity", dict(SANITY_ENV)), self._repeat())
+        stage = self._run_until_seen(Stage("sanity", dict(SANITY_ENV)))
         graph = self._graph(stage)
         for r in stage.failures:
             text = read_log(r.log_path)
@@ -253,7 +257,7 @@ class Ladder:
         return dict(DETERMINISM_ENV) if det and det.rate.failures else {}
 
     def trace(self, out: Findings) -> None:
-        stage = self._run(Stage("trace", {**self._gpu_env(), **TRACE_ENV}), self._repeat())
+        stage = self._run_until_seen(Stage("trace", {**self._gpu_env(), **TRACE_ENV}))
         self.trace_stage = stage
         graph = self._graph(stage)
         if not stage.failures:
@@ -309,7 +313,7 @@ class Ladder:
 
         def observe(kernels: list[str]) -> printer.Observation:
             env = {**self._gpu_env(), **INSPECT_LEVEL, FILTER_VAR: ",".join(kernels)}
-            stage = self._run(Stage("inspect", env), self._repeat())
+            stage = self._run_until_seen(Stage("inspect", env))
             inspect_stages.append(stage)
             fresh = self._graph(stage)
             if fresh is not None and [l.name for l in fresh.launches] != [l.name for l in graph.launches]:

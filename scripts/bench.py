@@ -39,16 +39,19 @@ folder (and runs with that folder as its cwd), so nothing is written into the ca
               2 with AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT set to the kernel level 3 launched last
               (unfiltered when level 3 printed no launch). Each run gets a fresh Inductor cache; precompiled
               headers and C++ extensions are shared, as a user's /tmp and ~/.cache would be.
-              Its answer, mechanically: no run failed -> none; the sanity run's log has an input-check
-              rejection `input_handles[i]` -> model input i; else, if the level-3 run failed and printed
-              launches, the last launched kernel (what the guide says to read) -> kernel; else none.
+              Its answer, mechanically: no run failed -> not reproduced; else the sanity run's log has an
+              input-check rejection `input_handles[i]` -> model input i; else, if the level-3 run failed and
+              printed launches, the last launched kernel (what the guide says to read) -> kernel; else
+              reproduced with no culprit named.
               compiler_bisector: run on `python SCRIPT` through a shim that counts launches, with a fresh
               cache, under an outer timeout of 3x the scenario's timeout (the bisector has none). It
               bisects torch.compile backends and subsystems, so its answer is a backend / subsystem /
               bisect number, never a kernel or an input.
-              Right = the answer matches the manifest's culprit by the rule `scenarios check` uses (kind,
-              then the kernel pattern or input index); where the manifest expects no culprit, right = no
-              kernel named (for compiler_bisector: "no issue found" or a backend without a culprit).
+              Right = reproduced or not as the manifest says, and the culprit matching the manifest's by
+              the rule `scenarios check` uses (kind, then the kernel pattern or input index; where none is
+              expected, none named). compiler_bisector is right only on the passing control ("no issue
+              found"): on a failing AOTI script it blames the first backend it tries, since the script
+              ignores the backend it sets, and that names no kernel, input or phase.
 5  parse      a generated 1 GB level-2 log (real CPU and CUDA captures from tests/logs, repeated with varied
               kernel/buffer names and values, scalar lines and NaNs mixed in) read exactly as the ladder
               reads one (Ladder.inspect): collect(parse_blocks(read_pieces(path))). Throughput = bytes /
@@ -332,17 +335,23 @@ def run_floor(s: Scenario, plan: Plan, tmp: str) -> tuple[float, float]:
 _INPUT_CHECK = re.compile(r"input_handles\[(\d+)\]")
 
 
-def by_hand_answer(sanity: tuple[Timed, str], trace: tuple[Timed, str], runs: list[Timed]) -> Optional[dict]:
+@dataclass
+class Answer:
+    reproduced: bool
+    culprit: Optional[dict] = None  # as report.json's culprit
+
+
+def by_hand_answer(sanity: tuple[Timed, str], trace: tuple[Timed, str], runs: list[Timed]) -> Answer:
     """What the four guide stages name, read mechanically (see the module docstring)."""
     if all(r.returncode == 0 for r in runs):
-        return None
+        return Answer(False)
     m = _INPUT_CHECK.search(read(sanity[1]))
     if sanity[0].returncode != 0 and m:
-        return {"kind": "model_input", "input_index": int(m.group(1))}
+        return Answer(True, {"kind": "model_input", "input_index": int(m.group(1))})
     launches = printer.parse_trace(read(trace[1]).splitlines()).launches
     if trace[0].returncode != 0 and launches:
-        return {"kind": "kernel", "kernel": launches[-1].kernel}
-    return None
+        return Answer(True, {"kind": "kernel", "kernel": launches[-1].kernel})
+    return Answer(True)
 
 
 def run_by_hand(s: Scenario, tmp: str) -> Result:
@@ -356,7 +365,8 @@ def run_by_hand(s: Scenario, tmp: str) -> Result:
     stages.append(box.run(argv, inspect, "hand-3", s.timeout))
     took = time.perf_counter() - start
     answer = by_hand_answer(stages[0], stages[2], [t for t, _ in stages])
-    return Result(took, len(stages), _describe(answer), _right(s, answer))
+    said = _describe(answer.culprit) if answer.reproduced else "not reproduced"
+    return Result(took, len(stages), said, _right(s, answer))
 
 
 _COUNT_SHIM = "import os, sys\nopen(sys.argv[1], 'a').write('x\\n')\nos.execv(sys.argv[2], sys.argv[2:])\n"
@@ -375,14 +385,11 @@ def run_bisector(s: Scenario, tmp: str) -> Result:
     launches = len(read(counts).splitlines()) if os.path.exists(counts) else 0
     m = _BISECT_RESULT.search(read(log))
     said = m.group(1).strip() if m else ("timed out" if t.timed_out else f"exit {t.returncode}, no result")
-    # It can name a backend and a compiler pass, never a kernel or an input: right only where none is expected.
-    right = s.culprit.get("kind", "none") == "none" and (said == "no issue found" or "subsystem=None" in said)
-    return Result(t.seconds, launches, said, right)
+    return Result(t.seconds, launches, said, s.verdict == "not_reproduced" and said == "no issue found")
 
 
-def _right(s: Scenario, answer: Optional[dict]) -> bool:
-    reproduced = answer is not None or s.verdict != "reproduced"
-    return reproduced and culprit_matches(s.culprit, answer)
+def _right(s: Scenario, answer: Answer) -> bool:
+    return answer.reproduced == (s.verdict == "reproduced") and culprit_matches(s.culprit, answer.culprit)
 
 
 def cpu_scenarios(names: list[str]) -> list[Scenario]:

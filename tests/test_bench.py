@@ -34,13 +34,17 @@ def test_by_hand_reads_the_last_launch_and_the_input_check(tmp_path):
     checked.write_text("RuntimeError: input_handles[0]: unmatched stride value at 0, expected: 32, but got: 1\n")
     trace = (failed, os.path.join(LOGS, "cpu", "index_oob_level3.log"))
     answer = bench.by_hand_answer((failed, str(quiet)), trace, [failed] * 4)
-    assert answer == {"kind": "kernel", "kernel": "cpp_fused_add_index_mul_sin_sum_0"}
+    assert answer == bench.Answer(True, {"kind": "kernel", "kernel": "cpp_fused_add_index_mul_sin_sum_0"})
     assert bench._right(scenario("index_oob"), answer)
     assert not bench._right(scenario("nan_after_matmul"), answer)
     answer = bench.by_hand_answer((failed, str(checked)), trace, [failed] * 4)
-    assert answer == {"kind": "model_input", "input_index": 0} and bench._right(scenario("input_mismatch"), answer)
-    assert bench.by_hand_answer((passed, str(quiet)), (passed, str(quiet)), [passed] * 4) is None
-    assert bench._right(scenario("passing_control"), None) and not bench._right(scenario("index_oob"), None)
+    assert answer.culprit == {"kind": "model_input", "input_index": 0}
+    assert bench._right(scenario("input_mismatch"), answer)
+    none_named = bench.by_hand_answer((failed, str(quiet)), (failed, str(quiet)), [failed] * 4)
+    assert bench._right(scenario("compile_error"), none_named) and not bench._right(scenario("index_oob"), none_named)
+    not_reproduced = bench.by_hand_answer((passed, str(quiet)), (passed, str(quiet)), [passed] * 4)
+    assert bench._right(scenario("passing_control"), not_reproduced)
+    assert not bench._right(scenario("compile_error"), not_reproduced)
 
 
 def test_generated_level2_log_parses_like_a_real_one(tmp_path):
