@@ -12,7 +12,7 @@ from typing import Optional
 
 import click
 
-from .records import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_USAGE
+from .records import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_USAGE, UsageFailure
 
 EXIT_CODES_HELP = """\b
 Exit codes (usable as a `git bisect run` predicate):
@@ -25,12 +25,6 @@ Exit codes (usable as a `git bisect run` predicate):
 """
 
 STAGE_NAMES = ("baseline", "sanity", "determinism", "trace", "inspect")
-
-
-class UsageFailure(Exception):
-    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 class _DefaultGroup(click.Group):
@@ -52,6 +46,8 @@ def main() -> None:
     aoti-bisect [OPTIONS] SCRIPT [-- SCRIPT_ARGS...]   (same as `aoti-bisect run ...`)
     aoti-bisect scenarios list|check [NAME...]
     aoti-bisect report RUN_DIR [--format md|json|text]
+    aoti-bisect nightly SET [--runs N | --until-confident] [--shard i/N]
+    aoti-bisect merge RECORDS... ; aoti-bisect history [REPRO...]
     """
 
 
@@ -250,6 +246,202 @@ def scenarios_check(names, jobs, out, stages, device):
     sys.exit(0 if ok else 1)
 
 
+NIGHTLY_EXIT_HELP = """\b
+Exit codes:
+  0    nothing changed for the worse
+  1    a repro changed for the worse (rate up, p < --alpha, or a new failure signature)
+  2    usage error
+  3    a repro had only infrastructure errors (and nothing changed for the worse)
+  130  interrupted (the runs that finished are still recorded and summarised)
+"""
+
+
+def _say(quiet: int):
+    return (lambda text: None) if quiet else (lambda text: print(text, file=sys.stderr, flush=True))
+
+
+def _judging_options(f):
+    for option in reversed([
+        click.option("--db", envvar="AOTI_BISECT_DB", help="History database (default: "
+                     "$XDG_DATA_HOME/aoti-bisect/history.sqlite3; env AOTI_BISECT_DB)."),
+        click.option("--alpha", type=float, default=0.01, show_default=True,
+                     help="Significance level of the change test (Fisher's exact, two-sided)."),
+        click.option("--window", type=int, default=7, show_default=True,
+                     help="Earlier nights pooled as the baseline."),
+        click.option("--bisect-on-change", is_flag=True,
+                     help="Run the full ladder on repros with a new signature or a changed rate."),
+        click.option("--json", "as_json", is_flag=True, help="Print summary.json on stdout."),
+        click.option("-q", "--quiet", count=True, help="Nothing on stderr."),
+    ]):
+        f = option(f)
+    return f
+
+
+def _judge(records, out, db, alpha, window, bisect_on_change, jobs, as_json, say, interrupted=False):
+    from .night import Judging, judge_night
+
+    if not 0 < alpha < 1:
+        raise UsageFailure(f"--alpha must be between 0 and 1, got {alpha}")
+    if window < 1:
+        raise UsageFailure(f"--window must be at least 1, got {window}")
+    data = judge_night(records, out, Judging(db, alpha, window, bisect_on_change and not interrupted, jobs), say)
+    if as_json:
+        print(json.dumps(data, indent=2))
+    sys.exit(EXIT_INTERRUPTED if interrupted else data["exit_code"])
+
+
+@main.command("nightly", epilog=NIGHTLY_EXIT_HELP)
+@click.argument("set_path", metavar="SET")
+@click.option("--only", multiple=True, help="Run only this repro (repeatable).")
+@click.option("--runs", type=int, default=20, show_default=True,
+              help="Runs per repro (the cap, with --until-confident).")
+@click.option("--until-confident", is_flag=True,
+              help="Stop a repro once its 95% interval is at most 2 x --precision wide (sequential rule).")
+@click.option("--precision", type=float, default=0.1, show_default=True)
+@click.option("--min-runs", type=int, default=10, show_default=True, help="Floor for --until-confident.")
+@click.option("--jobs", type=int, help="Parallel runs (default: one per visible GPU, else one per CPU core).")
+@click.option("--timeout", type=float, help="Seconds per run (default: the manifest's, else 600).")
+@click.option("--out", type=str, help="Night folder (default: ./aoti-bisect-runs/nightly-<timestamp>).")
+@click.option("--shard", "shard_text", metavar="i/N|N",
+              help="Run only shard i of N and write its records, no judging (merge them with `merge`). "
+                   "With N alone, i comes from SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX; a Slurm array is "
+                   "detected without the option.")
+@click.option("--batch", help="Name of the night; shards of one night must share it (default: the Slurm "
+                              "array job id, else host and time).")
+@click.option("--executor", type=click.Choice(["local", "submitit"]), default="local", show_default=True,
+              help="submitit: run --shards array tasks through submitit (Slurm, or its local executor), "
+                   "then merge.")
+@click.option("--shards", type=int, default=2, show_default=True, help="Array size for --executor submitit.")
+@click.option("--cluster", type=click.Choice(["auto", "slurm", "local"]), default="auto", show_default=True,
+              help="submitit cluster (auto: Slurm where sbatch exists, else local).")
+@click.option("--gpus-per-shard", type=int, help="GPUs each array task asks for (default: Slurm 1; "
+                                                  "local: this host's visible GPUs).")
+@click.option("--partition", help="Slurm partition for --executor submitit.")
+@click.option("--shard-timeout-min", type=int, default=720, show_default=True)
+@_judging_options
+@click.option("-v", "--verbose", count=True, help="One line per run on stderr.")
+def nightly_cmd(set_path, only, runs, until_confident, precision, min_runs, jobs, timeout, out, shard_text, batch,
+                executor, shards, cluster, gpus_per_shard, partition, shard_timeout_min, db, alpha, window,
+                bisect_on_change, as_json, quiet, verbose):
+    """Run every repro of SET many times; record rates and signatures, compare with history, report changes.
+
+    SET is a manifest (the scenarios/manifest.toml format), a folder holding manifest.toml, or a folder of
+    *.py repros (each one a repro, run with this Python).
+    """
+    from .nightly import Plan, load_set, parse_shard
+
+    for name, value, low in (("--runs", runs, 1), ("--jobs", jobs, 1), ("--min-runs", min_runs, 1),
+                             ("--shards", shards, 1)):
+        if value is not None and value < low:
+            raise UsageFailure(f"{name} must be at least {low}, got {value}")
+    if timeout is not None and timeout <= 0:
+        raise UsageFailure(f"--timeout must be positive, got {timeout}")
+    if not 0 < precision < 0.5:
+        raise UsageFailure(f"--precision must be between 0 and 0.5, got {precision}")
+    shard = parse_shard(shard_text, dict(os.environ))
+    if until_confident and (shard.count > 1 or executor != "local"):
+        raise UsageFailure("--until-confident cannot be sharded: its stopping rule needs every run of a repro "
+                           "in one place; give --runs N")
+    repros = load_set(set_path, sys.executable, tuple(only))
+    plan = Plan(runs, until_confident, precision, min(min_runs, runs), timeout, shard)
+    out = _prepare_out(out or os.path.join("aoti-bisect-runs", "nightly-" + _dt.datetime.now().strftime(
+        "%Y%m%d-%H%M%S")))
+    if os.path.isdir(os.path.join(out, "records")) and os.listdir(os.path.join(out, "records")):
+        raise UsageFailure(f"{out} already holds a night's records; give a fresh --out")
+    from .night import default_batch, run_records, visible_gpus
+
+    batch = batch or default_batch(dict(os.environ))
+    say = _say(quiet)
+    on_run = (lambda r: say(f"    [{r.spec.name}] {r.outcome.value} in {r.exit.duration:.1f}s")) if verbose \
+        else (lambda r: None)
+    if executor == "submitit":
+        from .engines import run_on_submitit
+
+        if gpus_per_shard is None:
+            gpus_per_shard = 1 if cluster == "slurm" else len(visible_gpus(dict(os.environ), out))
+        records = run_on_submitit(repros, plan, shards, set_path, out, batch, jobs,
+                                  None if cluster == "auto" else cluster, gpus_per_shard, shard_timeout_min,
+                                  partition, say)
+        return _judge(records, out, db, alpha, window, bisect_on_change, jobs, as_json, say)
+    try:
+        record = run_records(repros, plan, set_path, out, batch, jobs, say, on_run)
+    except KeyboardInterrupt:
+        say("aoti-bisect: interrupted; summarising the runs that finished")
+        from .night import record_path
+
+        record, interrupted = record_path(out, plan), True
+    else:
+        interrupted = False
+    if shard.count > 1:
+        say(f"aoti-bisect: shard {shard} recorded in {record}; fold the shards with `aoti-bisect merge`")
+        sys.exit(EXIT_INTERRUPTED if interrupted else 0)
+    _judge([record], out, db, alpha, window, bisect_on_change, jobs, as_json, say, interrupted)
+
+
+@main.command("merge", epilog=NIGHTLY_EXIT_HELP)
+@click.argument("records", nargs=-1, required=True)
+@click.option("--out", type=str, help="Folder for the summaries (default: ./aoti-bisect-runs/merge-<timestamp>).")
+@click.option("--jobs", type=int, help="Parallel runs for --bisect-on-change.")
+@_judging_options
+def merge_cmd(records, out, jobs, db, alpha, window, bisect_on_change, as_json, quiet):
+    """Fold shard record files (or folders holding them) into the history and summarise the night."""
+    import glob
+
+    files = []
+    for path in records:
+        if os.path.isdir(path):
+            found = sorted(glob.glob(os.path.join(path, "**", "shard-*.jsonl"), recursive=True))
+            if not found:
+                raise UsageFailure(f"{path} holds no shard-*.jsonl record files")
+            files += found
+        elif os.path.isfile(path):
+            files.append(path)
+        else:
+            raise UsageFailure(f"no such file or folder: {path}")
+    out = _prepare_out(out or os.path.join("aoti-bisect-runs", "merge-" + _dt.datetime.now().strftime(
+        "%Y%m%d-%H%M%S")))
+    _judge(files, out, db, alpha, window, bisect_on_change, jobs, as_json, _say(quiet))
+
+
+@main.command("history")
+@click.argument("repros", nargs=-1)
+@click.option("--db", envvar="AOTI_BISECT_DB", help="History database (default as for nightly).")
+@click.option("--nights", type=int, default=14, show_default=True, help="Latest nights per repro.")
+@click.option("--json", "as_json", is_flag=True, help="Rows as JSON.")
+@click.option("--plot", type=str, metavar="PNG", help="Also draw the rates over time (needs aoti-bisect[plot]).")
+def history_cmd(repros, db, nights, as_json, plot):
+    """The trend of each repro's rate over the recorded nights."""
+    from .history import History, default_path
+
+    path = db or default_path()
+    if not os.path.isfile(path):
+        raise UsageFailure(f"no history database at {path} (run `aoti-bisect nightly` first, or give --db)")
+    history = History(path)
+    try:
+        rows = history.trend(tuple(repros), nights)
+    finally:
+        history.close()
+    if repros and not rows:
+        raise UsageFailure(f"no nights recorded for {', '.join(repros)} in {path}")
+    if plot:
+        from .trend_plot import plot_trend
+
+        plot_trend(rows, plot)
+        print(f"aoti-bisect: plot: {plot}", file=sys.stderr)
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    from tabulate import tabulate
+
+    from .report import rate_cell
+
+    print(tabulate([(r["repro"], r["started"][:16].replace("T", " "), r["batch"], r["torch"],
+                     (r["torch_git"] or "")[:10], r["gpu"] or "-", rate_cell(r), r["signatures"], r["infra_errors"])
+                    for r in rows],
+                   headers=["repro", "night (UTC)", "batch", "torch", "git", "gpu", "failed (rate, 95% CI)",
+                            "signatures", "infra"]))
+
+
 def entry() -> None:
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
@@ -257,6 +449,7 @@ def entry() -> None:
     except UsageFailure as exc:
         print(f"aoti-bisect: error: {exc}", file=sys.stderr)
         sys.exit(exc.code)
+
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:

@@ -6,6 +6,7 @@ import getpass
 import hashlib
 import json
 import os
+import queue
 import shlex
 import threading
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -46,7 +47,8 @@ class Harness:
 
     def __init__(self, run_dir: str, base_env: Optional[dict[str, str]] = None, jobs: int = 1,
                  limits: process.OutputLimits = process.OutputLimits(),
-                 cancel: Optional[process.Cancel] = None, cache_root: Optional[str] = None) -> None:
+                 cancel: Optional[process.Cancel] = None, cache_root: Optional[str] = None,
+                 gpu_slots: Optional[list[str]] = None) -> None:
         self.run_dir = os.path.abspath(run_dir)
         # Several sessions (a scenario check) may share one cache root: keys include the flags and the graph.
         self.cache_root = os.path.abspath(cache_root or os.path.join(self.run_dir, "cache"))
@@ -55,18 +57,29 @@ class Harness:
         self.jobs = max(1, jobs)
         self.limits = limits
         self.cancel = cancel or process.Cancel()
-        self._warm: set[str] = set()
+        self._warm: set[tuple] = set()
         self._lock = threading.Lock()
+        # A run holds a slot while it runs and is pinned to that slot's GPU with CUDA_VISIBLE_DEVICES.
+        self._gpus: Optional[queue.Queue] = None
+        if gpu_slots:
+            self._gpus = queue.Queue()
+            for gpu in gpu_slots:
+                self._gpus.put(gpu)
+            self.jobs = len(gpu_slots)
 
     def cache_dir(self, overlay: dict[str, str]) -> str:
         return os.path.join(self.cache_root, compile_key(overlay))
 
-    def overlay(self, spec: RunSpec, run_path: str) -> dict[str, str]:
+    def overlay(self, spec: RunSpec, run_path: str, gpu: Optional[str] = None) -> dict[str, str]:
         """Every variable a run gets on top of the user's environment (what rerun.sh sets)."""
         cache = self.cache_dir(spec.env_dict)
         tmp = os.path.join(run_path, "tmp")
         env = dict(CHILD_ENV)
+        if gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = gpu
         env.update({
+            # A repro may seed its randomness per run from this (the nightly's seeded tests do).
+            "AOTI_BISECT_RUN_INDEX": str(spec.index),
             "TMPDIR": tmp,
             "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache, "inductor"),
             "TRITON_CACHE_DIR": os.path.join(cache, "triton"),
@@ -78,7 +91,7 @@ class Harness:
         env.update(spec.env_dict)
         return env
 
-    def _prepare(self, spec: RunSpec) -> tuple[str, dict[str, str]]:
+    def _prepare(self, spec: RunSpec, gpu: Optional[str]) -> tuple[str, dict[str, str]]:
         run_path = os.path.join(self.run_dir, "runs", spec.name)
         cwd = os.path.join(run_path, "cwd")
         tmp = os.path.join(run_path, "tmp")
@@ -92,7 +105,7 @@ class Harness:
         link = os.path.join(tmp, f"torchinductor_{_user()}")
         if not os.path.lexists(link):
             os.symlink(headers, link)
-        overlay = self.overlay(spec, run_path)
+        overlay = self.overlay(spec, run_path, gpu)
         self._write_rerun(spec, run_path, cwd, overlay)
         return run_path, {**self.base_env, **overlay}
 
@@ -110,10 +123,15 @@ class Harness:
         os.chmod(path, 0o755)
 
     def run(self, spec: RunSpec) -> RunResult:
-        run_path, env = self._prepare(spec)
-        log_path = os.path.join(run_path, "output.log")
-        exit = process.execute(list(spec.argv), env, os.path.join(run_path, "cwd"), log_path, spec.timeout,
-                               self.limits, self.cancel)
+        gpu = self._gpus.get() if self._gpus else None
+        try:
+            run_path, env = self._prepare(spec, gpu)
+            log_path = os.path.join(run_path, "output.log")
+            exit = process.execute(list(spec.argv), env, os.path.join(run_path, "cwd"), log_path, spec.timeout,
+                                   self.limits, self.cancel)
+        finally:
+            if self._gpus:
+                self._gpus.put(gpu)
         outcome, signature = classify(read_log(log_path), exit)
         if signature and signature.kernel and signature.kernel.endswith(".py"):
             signature = _resolve_triton_source(signature)
@@ -122,7 +140,7 @@ class Harness:
             json.dump(result.to_json(), f, indent=2)
         if outcome is not Outcome.INFRA_ERROR:
             with self._lock:
-                self._warm.add(compile_key(spec.env_dict))
+                self._warm.add(_warm_key(spec))
         return result
 
     def run_many(self, specs: Iterable[RunSpec], on_result: Callable[[RunResult], None] = lambda r: None,
@@ -147,7 +165,7 @@ class Harness:
     def _drive(self, pool, pending, running, results, on_result, stop) -> None:
         while (pending or running) and not self.cancel.is_set():
             while pending and len(running) < self.jobs and not stop(results):
-                cold = compile_key(pending[0].env_dict) not in self._warm
+                cold = _warm_key(pending[0]) not in self._warm
                 if cold and running:
                     break
                 running.add(pool.submit(self.run, pending.pop(0)))
@@ -163,6 +181,11 @@ class Harness:
                     continue
                 results.append(result)
                 on_result(result)
+
+
+def _warm_key(spec: RunSpec) -> tuple:
+    # Two repros never warm each other's cache, even with the same flags.
+    return spec.argv, compile_key(spec.env_dict)
 
 
 def _resolve_triton_source(sig: Signature) -> Signature:

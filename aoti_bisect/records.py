@@ -41,6 +41,14 @@ VERDICT_EXIT = {
 }
 
 
+class UsageFailure(Exception):
+    """Bad input, said in one line; the CLI prints it and exits with `code`."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """One execution of the repro: what to run and under which env overlay."""

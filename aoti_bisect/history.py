@@ -1,0 +1,165 @@
+"""The nightly history: one SQLite row per run, keyed by repro, torch build, GPU/driver and environment."""
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import dataclass
+from typing import Optional
+
+from .nightly import Night, SetError
+from .stats import Rate
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE batches (
+    batch TEXT PRIMARY KEY, started TEXT NOT NULL, finished TEXT, set_path TEXT, shards TEXT,
+    complete INTEGER NOT NULL);
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY,
+    batch TEXT NOT NULL REFERENCES batches(batch),
+    repro TEXT NOT NULL, run_index INTEGER NOT NULL, started TEXT NOT NULL,
+    outcome TEXT NOT NULL, failed INTEGER NOT NULL, duration_s REAL,
+    kind TEXT, phase TEXT, fingerprint TEXT, message TEXT,
+    torch TEXT, torch_git TEXT, gpu TEXT, driver TEXT, env_fp TEXT, host TEXT, log TEXT,
+    UNIQUE (batch, repro, run_index));
+CREATE INDEX runs_by_key ON runs (repro, torch, torch_git, gpu, driver, env_fp);
+CREATE INDEX runs_by_time ON runs (repro, started);
+"""
+
+# _MIGRATIONS[i] upgrades a database from schema v(i+1) to v(i+2); a new database gets _SCHEMA, the newest.
+_MIGRATIONS: list[str] = []
+
+
+def default_path() -> str:
+    data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(data, "aoti-bisect", "history.sqlite3")
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """Earlier nights of one repro, pooled."""
+
+    rate: Rate
+    nights: int
+    torch: Optional[str]
+    torch_git: Optional[str]
+
+
+class History:
+    def __init__(self, path: str) -> None:
+        self.path = os.path.abspath(path)
+        try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            # Two nightly jobs on one host may write at once: WAL lets readers go on, and writers wait for
+            # each other for up to a minute instead of failing with "database is locked".
+            self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self._upgrade()
+        except sqlite3.DatabaseError as exc:
+            raise SetError(f"history database {self.path}: {exc}")
+        except OSError as exc:
+            raise SetError(f"history database {self.path}: {exc.strerror}")
+
+    def _upgrade(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            version = self.db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise SetError(f"history database {self.path} has schema v{version}; this aoti-bisect "
+                               f"knows up to v{SCHEMA_VERSION} (upgrade aoti-bisect)")
+            if version == 0:
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        self.db.execute(statement)
+                version = SCHEMA_VERSION
+            for migration in _MIGRATIONS[version - 1:]:
+                self.db.execute(migration)
+            self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        self.db.close()
+
+    def add(self, night: Night) -> int:
+        """Stores a night's runs; adding the same night again (a re-merge) adds nothing. Returns rows added."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            self.db.execute(
+                "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(batch) DO UPDATE SET "
+                "finished = excluded.finished, shards = excluded.shards, complete = excluded.complete",
+                (night.batch, night.started, night.finished, night.set_path, ",".join(night.shards),
+                 int(night.complete)))
+            before = self.db.total_changes
+            self.db.executemany(
+                "INSERT OR IGNORE INTO runs (batch, repro, run_index, started, outcome, failed, duration_s, kind,"
+                " phase, fingerprint, message, torch, torch_git, gpu, driver, env_fp, host, log)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(night.batch, r["repro"], r["index"], r["started"], r["outcome"],
+                  int(r["outcome"] in ("failed", "crashed", "timeout")), r["duration_s"], r["kind"], r["phase"],
+                  r["fingerprint"], r["message"], r["torch"], r["torch_git"], r["gpu"], r["driver"],
+                  r["env_fp"], r["host"], r["log"]) for r in night.runs])
+            added = self.db.total_changes - before
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        return added
+
+    def _earlier_batches(self, repro: str, night: Night, window: int) -> list[str]:
+        rows = self.db.execute(
+            "SELECT b.batch FROM batches b WHERE b.batch != ? AND b.started < ? AND EXISTS "
+            "(SELECT 1 FROM runs r WHERE r.batch = b.batch AND r.repro = ? AND r.outcome != 'infra_error') "
+            "ORDER BY b.started DESC LIMIT ?", (night.batch, night.started, repro, window)).fetchall()
+        return [b for (b,) in rows]
+
+    def baseline(self, repro: str, night: Night, window: int) -> Optional[Baseline]:
+        """The last `window` nights before this one that ran the repro, pooled; None on its first night."""
+        batches = self._earlier_batches(repro, night, window)
+        if not batches:
+            return None
+        marks = ",".join("?" * len(batches))
+        failures, runs = self.db.execute(
+            f"SELECT SUM(failed), COUNT(*) FROM runs WHERE repro = ? AND outcome != 'infra_error' "
+            f"AND batch IN ({marks})", (repro, *batches)).fetchone()
+        torch, git = self.db.execute(
+            "SELECT torch, torch_git FROM runs WHERE repro = ? AND batch = ? LIMIT 1", (repro, batches[0])).fetchone()
+        return Baseline(Rate(failures or 0, runs), len(batches), torch, git)
+
+    def known_fingerprints(self, repro: str, night: Night) -> set[str]:
+        rows = self.db.execute(
+            "SELECT DISTINCT r.fingerprint FROM runs r JOIN batches b ON b.batch = r.batch "
+            "WHERE r.repro = ? AND r.failed = 1 AND r.batch != ? AND b.started < ?",
+            (repro, night.batch, night.started)).fetchall()
+        return {fp for (fp,) in rows}
+
+    def seen(self, repro: str) -> dict[str, tuple[str, str]]:
+        """Each failure fingerprint of a repro, with the first and last time any run showed it."""
+        rows = self.db.execute(
+            "SELECT fingerprint, MIN(started), MAX(started) FROM runs WHERE repro = ? AND failed = 1 "
+            "GROUP BY fingerprint", (repro,)).fetchall()
+        return {fp: (first, last) for fp, first, last in rows}
+
+    def trend(self, repros: tuple[str, ...] = (), nights: int = 14) -> list[dict]:
+        """Per repro and night (oldest first): the key columns and the rate."""
+        where, args = "", []
+        if repros:
+            where = f"WHERE r.repro IN ({','.join('?' * len(repros))})"
+            args = list(repros)
+        rows = self.db.execute(
+            "SELECT r.repro, b.batch, b.started, GROUP_CONCAT(DISTINCT r.torch), GROUP_CONCAT(DISTINCT r.torch_git),"
+            " GROUP_CONCAT(DISTINCT r.gpu), GROUP_CONCAT(DISTINCT r.driver),"
+            " SUM(r.outcome != 'infra_error'), SUM(r.failed), SUM(r.outcome = 'infra_error'),"
+            " COUNT(DISTINCT CASE WHEN r.failed THEN r.fingerprint END)"
+            f" FROM runs r JOIN batches b ON b.batch = r.batch {where}"
+            " GROUP BY r.repro, b.batch ORDER BY r.repro, b.started", args).fetchall()
+        out: dict[str, list[dict]] = {}
+        for repro, batch, started, torch, git, gpu, driver, runs, failures, infra, signatures in rows:
+            out.setdefault(repro, []).append({
+                "repro": repro, "batch": batch, "started": started, "torch": torch, "torch_git": git, "gpu": gpu,
+                "driver": driver, "infra_errors": infra, "signatures": signatures,
+                **Rate(failures, runs).to_json()})
+        return [row for rows_ in out.values() for row in rows_[-nights:]]
