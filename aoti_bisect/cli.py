@@ -343,6 +343,11 @@ def nightly_cmd(set_path, only, runs, until_confident, precision, min_runs, jobs
         raise UsageFailure("--until-confident cannot be sharded: its stopping rule needs every run of a repro "
                            "in one place; give --runs N")
     repros = load_set(set_path, sys.executable, tuple(only))
+    if shard.count == 1:
+        from .history import History, default_path
+
+        # A database this night could not be judged into should stop it before its hours of runs, not after.
+        History(db or default_path()).close()
     plan = Plan(runs, until_confident, precision, min(min_runs, runs), timeout, shard)
     out = _prepare_out(out or os.path.join("aoti-bisect-runs", "nightly-" + _dt.datetime.now().strftime(
         "%Y%m%d-%H%M%S")))
