@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import sys
 from dataclasses import dataclass
@@ -19,14 +20,17 @@ Say = Callable[[str], None]
 
 
 def visible_gpus(env: dict[str, str], scratch: str) -> list[str]:
-    """The GPUs runs may be pinned to: CUDA_VISIBLE_DEVICES as given, or every GPU nvidia-smi lists."""
+    """The GPUs runs may be pinned to: CUDA_VISIBLE_DEVICES as given, or the UUID of every GPU nvidia-smi lists.
+
+    UUIDs, not indices: nvidia-smi numbers GPUs in PCI order, CUDA (by default) fastest first, so on a host with
+    mixed GPUs index i can name two different devices."""
     if "CUDA_VISIBLE_DEVICES" in env:
         return [d.strip() for d in env["CUDA_VISIBLE_DEVICES"].split(",") if d.strip() and d.strip() != "-1"]
     log = os.path.join(scratch, "nvidia-smi.log")
     exit = process.execute(["nvidia-smi", "-L"], dict(env), scratch, log, timeout=60)
     if exit.returncode != 0:
         return []
-    return [str(i) for i, line in enumerate(l for l in read_log(log).splitlines() if l.startswith("GPU "))]
+    return re.findall(r"^GPU \d+:.*\(UUID: (\S+?)\)", read_log(log), re.M)
 
 
 def default_batch(env: dict[str, str]) -> str:

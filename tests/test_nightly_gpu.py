@@ -21,14 +21,14 @@ RUNS = 8
 
 
 def _smi_gpus() -> list[tuple[str, str]]:
-    """(nvidia-smi index, uuid without the GPU- prefix) for every GPU nvidia-smi lists; [] without one."""
+    """(uuid as nvidia-smi prints it, uuid without the GPU- prefix) for every GPU it lists; [] without one."""
     if not shutil.which("nvidia-smi"):
         return []
     try:
         out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.SubprocessError):
         return []
-    return [(m[1], _norm(m[2])) for m in re.finditer(r"^GPU (\d+):.*\(UUID: (\S+?)\)", out, re.M)]
+    return [(m[1], _norm(m[1])) for m in re.finditer(r"^GPU \d+:.*\(UUID: (\S+?)\)", out, re.M)]
 
 
 def _norm(uuid: str) -> str:
@@ -37,11 +37,12 @@ def _norm(uuid: str) -> str:
 
 def _visible(smi: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """(CUDA_VISIBLE_DEVICES entry, uuid) for the GPUs nightly will slot: the entries of CUDA_VISIBLE_DEVICES
-    as given (indices or GPU-uuids), else every GPU nvidia-smi lists, by index."""
+    as given (indices or GPU-uuids), else every GPU nvidia-smi lists, by uuid."""
     cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
     if cvd is None:
         return smi
-    by_index, uuids = dict(smi), {u for _, u in smi}
+    by_index = {str(i): u for i, (_, u) in enumerate(smi)}
+    uuids = {u for _, u in smi}
     out = []
     for d in (d.strip() for d in cvd.split(",")):
         if d in by_index:
