@@ -351,9 +351,12 @@ def nightly_cmd(set_path, only, runs, until_confident, precision, min_runs, jobs
     plan = Plan(runs, until_confident, precision, min(min_runs, runs), timeout, shard)
     out = _prepare_out(out or os.path.join("aoti-bisect-runs", "nightly-" + _dt.datetime.now().strftime(
         "%Y%m%d-%H%M%S")))
-    if os.path.isdir(os.path.join(out, "records")) and os.listdir(os.path.join(out, "records")):
-        raise UsageFailure(f"{out} already holds a night's records; give a fresh --out")
-    from .night import default_batch, run_records, visible_gpus
+    from .night import default_batch, record_path, run_records, visible_gpus
+
+    # Shards of one night may share a folder (one --out on a shared disk); a second night may not reuse it.
+    taken = record_path(out, plan) if executor == "local" else os.path.join(out, "records")
+    if os.path.isfile(taken) or (os.path.isdir(taken) and os.listdir(taken)):
+        raise UsageFailure(f"{out} already holds this night's records; give a fresh --out")
 
     batch = batch or default_batch(dict(os.environ))
     say = _say(quiet)
@@ -372,8 +375,6 @@ def nightly_cmd(set_path, only, runs, until_confident, precision, min_runs, jobs
         record = run_records(repros, plan, set_path, out, batch, jobs, say, on_run)
     except KeyboardInterrupt:
         say("aoti-bisect: interrupted; summarising the runs that finished")
-        from .night import record_path
-
         record, interrupted = record_path(out, plan), True
     else:
         interrupted = False

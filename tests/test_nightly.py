@@ -140,14 +140,17 @@ def test_shards_merged_equal_one_unsharded_night(tmp_path):
     whole = nightly(tmp_path, set_path, "whole", "--runs", "12", db="whole.sqlite3")
     assert whole.returncode == 0, whole.stderr
     s0 = nightly(tmp_path, set_path, "s0", "--runs", "12", "--shard", "0/2", "--batch", "b1", db="unused.sqlite3")
-    # The second shard takes its index the way a Kubernetes indexed job gives it.
-    s1 = nightly(tmp_path, set_path, "s1", "--runs", "12", "--shard", "2", "--batch", "b1", db="unused.sqlite3",
+    # The second shard takes its index the way a Kubernetes indexed job gives it, and shares the folder.
+    s1 = nightly(tmp_path, set_path, "s0", "--runs", "12", "--shard", "2", "--batch", "b1", db="unused.sqlite3",
                  env={"JOB_COMPLETION_INDEX": "1"})
     assert s0.returncode == 0 and s1.returncode == 0, s0.stderr + s1.stderr
     assert not (tmp_path / "unused.sqlite3").exists(), "a shard must not judge"
-    assert (tmp_path / "s1" / "records" / "shard-1-of-2.jsonl").is_file()
+    assert (tmp_path / "s0" / "records" / "shard-1-of-2.jsonl").is_file()
+    # Shards may share one folder (a shared disk), but a shard cannot be run twice into it.
+    again = nightly(tmp_path, set_path, "s0", "--runs", "12", "--shard", "0/2", "--batch", "b1")
+    assert again.returncode == 2 and "already holds this night's records" in again.stderr
 
-    merged = tool(tmp_path, "merge", "s0", "s1", "--out", "merged", "--db", "merged.sqlite3")
+    merged = tool(tmp_path, "merge", "s0", "--out", "merged", "--db", "merged.sqlite3")
     assert merged.returncode == 0, merged.stderr
     one, two = summary(tmp_path, "whole"), summary(tmp_path, "merged")
     assert two["complete"] and two["shards"] == ["0/2", "1/2"]
@@ -156,13 +159,13 @@ def test_shards_merged_equal_one_unsharded_night(tmp_path):
         assert [(s["fingerprint"], s["count"]) for s in by_name(one)[name]["signatures"]] == \
                [(s["fingerprint"], s["count"]) for s in by_name(two)[name]["signatures"]]
 
-    again = tool(tmp_path, "merge", "s0/records/shard-0-of-2.jsonl", "s1", "--out", "merged2", "--db",
-                 "merged.sqlite3")
+    again = tool(tmp_path, "merge", "s0/records/shard-1-of-2.jsonl", "s0/records/shard-0-of-2.jsonl",
+                 "--out", "merged2", "--db", "merged.sqlite3")
     assert again.returncode == 0 and "0 run(s) added" in again.stderr
     with sqlite3.connect(tmp_path / "merged.sqlite3") as db:
         assert db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 24
 
-    half = tool(tmp_path, "merge", "s0", "--out", "half", "--db", "half.sqlite3")
+    half = tool(tmp_path, "merge", "s0/records/shard-0-of-2.jsonl", "--out", "half", "--db", "half.sqlite3")
     assert half.returncode == 0
     assert not summary(tmp_path, "half")["complete"]
     assert "shard(s) 1/2 missing" in summary(tmp_path, "half")["problems"]
