@@ -298,3 +298,16 @@ def test_real_aoti_flaky_scenario_night(tmp_path):
     # Every run of the night shares one compile cache (one set of compile-time flags), so only the first compiles.
     keys = set(os.listdir(tmp_path / "night" / "cache")) - {"precompiled-headers", "torch_extensions", "xdg"}
     assert keys == {"default"}
+
+
+def test_a_repro_that_cannot_run_is_an_infrastructure_error_not_a_pass(tmp_path):
+    script = tmp_path / "no_gpu.py"
+    script.write_text('raise RuntimeError("Found no NVIDIA driver on your system")\n')
+    set_path = manifest(tmp_path / "set.toml", {"cannot_run": (str(script), []), "fine": (SEEDED, ["0.0", "1"])})
+    night = nightly(tmp_path, set_path, "night", "--runs", "3")
+    assert night.returncode == 3, night.stderr
+    repros = by_name(summary(tmp_path, "night"))
+    assert repros["cannot_run"]["status"] == "infra_error" and repros["cannot_run"]["infra_errors"] == 3
+    assert repros["cannot_run"]["rate"]["runs"] == 0 and repros["fine"]["status"] == "not_reproduced"
+    doc, cases = _junit_checked(tmp_path / "night" / "junit.xml")
+    assert [type(r).__name__ for r in cases["cannot_run"].result] == ["Error"] and cases["fine"].is_passed
