@@ -8,6 +8,7 @@ import json
 import os
 import queue
 import shlex
+import shutil
 import threading
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Callable, Iterable, Optional
@@ -43,7 +44,15 @@ def read_log(path: str) -> str:
 
 
 class Harness:
-    """Owns the run directory layout: runs/<stage>-NNN/{output.log,rerun.sh,spec.json,cwd,tmp}, cache/<key>/."""
+    """Owns the run directory layout: runs/<stage>-NNN/{output.log,rerun.sh,spec.json,cwd,tmp}, cache/<key>/.
+
+    Parallel runs never share a writable compile cache: AOTI rewrites files in it on every compile, even a
+    cached one (`extern_kernel_nodes.json` is truncated, then written), so a run packaging its model beside
+    another one's compile can read a half-written file (seen: 2 of 40 runs of flaky_custom_op_crash at
+    --jobs 2 failed to load their package with "attempting to parse an empty input"). Each slot s > 0 runs
+    in cache/<key>.slot<s>, a copy of the snapshot (cache/<key>.warm) taken when the key's first run, which
+    runs alone, finished: one compile per key still serves every slot.
+    """
 
     def __init__(self, run_dir: str, base_env: Optional[dict[str, str]] = None, jobs: int = 1,
                  limits: process.OutputLimits = process.OutputLimits(),
@@ -58,25 +67,27 @@ class Harness:
         self.limits = limits
         self.cancel = cancel or process.Cancel()
         self._warm: set[tuple] = set()
+        self._synced: set[tuple] = set()
         self._lock = threading.Lock()
-        # A run holds a slot while it runs and is pinned to that slot's GPU with CUDA_VISIBLE_DEVICES.
-        self._gpus: Optional[queue.Queue] = None
+        # A run holds a slot while it runs: the slot names its private cache and, on a GPU host, its GPU.
+        self._gpu_slots = list(gpu_slots or [])
         if gpu_slots:
-            self._gpus = queue.Queue()
-            for gpu in gpu_slots:
-                self._gpus.put(gpu)
             self.jobs = len(gpu_slots)
+        self._slots: queue.Queue = queue.Queue()
+        for slot in range(self.jobs):
+            self._slots.put(slot)
 
-    def cache_dir(self, overlay: dict[str, str]) -> str:
-        return os.path.join(self.cache_root, compile_key(overlay))
+    def cache_dir(self, overlay: dict[str, str], slot: int = 0) -> str:
+        base = os.path.join(self.cache_root, compile_key(overlay))
+        return base if slot == 0 else f"{base}.slot{slot}"
 
-    def overlay(self, spec: RunSpec, run_path: str, gpu: Optional[str] = None) -> dict[str, str]:
+    def overlay(self, spec: RunSpec, run_path: str, slot: int = 0) -> dict[str, str]:
         """Every variable a run gets on top of the user's environment (what rerun.sh sets)."""
-        cache = self.cache_dir(spec.env_dict)
+        cache = self.cache_dir(spec.env_dict, slot)
         tmp = os.path.join(run_path, "tmp")
         env = dict(CHILD_ENV)
-        if gpu is not None:
-            env["CUDA_VISIBLE_DEVICES"] = gpu
+        if self._gpu_slots:
+            env["CUDA_VISIBLE_DEVICES"] = self._gpu_slots[slot]
         env.update({
             # A repro may seed its randomness per run from this (the nightly's seeded tests do).
             "AOTI_BISECT_RUN_INDEX": str(spec.index),
@@ -91,11 +102,12 @@ class Harness:
         env.update(spec.env_dict)
         return env
 
-    def _prepare(self, spec: RunSpec, gpu: Optional[str]) -> tuple[str, dict[str, str]]:
+    def _prepare(self, spec: RunSpec, slot: int) -> tuple[str, dict[str, str]]:
         run_path = os.path.join(self.run_dir, "runs", spec.name)
         cwd = os.path.join(run_path, "cwd")
         tmp = os.path.join(run_path, "tmp")
-        cache = self.cache_dir(spec.env_dict)
+        cache = self.cache_dir(spec.env_dict, slot)
+        self._sync_slot(spec, slot, cache)
         headers = os.path.join(self.cache_root, "precompiled-headers")
         for d in (cwd, tmp, os.path.join(cache, "inductor"), headers):
             os.makedirs(d, exist_ok=True)
@@ -105,7 +117,7 @@ class Harness:
         link = os.path.join(tmp, f"torchinductor_{_user()}")
         if not os.path.lexists(link):
             os.symlink(headers, link)
-        overlay = self.overlay(spec, run_path, gpu)
+        overlay = self.overlay(spec, run_path, slot)
         self._write_rerun(spec, run_path, cwd, overlay)
         return run_path, {**self.base_env, **overlay}
 
@@ -122,26 +134,45 @@ class Harness:
             f.write("\n".join(lines) + "\n")
         os.chmod(path, 0o755)
 
+    def _sync_slot(self, spec: RunSpec, slot: int, cache: str) -> None:
+        """Brings a slot's private cache up to the key's snapshot, once per repro and key; the slot is ours."""
+        key = _warm_key(spec)
+        snapshot = self.cache_dir(spec.env_dict) + ".warm"
+        with self._lock:
+            due = key in self._warm and (key, slot) not in self._synced and os.path.isdir(snapshot)
+            self._synced.add((key, slot))
+        if due:
+            shutil.copytree(snapshot, cache, symlinks=True, dirs_exist_ok=True)
+
     def run(self, spec: RunSpec) -> RunResult:
-        gpu = self._gpus.get() if self._gpus else None
+        slot = self._slots.get()
         try:
-            run_path, env = self._prepare(spec, gpu)
+            run_path, env = self._prepare(spec, slot)
             log_path = os.path.join(run_path, "output.log")
             exit = process.execute(list(spec.argv), env, os.path.join(run_path, "cwd"), log_path, spec.timeout,
                                    self.limits, self.cancel)
+            cache = self.cache_dir(spec.env_dict, slot)
+            if exit.launch_error != "cancelled" and self.jobs > 1:
+                self._snapshot_if_first(spec, cache)
         finally:
-            if self._gpus:
-                self._gpus.put(gpu)
+            self._slots.put(slot)
         outcome, signature = classify(read_log(log_path), exit)
         if signature and signature.kernel and signature.kernel.endswith(".py"):
             signature = _resolve_triton_source(signature)
-        result = RunResult(spec, outcome, exit, run_path, log_path, signature, self.cache_dir(spec.env_dict))
+        result = RunResult(spec, outcome, exit, run_path, log_path, signature, cache)
         with open(os.path.join(run_path, "result.json"), "w") as f:
             json.dump(result.to_json(), f, indent=2)
         if outcome is not Outcome.INFRA_ERROR:
             with self._lock:
                 self._warm.add(_warm_key(spec))
         return result
+
+    def _snapshot_if_first(self, spec: RunSpec, cache: str) -> None:
+        # The first run of a key runs alone (run_many), so nothing writes its cache while it is copied.
+        with self._lock:
+            if _warm_key(spec) in self._warm:
+                return
+        shutil.copytree(cache, self.cache_dir(spec.env_dict) + ".warm", symlinks=True, dirs_exist_ok=True)
 
     def run_many(self, specs: Iterable[RunSpec], on_result: Callable[[RunResult], None] = lambda r: None,
                  stop: Callable[[list[RunResult]], bool] = lambda rs: False) -> list[RunResult]:

@@ -119,6 +119,36 @@ def test_flag_sets_get_separate_caches_and_rerun_script(tmp_path):
     assert out.stdout.split()[0] == cache_c
 
 
+def test_parallel_runs_compile_once_and_never_share_a_writable_cache(tmp_path):
+    # Stands in for AOTI: a cold cache "compiles" (slowly); every run then rewrites a file in the cache
+    # non-atomically and reads it back, as aoti_compile_and_package does with extern_kernel_nodes.json.
+    child = _script(tmp_path, "compile.py", """
+        import os, time
+        cache = os.environ["TORCHINDUCTOR_CACHE_DIR"]
+        artifact = os.path.join(cache, "model.so")
+        if not os.path.exists(artifact):
+            time.sleep(0.5)
+            open(artifact, "w").write("compiled")
+            print("compiled")
+        start = time.time()
+        with open(os.path.join(cache, "nodes.json"), "w") as f:
+            f.write("{}")
+        time.sleep(0.3)
+        print(cache, start, time.time(), open(os.path.join(cache, "nodes.json")).read() or "EMPTY")
+    """)
+    h = Harness(str(tmp_path / "run"), jobs=3)
+    results = h.run_many([_spec(child, i) for i in range(9)])
+    logs = [read_log(r.log_path) for r in results]
+    assert sum("compiled" in log for log in logs) == 1
+    runs = [log.split()[-4:] for log in logs]
+    assert all(body == "{}" for *_, body in runs)
+    assert len({cache for cache, *_ in runs}) == 3
+    for i, (cache_a, start_a, end_a, _) in enumerate(runs):
+        for cache_b, start_b, end_b, _ in runs[i + 1:]:
+            overlap = float(start_a) < float(end_b) and float(start_b) < float(end_a)
+            assert not (overlap and cache_a == cache_b)
+
+
 def test_parallel_runs_respect_jobs_and_stop(tmp_path):
     child = _script(tmp_path, "fail.py", "raise SystemExit('boom')\n")
     h = Harness(str(tmp_path / "run"), jobs=2)

@@ -297,7 +297,7 @@ def test_real_aoti_flaky_scenario_night(tmp_path):
     assert data["hosts"][0]["torch"].startswith("2.") and data["hosts"][0]["env_fp"]
     # Every run of the night shares one compile cache (one set of compile-time flags), so only the first compiles.
     keys = set(os.listdir(tmp_path / "night" / "cache")) - {"precompiled-headers", "torch_extensions", "xdg"}
-    assert keys == {"default"}
+    assert {k.split(".")[0] for k in keys} == {"default"}
 
 
 def test_a_repro_that_cannot_run_is_an_infrastructure_error_not_a_pass(tmp_path):
