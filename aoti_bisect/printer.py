@@ -5,7 +5,7 @@ import functools
 import math
 import re
 from dataclasses import dataclass
-from typing import Iterable, Iterator, NamedTuple, Optional
+from typing import Generator, Iterable, Iterator, NamedTuple, Optional
 
 _LAUNCH = re.compile(r"^\[ (?P<when>before|after)_launch: (?P<kernel>[^\]\s]+) \]\s*$")
 # The header may follow a scalar's text on the same line: scalars are printed with a literal "\n".
@@ -141,8 +141,11 @@ _FIELDS = {"Number of elements": ("numel", _count), "Dtype": ("dtype", str), "Me
 # The fields as every capture prints them (CPU and CUDA, torch 2.11-2.13): read with one match per block.
 _TRAILER = "\n".join(f"{name}: ([^\n]*)" for name in _FIELDS)
 _TRAILER_RE = re.compile(_TRAILER)
-# A whole regular block: a header alone on its line, value lines, the trailer (its groups follow the header's).
-_WHOLE = re.compile(_BLOCK.pattern + r"[^\n]*\n(?:[^\n]*\n)*?(?P<trailer>" + _TRAILER + ")")
+# A whole regular block, from the line end before its header (a header after other text on its line is
+# irregular, and one at a piece's start is read line by line) to its trailer's end: the header's groups, then the rest of the header line and the value lines,
+# then the trailer's. The lazy value lines stop at a line that starts with a mark: a block without a trailer
+# must not send the search on to a later block's trailer (rescanning the rest of the piece from each such one).
+_WHOLE = re.compile(r"\n" + _BLOCK.pattern + r"(?P<values>[^\n]*\n(?:(?!\[  )[^\n]*\n)*?)" + _TRAILER)
 _MARK = "[  "  # every header and scalar starts so; value and field lines never hold it
 
 
@@ -156,46 +159,57 @@ def parse_blocks(lines: Iterable[str]) -> Iterator[TensorStats]:
     """
     block: Optional[dict] = None  # the fields so far of the block being read
     for text in lines:
-        pos = 0
-        mark = text.find(_MARK)
-        while True:
-            start = len(text) if mark < 0 else max(pos, text.rfind("\n", pos, mark) + 1)
-            if block is not None and text.find(": ", pos, start) >= 0:
-                block, done = _read_body(block, text[pos:start])
-                if done:
-                    yield done
-            if mark < 0:
-                break
-            following = text.find(_MARK, mark + len(_MARK))
-            whole = (_WHOLE.match(text, mark, len(text) if following < 0 else following)
-                     if mark == start else None)
-            # A ": " before the trailer is a scalar or a stray field line: read those line by line.
-            if whole and text.find(": ", mark, whole.start("trailer")) < 0:
-                if block is not None and (done := _stats(block)):
-                    yield done
-                g = whole.groups()
-                yield _with_trailer(*(("input", "", g[3]) if g[3] else g[:3]), *g[5:])
-                block, pos, mark = None, whole.end(), following
+        pos = 0  # text[:pos] has been read
+        for whole in _WHOLE.finditer(text):
+            start, end = whole.span()
+            values, trailer = whole.span("values")
+            # Irregular, so read line by line with the text before the next regular block: a ":" among the
+            # values (a scalar, a header or a field line), or a mark among the fields (a scalar or a header).
+            # A mark among the values is harmless: without a ":" it is neither. Both searches are cheap (":"
+            # by memchr, the fields are short); searching the values for ": " and marks cost a tenth of the parse.
+            if text.find(":", values, trailer) >= 0 or text.find(_MARK, trailer, end) >= 0:
                 continue
-            end = text.find("\n", mark)
-            end = len(text) if end < 0 else end
-            line = text[start:end]
-            pos = end + 1
-            if ": " in line:  # a scalar (a header ends in "]:")
-                for m in _SCALAR.finditer(line):
-                    yield TensorStats(m["when"], m["kernel"], m["arg"], scalar=int(m["value"]))
-            header = _BLOCK.search(line)
-            if header:
-                if block is not None and (done := _stats(block)):
+            if block is not None or text.find(_MARK, pos, start) >= 0:
+                block = yield from _read_lines(block, text[pos:start + 1])
+                if block is not None and (done := _stats(block)):  # closed by this header
                     yield done
-                block = _opened(header)
-            elif block is not None and ": " in line:
-                block, done = _read_body(block, line)
-                if done:
-                    yield done
-            mark = text.find(_MARK, pos)
+            g = whole.groups()
+            yield _with_trailer("input", "", g[3], g[5:]) if g[3] else _with_trailer(g[0], g[1], g[2], g[5:])
+            block, pos = None, end
+        block = yield from _read_lines(block, text[pos:])
     if block is not None and (done := _stats(block)):
         yield done
+
+
+def _read_lines(block: Optional[dict], text: str) -> Generator[TensorStats, None, Optional[dict]]:
+    """Whole lines read one by one, but for the marker-free stretches between marks, which only an open
+    block reads (in one go, by _read_body). Returns the block still open."""
+    pos = 0
+    while True:
+        mark = text.find(_MARK, pos)
+        start = len(text) if mark < 0 else max(pos, text.rfind("\n", pos, mark) + 1)
+        if block is not None and text.find(": ", pos, start) >= 0:
+            block, done = _read_body(block, text[pos:start])
+            if done:
+                yield done
+        if mark < 0:
+            return block
+        end = text.find("\n", mark)
+        end = len(text) if end < 0 else end
+        line = text[start:end]
+        pos = end + 1
+        if ": " in line:  # a scalar (a header ends in "]:")
+            for m in _SCALAR.finditer(line):
+                yield TensorStats(m["when"], m["kernel"], m["arg"], scalar=int(m["value"]))
+        header = _BLOCK.search(line)
+        if header:
+            if block is not None and (done := _stats(block)):
+                yield done
+            block = _opened(header)
+        elif block is not None and ": " in line:
+            block, done = _read_body(block, line)
+            if done:
+                yield done
 
 
 def _opened(header: re.Match) -> dict:
@@ -204,12 +218,16 @@ def _opened(header: re.Match) -> dict:
     return {"when": header["when"], "kernel": header["kernel"], "arg": header["arg"]}
 
 
-def _with_trailer(when: str, kernel: str, arg: str, numel: str, dtype: str, mean: str, low: str, high: str,
-                  device: str, size: str, stride: str) -> TensorStats:
-    """The trailer sets every field, so any read before it is overwritten."""
+def _with_trailer(when: str, kernel: str, arg: str, trailer: tuple[str, ...]) -> TensorStats:
+    """The trailer's groups set every field, so any read before it is overwritten."""
+    numel, dtype, mean, low, high, device, size, stride = trailer
     # Positional, in TensorStats' field order: keywords cost a measurable share of a gigabyte's parse.
-    return TensorStats(when, kernel, arg, _count(numel), dtype.strip(), _num(mean), _num(low), _num(high),
-                       size.strip(), stride.strip(), device.strip())
+    try:  # int() and float() directly: what _count and _num return for every well-formed block, but cheaper
+        return TensorStats(when, kernel, arg, int(numel), dtype.strip(), float(mean), float(low), float(high),
+                           size.strip(), stride.strip(), device.strip())
+    except ValueError:
+        return TensorStats(when, kernel, arg, _count(numel), dtype.strip(), _num(mean), _num(low), _num(high),
+                           size.strip(), stride.strip(), device.strip())
 
 
 def _read_body(block: dict, text: str) -> tuple[Optional[dict], Optional[TensorStats]]:
@@ -223,7 +241,7 @@ def _read_body(block: dict, text: str) -> tuple[Optional[dict], Optional[TensorS
                 return None, _stats(block)
     if not whole:
         return block, None
-    return None, _with_trailer(block["when"], block["kernel"], block["arg"], *m.groups())
+    return None, _with_trailer(block["when"], block["kernel"], block["arg"], m.groups())
 
 
 def _field(block: dict, line: str) -> bool:
@@ -275,7 +293,8 @@ def collect(stats: Iterable[TensorStats], bound: Optional[int] = None) -> tuple[
                 view = views[s.kernel] = KernelView(s.kernel, {}, {})
             table = view.before if s.when == "before_launch" else view.after
         old = table.get(s.arg)
-        if old is None or (not is_bad(old, bound) and is_bad(s, bound)):
+        # s first: most observations are good, and then old need not be looked at.
+        if old is None or (is_bad(s, bound) and not is_bad(old, bound)):
             table[s.arg] = s
     return views, inputs
 

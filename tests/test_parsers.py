@@ -210,3 +210,15 @@ def test_triton_kernel_name_from_assert_source():
 def test_wrapper_knows_its_device():
     assert wrapper.parse_wrapper(log("cuda/wrapper_nan_triton.cpp")).cuda
     assert not wrapper.parse_wrapper(log("cpu/wrapper_nan_after_matmul_level2.cpp")).cuda
+
+
+def test_level2_header_after_a_field_on_its_line_pieces_and_lines_agree(tmp_path):
+    """The header closes the block before its line's Stride is read, in a piece as line by line."""
+    block = ("[  before_launch - k_0 - buf{}  ]:\n 1\nNumber of elements: 1\nDtype: float\nMean value: 1\n"
+             "Min value: 1\nMax value: 1\nDevice: cpu\nSize: [1]\nStride: [1]")
+    text = "\n".join([block.format(1), block.format(2) + " " + block.format(3), block.format(4)]) + "\n"
+    path = tmp_path / "l2.log"
+    path.write_text(text)
+    lines = [repr(s) for s in printer.parse_blocks(text.splitlines())]
+    assert [s.stride for s in printer.parse_blocks(text.splitlines())] == ["[1]", "", "[1]", "[1]"]
+    assert blocks_repr(printer.read_pieces(str(path))) == lines
