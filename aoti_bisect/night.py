@@ -12,7 +12,7 @@ from typing import Callable, Optional
 from . import process
 from .harness import Harness, read_log
 from .history import History, default_path
-from .nightly import Plan, RecordWriter, Repro, SetError, host_environment, now_iso, read_records, run_set
+from .nightly import Plan, RecordWriter, Repro, host_environment, now_iso, read_records, run_set
 from .session import probe_environment, relevant_env
 from .summary import build, changed, render_junit, render_markdown
 
