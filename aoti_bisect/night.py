@@ -61,8 +61,10 @@ def run_records(repros: list[Repro], plan: Plan, set_path: str, out: str, batch:
     os.makedirs(os.path.dirname(record_path(out, plan)), exist_ok=True)
     gpus = visible_gpus(dict(os.environ), scratch)
     slots = jobs or len(gpus) or os.cpu_count() or 1
+    # The cache stays inside the shard's own folder: shards of one night may run at once into one --out
+    # (submitit's array, or hosts on a shared disk), and a compile cache shared by concurrent runs is
+    # corrupted (see Harness).
     harness = Harness(os.path.join(out, f"shard-{plan.shard.index}"), jobs=slots,
-                      cache_root=os.path.join(out, "cache"),
                       gpu_slots=[gpus[i % len(gpus)] for i in range(slots)] if gpus else None)
     probe = probe_environment(repros[0].argv[0], scratch, harness.base_env, harness.cancel)
     header = {"batch": batch, "set": os.path.abspath(set_path), "shard": str(plan.shard), "started": now_iso(),

@@ -296,7 +296,8 @@ def test_real_aoti_flaky_scenario_night(tmp_path):
     assert [(s["kind"], s["phase"]) for s in r["signatures"]] == [("segfault", "run")]
     assert data["hosts"][0]["torch"].startswith("2.") and data["hosts"][0]["env_fp"]
     # Every run of the night shares one compile cache (one set of compile-time flags), so only the first compiles.
-    keys = set(os.listdir(tmp_path / "night" / "cache")) - {"precompiled-headers", "torch_extensions", "xdg"}
+    keys = set(os.listdir(tmp_path / "night" / "shard-0" / "cache")) - {"precompiled-headers", "torch_extensions",
+                                                                        "xdg"}
     assert {k.split(".")[0] for k in keys} == {"default"}
 
 
