@@ -323,7 +323,7 @@ class Ladder:
             views: dict = {}
             inputs: dict = {}
             for r in runs:
-                v, i = printer.collect(printer.parse_blocks(printer.read_pieces(r.log_path)), bound)
+                v, i = printer.read_level2(r.log_path, bound)
                 for k, view in v.items():
                     views.setdefault(k, view)
                 for k, s in i.items():

@@ -222,3 +222,34 @@ def test_level2_header_after_a_field_on_its_line_pieces_and_lines_agree(tmp_path
     lines = [repr(s) for s in printer.parse_blocks(text.splitlines())]
     assert [s.stride for s in printer.parse_blocks(text.splitlines())] == ["[1]", "", "[1]", "[1]"]
     assert blocks_repr(printer.read_pieces(str(path))) == lines
+
+
+def views_repr(result):
+    views, inputs = result
+    return [(k, repr(v.before), repr(v.after)) for k, v in views.items()], repr(inputs)
+
+
+def test_level2_read_in_parallel_ranges_as_in_one_go(tmp_path):
+    """Cut at block headers and read by worker processes, a log folds to what one sequential read gives:
+    same kernels in the same order, and per argument the first bad observation (or else the first)."""
+    text = "".join(log(n) for n in ("cpu/nan_after_matmul_level2.log", "cpu/index_oob_level2_filtered.log",
+                                    "cuda/nan_triton_level2.log")) * 40
+    # One bad value late in the log, after many good ones of the same kernel and argument.
+    text += text.replace("Mean value: ", "Mean value: nan ", 1)
+    path = tmp_path / "l2.log"
+    path.write_text(text + "\r\n[  before_launch - k_9 - n: 3  ]\\n[  aoti_model_inputs - arg9_1  ]:\r\n"
+                           "Number of elements: 1\nDtype: float\nMean value: inf\n")
+    whole = printer.read_level2(str(path), 16, workers=1)
+    assert whole[1]["arg9_1"].non_finite
+    for workers in (2, 3):
+        assert views_repr(printer.read_level2(str(path), 16, workers=workers, parallel_from=0)) == views_repr(whole)
+    assert views_repr(whole) == views_repr(printer.collect(printer.parse_blocks(text.splitlines() + [
+        "", "[  before_launch - k_9 - n: 3  ]\\n[  aoti_model_inputs - arg9_1  ]:", "Number of elements: 1",
+        "Dtype: float", "Mean value: inf"]), 16))
+
+
+def test_read_pieces_of_a_byte_range(tmp_path):
+    path = tmp_path / "t.log"
+    path.write_bytes("aé\r\nb\nc\rd\n".encode())
+    assert "".join(printer.read_pieces(str(path), 1)) == "aé\nb\nc\nd\n"
+    assert "".join(printer.read_pieces(str(path), 2, start=5, end=7)) == "b\n"
