@@ -95,7 +95,7 @@ def kill_tree(pgid: int, known: list[psutil.Process], grace: float = KILL_GRACE_
     Descendants that called setsid() left the group; we only find them because we snapshot the tree
     while they still hang off our child (after its death they are reparented to init).
     """
-    procs = [p for p in known if p.is_running()]
+    procs = _living(known)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(pgid, sig)
@@ -106,9 +106,30 @@ def kill_tree(pgid: int, known: list[psutil.Process], grace: float = KILL_GRACE_
                 p.send_signal(sig)
             except psutil.Error:
                 pass
-        _, procs = psutil.wait_procs(procs, timeout=grace if sig == signal.SIGTERM else 1.0)
+        procs = _wait_gone(procs, grace if sig == signal.SIGTERM else 1.0)
         if not procs and not _group_alive(pgid):
             return
+
+
+def _living(procs: list[psutil.Process]) -> list[psutil.Process]:
+    # A zombie has exited, but in a container whose PID 1 never reaps, orphans stay zombies for good:
+    # psutil.wait_procs would wait out the whole grace for them (torch's addr2line helpers did, ~1 s a run).
+    alive = []
+    for p in procs:
+        try:
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                alive.append(p)
+        except psutil.Error:
+            pass
+    return alive
+
+
+def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """The processes still living after at most `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while (procs := _living(procs)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return procs
 
 
 def _pidfd(pid: int) -> Optional[int]:

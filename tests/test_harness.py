@@ -76,6 +76,33 @@ def test_hang_with_grandchildren_holding_stdout_is_killed(tmp_path):
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
+def test_tree_kill_does_not_wait_for_zombies():
+    # Orphans of a run stay zombies for good where PID 1 never reaps (containers); here the zombie's parent
+    # lives on outside the killed group, so this holds on any host.
+    keeper = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import os, time
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        print(pid, flush=True)
+        time.sleep(1000)
+    """)], stdout=subprocess.PIPE, text=True)
+    group = subprocess.Popen(["sleep", "1000"], start_new_session=True)
+    try:
+        zombie = psutil.Process(int(keeper.stdout.readline()))
+        while zombie.status() != psutil.STATUS_ZOMBIE:
+            time.sleep(0.01)
+        start = time.monotonic()
+        process.kill_tree(group.pid, [zombie, psutil.Process(group.pid)], grace=5.0)
+        assert time.monotonic() - start < 2.0
+        assert group.wait(timeout=1) == -signal.SIGTERM
+    finally:
+        keeper.kill()
+        keeper.wait()
+        group.kill()
+        group.wait()
+
+
 def test_flood_is_capped_with_bounded_memory(tmp_path):
     child = _script(tmp_path, "flood.py", """
         import os
