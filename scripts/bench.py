@@ -55,7 +55,7 @@ folder (and runs with that folder as its cwd), so nothing is written into the ca
 5  parse      a generated 1 GB level-2 log (real CPU and CUDA captures from tests/logs, repeated with varied
               kernel/buffer names and values, scalar lines and NaNs mixed in) read exactly as the ladder
               reads one (Ladder.inspect): printer.read_level2(path, bound), which cuts a large log at block
-              headers into ranges that worker processes (one per usable CPU, at most 4) parse and fold.
+              headers into ranges that two worker processes parse and fold (one CPU: in-process).
               Throughput = bytes / parse time (warm page cache) in a fresh subprocess; peak RSS = the peak,
               sampled every 10 ms, of the summed RSS of that subprocess and its workers, shown beside the
               same interpreter's RSS after its imports alone. The log lives in a temporary folder that is
