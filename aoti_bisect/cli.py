@@ -12,7 +12,7 @@ from typing import Optional
 
 import click
 
-from .records import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_USAGE, UsageFailure
+from .exits import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_USAGE, UsageFailure
 
 EXIT_CODES_HELP = """\b
 Exit codes (usable as a `git bisect run` predicate):
@@ -147,7 +147,9 @@ def run_cmd(script, script_args, cmd, runs, max_runs, timeout, out, as_json, job
     if timeout <= 0:
         raise UsageFailure(f"--timeout must be positive, got {timeout}")
     run_dir = _prepare_out(out)
-    from .session import Session  # psutil, the harness and the ladder load only for a real run
+    from .diagnose.session import (
+        Session,  # psutil, the harness and the ladder load only for a real run
+    )
 
     session = Session(run_dir, argv, Progress(verbose - quiet), jobs=jobs, runs=runs, max_runs=max_runs,
                       timeout=timeout, stages=("baseline", *wanted), python_script=cmd is None,
@@ -186,8 +188,9 @@ def _argv(script: Optional[str], script_args: tuple[str, ...], cmd: Optional[str
 @click.option("--redact-paths", is_flag=True, help="Replace home directories and the user name.")
 def report_cmd(run_dir, fmt, bundle, redact_paths):
     """Re-render a finished run's report without rerunning anything."""
-    from .redact import Redactor
-    from .report import Report, redact_data, render_markdown
+    from .report.markdown import render_markdown
+    from .report.model import Report, redact_data
+    from .report.redact import Redactor
 
     if not os.path.isfile(os.path.join(run_dir, "report.json")):
         raise UsageFailure(f"{run_dir} holds no report.json (not an aoti-bisect run directory?)")
@@ -195,7 +198,7 @@ def report_cmd(run_dir, fmt, bundle, redact_paths):
     redactor = Redactor.from_env(dict(os.environ), redact_paths)
     data = redact_data(rep.data, redactor)
     if bundle is not None:
-        from .bundle import write_bundle
+        from .report.bundle import write_bundle
 
         dest = bundle or os.path.join(run_dir, "bundle.tar.gz")
         write_bundle(run_dir, dest, data, redactor)
@@ -278,7 +281,7 @@ def _judging_options(f):
 
 
 def _judge(records, out, db, alpha, window, bisect_on_change, jobs, as_json, say, interrupted=False):
-    from .night import Judging, judge_night
+    from .nightly.runner import Judging, judge_night
 
     if not 0 < alpha < 1:
         raise UsageFailure(f"--alpha must be between 0 and 1, got {alpha}")
@@ -328,7 +331,7 @@ def nightly_cmd(set_path, only, runs, until_confident, precision, min_runs, jobs
     SET is a manifest (the scenarios/manifest.toml format), a folder holding manifest.toml, or a folder of
     *.py repros (each one a repro, run with this Python).
     """
-    from .nightly import Plan, load_set, parse_shard
+    from .nightly.records import Plan, load_set, parse_shard
 
     for name, value, low in (("--runs", runs, 1), ("--jobs", jobs, 1), ("--min-runs", min_runs, 1),
                              ("--shards", shards, 1)):
@@ -344,14 +347,14 @@ def nightly_cmd(set_path, only, runs, until_confident, precision, min_runs, jobs
                            "in one place; give --runs N")
     repros = load_set(set_path, sys.executable, tuple(only))
     if shard.count == 1:
-        from .history import History, default_path
+        from .nightly.history import History, default_path
 
         # A database this night could not be judged into should stop it before its hours of runs, not after.
         History(db or default_path()).close()
     plan = Plan(runs, until_confident, precision, min(min_runs, runs), timeout, shard)
     out = _prepare_out(out or os.path.join("aoti-bisect-runs", "nightly-" + _dt.datetime.now().strftime(
         "%Y%m%d-%H%M%S")))
-    from .night import default_batch, record_path, run_records, visible_gpus
+    from .nightly.runner import default_batch, record_path, run_records, visible_gpus
 
     # Shards of one night may share a folder (one --out on a shared disk); a second night may not reuse it.
     taken = record_path(out, plan) if executor == "local" else os.path.join(out, "records")
@@ -363,7 +366,7 @@ def nightly_cmd(set_path, only, runs, until_confident, precision, min_runs, jobs
     on_run = (lambda r: say(f"    [{r.spec.name}] {r.outcome.value} in {r.exit.duration:.1f}s")) if verbose \
         else (lambda r: None)
     if executor == "submitit":
-        from .engines import run_on_submitit
+        from .nightly.submitit_executor import run_on_submitit
 
         if gpus_per_shard is None:
             gpus_per_shard = 1 if cluster == "slurm" else len(visible_gpus(dict(os.environ), out))
@@ -417,7 +420,7 @@ def merge_cmd(records, out, jobs, db, alpha, window, bisect_on_change, as_json, 
 @click.option("--plot", type=str, metavar="PNG", help="Also draw the rates over time (needs aoti-bisect[plot]).")
 def history_cmd(repros, db, nights, as_json, plot):
     """The trend of each repro's rate over the recorded nights."""
-    from .history import History, default_path
+    from .nightly.history import History, default_path
 
     path = db or default_path()
     if not os.path.isfile(path):
@@ -430,7 +433,7 @@ def history_cmd(repros, db, nights, as_json, plot):
     if repros and not rows:
         raise UsageFailure(f"no nights recorded for {', '.join(repros)} in {path}")
     if plot:
-        from .trend_plot import plot_trend
+        from .nightly.plot import plot_trend
 
         plot_trend(rows, plot)
         print(f"aoti-bisect: plot: {plot}", file=sys.stderr)
@@ -439,7 +442,7 @@ def history_cmd(repros, db, nights, as_json, plot):
         return
     from tabulate import tabulate
 
-    from .report import rate_cell
+    from .report.markdown import rate_cell
 
     print(tabulate([(r["repro"], r["started"][:16].replace("T", " "), r["batch"], r["torch"],
                      (r["torch_git"] or "")[:10], r["gpu"] or "-", rate_cell(r), r["signatures"], r["infra_errors"])

@@ -11,8 +11,8 @@ from typing import Optional
 
 from tabulate import tabulate
 
-from . import process
-from .harness import read_log
+from .run import process
+from .run.harness import read_log
 
 SCENARIO_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scenarios")
 
@@ -126,7 +126,7 @@ class _Quiet:
 
 def check(scenarios: list[Scenario], run_dir: str, jobs: int = 1, stages: tuple[str, ...] = (),
           device: str = "auto") -> bool:
-    from .session import Session
+    from .diagnose.session import Session
 
     has_cuda = device == "cuda" or (device == "auto" and cuda_visible(run_dir))
     rows, results, ok = [], [], True

@@ -86,9 +86,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from aoti_bisect import printer
-from aoti_bisect.harness import CHILD_ENV, compile_key
-from aoti_bisect.ladder import DETERMINISM_ENV, FILTER_VAR, INSPECT_LEVEL, SANITY_ENV, TRACE_ENV
+from aoti_bisect.aoti import printer
+from aoti_bisect.diagnose.ladder import (
+    DETERMINISM_ENV,
+    FILTER_VAR,
+    INSPECT_LEVEL,
+    SANITY_ENV,
+    TRACE_ENV,
+)
+from aoti_bisect.run.harness import CHILD_ENV, compile_key
 from aoti_bisect.scenarios import Scenario, compare, culprit_matches, load_manifest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -521,7 +527,8 @@ def write_level2_log(path: str, size: int) -> int:
 
 _PARSE = """
 import json, sys, time
-from aoti_bisect import ladder, printer  # ladder: the same imports, hence the same RSS, as a real run
+from aoti_bisect.aoti import printer
+from aoti_bisect.diagnose import ladder  # ladder: the same imports, hence the same RSS, as a real run
 if __name__ == "__main__" and sys.argv[2] == "parse":
     start = time.perf_counter()
     views, inputs = printer.read_level2(sys.argv[1], 16)  # as Ladder.inspect reads a log

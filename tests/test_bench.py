@@ -4,10 +4,10 @@ import json
 import os
 import sys
 
-from aoti_bisect import printer
-from aoti_bisect.scenarios import load_manifest
-
 from test_parsers import LOGS
+
+from aoti_bisect.aoti import printer
+from aoti_bisect.scenarios import load_manifest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _spec = importlib.util.spec_from_file_location("bench", os.path.join(REPO, "scripts", "bench.py"))

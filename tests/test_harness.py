@@ -11,9 +11,9 @@ import time
 import psutil
 import pytest
 
-from aoti_bisect import process
-from aoti_bisect.harness import Harness, compile_key, read_log
-from aoti_bisect.records import Outcome, RunSpec
+from aoti_bisect.run import process
+from aoti_bisect.run.harness import Harness, compile_key, read_log
+from aoti_bisect.run.types import Outcome, RunSpec
 
 
 def _script(tmp_path, name, body):

@@ -1,8 +1,8 @@
 """The walk-back on real generated wrapper code and real level-2 output (captured from torch 2.13 CPU)."""
-from aoti_bisect import printer, wrapper
-from aoti_bisect.localize import spread, walk
-
 from test_parsers import log
+
+from aoti_bisect.aoti import printer, wrapper
+from aoti_bisect.diagnose.walk import spread, walk
 
 
 def observer(level2_log, bound=None):

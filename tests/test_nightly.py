@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from aoti_bisect.nightly import SetError, parse_shard, read_records
+from aoti_bisect.nightly.records import SetError, parse_shard, read_records
 from aoti_bisect.stats import wilson
 
 HERE = os.path.dirname(os.path.abspath(__file__))

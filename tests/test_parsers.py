@@ -4,9 +4,16 @@ import signal
 
 import pytest
 
-from aoti_bisect import printer, wrapper
-from aoti_bisect.classify import classify, collapse_repeats, fingerprint, index_bound, parse_frames, phase_of
-from aoti_bisect.records import Outcome, ProcessExit
+from aoti_bisect.aoti import printer, wrapper
+from aoti_bisect.run.classify import (
+    classify,
+    collapse_repeats,
+    fingerprint,
+    index_bound,
+    parse_frames,
+    phase_of,
+)
+from aoti_bisect.run.types import Outcome, ProcessExit
 
 LOGS = os.path.join(os.path.dirname(__file__), "logs")
 

@@ -7,8 +7,8 @@ import tarfile
 
 from markdown_it import MarkdownIt
 
-from aoti_bisect.redact import MASK, Redactor
-from aoti_bisect.report import MD_LIMIT
+from aoti_bisect.report.markdown import MD_LIMIT
+from aoti_bisect.report.redact import MASK, Redactor
 
 SECRET = "s3cr3t-Value-9f8e7d6c5b4a"
 GH_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"

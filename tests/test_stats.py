@@ -1,7 +1,13 @@
 """Rates and the run counts derived from them."""
 import pytest
 
-from aoti_bisect.stats import Rate, baseline_should_stop, fisher_exact, runs_to_observe, wilson
+from aoti_bisect.stats import (
+    Rate,
+    baseline_should_stop,
+    fisher_exact,
+    runs_to_observe,
+    wilson,
+)
 
 
 def test_wilson_known_values():

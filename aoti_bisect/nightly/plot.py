@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import datetime as _dt
 
-from .records import UsageFailure
+from ..exits import UsageFailure
 
 
 def plot_trend(rows: list[dict], path: str) -> None:

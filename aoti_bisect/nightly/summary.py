@@ -9,13 +9,13 @@ from typing import Optional
 
 from tabulate import tabulate
 
-from . import __version__
-from .changes import Change, judge
+from .. import __version__
+from ..exits import EXIT_INFRA, EXIT_NOT_REPRODUCED, EXIT_REPRODUCED
+from ..report.markdown import md_cell, rate_cell
+from ..stats import Rate
 from .history import History
-from .nightly import Night
-from .records import EXIT_INFRA, EXIT_NOT_REPRODUCED, EXIT_REPRODUCED
-from .report import md_cell, rate_cell
-from .stats import Rate
+from .judge import Change, judge
+from .records import Night
 
 SUMMARY_SCHEMA = 1
 

@@ -5,8 +5,8 @@ import enum
 from dataclasses import dataclass
 from typing import Optional
 
+from ..stats import Rate, fisher_exact
 from .history import Baseline
-from .stats import Rate, fisher_exact
 
 
 class Change(str, enum.Enum):

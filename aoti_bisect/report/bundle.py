@@ -7,8 +7,8 @@ import json
 import os
 import tarfile
 
+from .markdown import render_markdown
 from .redact import Redactor
-from .report import render_markdown
 
 _RUN_FILES = ("output.log", "rerun.sh", "spec.json", "result.json")
 

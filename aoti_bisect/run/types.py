@@ -1,4 +1,4 @@
-"""The small frozen records every module passes around: a run's spec, its result, a failure signature."""
+"""The value types of one run, passed between the harness, the classifier, the ladder and the nightly."""
 from __future__ import annotations
 
 import enum
@@ -16,37 +16,6 @@ class Outcome(str, enum.Enum):
     @property
     def is_failure(self) -> bool:
         return self in (Outcome.FAILED, Outcome.CRASHED, Outcome.TIMEOUT)
-
-
-class Verdict(str, enum.Enum):
-    REPRODUCED = "reproduced"
-    NOT_REPRODUCED = "not_reproduced"
-    INCONCLUSIVE = "inconclusive"
-    ERROR = "error"
-
-
-# Exit codes double as a `git bisect run` predicate: 0 good, 1 bad, 125 skip.
-EXIT_NOT_REPRODUCED = 0
-EXIT_REPRODUCED = 1
-EXIT_USAGE = 2
-EXIT_INFRA = 3
-EXIT_INCONCLUSIVE = 125
-EXIT_INTERRUPTED = 130
-
-VERDICT_EXIT = {
-    Verdict.NOT_REPRODUCED: EXIT_NOT_REPRODUCED,
-    Verdict.REPRODUCED: EXIT_REPRODUCED,
-    Verdict.INCONCLUSIVE: EXIT_INCONCLUSIVE,
-    Verdict.ERROR: EXIT_INFRA,
-}
-
-
-class UsageFailure(Exception):
-    """Bad input, said in one line; the CLI prints it and exits with `code`."""
-
-    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @dataclass(frozen=True)

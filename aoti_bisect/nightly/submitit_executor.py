@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-from .nightly import Plan, Repro, SetError, Shard
+from .records import Plan, Repro, SetError, Shard
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ def run_shard(task: ShardTask) -> str:
     """The body of one array task, on whichever host the scheduler picked."""
     import sys
 
-    from .night import run_records
+    from .runner import run_records
 
     return run_records(list(task.repros), task.plan, task.set_path, task.out, task.batch, task.jobs,
                        lambda text: print(text, file=sys.stderr, flush=True))

@@ -16,7 +16,7 @@ from typing import Optional
 
 import psutil
 
-from .records import ProcessExit
+from .types import ProcessExit
 
 POLL_S = 0.05
 TREE_SCAN_S = 0.5

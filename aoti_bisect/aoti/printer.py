@@ -8,8 +8,8 @@ import os
 import re
 import sys
 from concurrent.futures import ProcessPoolExecutor
-from itertools import repeat
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Generator, Iterable, Iterator, NamedTuple, Optional
 
 _LAUNCH = re.compile(r"^\[ (?P<when>before|after)_launch: (?P<kernel>[^\]\s]+) \]\s*$")

@@ -9,8 +9,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from .printer import KernelView, TensorStats, is_bad
-from .wrapper import Launch, WrapperGraph
+from ..aoti.printer import KernelView, TensorStats, is_bad
+from ..aoti.wrapper import Launch, WrapperGraph
 
 Observation = tuple[dict[str, KernelView], dict[str, TensorStats]]
 Observe = Callable[[list[str]], Observation]

@@ -12,12 +12,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from . import printer, wrapper
-from .classify import index_bound
-from .harness import RUNTIME_FLAGS, read_log
-from .localize import Culprit, walk
-from .records import RunResult, RunSpec, Signature, Verdict
-from .stats import Rate, baseline_should_stop, fisher_exact, runs_to_observe
+from ..aoti import printer, wrapper
+from ..run.classify import index_bound
+from ..run.harness import RUNTIME_FLAGS, read_log
+from ..run.types import RunResult, RunSpec, Signature
+from ..stats import Rate, baseline_should_stop, fisher_exact, runs_to_observe
+from .findings import Verdict
+from .walk import Culprit, walk
 
 STAGES = ("baseline", "sanity", "determinism", "trace", "inspect")
 SANITY_ENV = {"AOTI_RUNTIME_CHECK_INPUTS": "1", "TORCHINDUCTOR_NAN_ASSERTS": "1"}

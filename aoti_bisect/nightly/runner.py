@@ -9,11 +9,19 @@ import sys
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from . import process
-from .harness import Harness, read_log
+from ..diagnose.session import probe_environment, relevant_env
+from ..run import process
+from ..run.harness import Harness, read_log
 from .history import History, default_path
-from .nightly import Plan, RecordWriter, Repro, host_environment, now_iso, read_records, run_set
-from .session import probe_environment, relevant_env
+from .records import (
+    Plan,
+    RecordWriter,
+    Repro,
+    host_environment,
+    now_iso,
+    read_records,
+    run_set,
+)
 from .summary import build, changed, render_junit, render_markdown
 
 Say = Callable[[str], None]
@@ -132,7 +140,7 @@ class _Chatter:
 
 def _bisect(night, names: list[str], out: str, jobs: Optional[int], say: Say) -> dict[str, str]:
     """The full ladder on each changed repro; returns report.md paths, relative to out."""
-    from .session import Session
+    from ..diagnose.session import Session
 
     reports = {}
     for name in names:

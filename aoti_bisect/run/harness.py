@@ -13,10 +13,10 @@ import threading
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Callable, Iterable, Optional
 
+from ..aoti.wrapper import triton_kernel_name
 from . import process
 from .classify import classify
-from .records import Outcome, RunResult, RunSpec, Signature
-from .wrapper import triton_kernel_name
+from .types import Outcome, RunResult, RunSpec, Signature
 
 # Flags read by the AOTI runtime or the CUDA runtime at run time: they never need a fresh compile.
 RUNTIME_FLAGS = frozenset({"AOTI_RUNTIME_CHECK_INPUTS", "PYTORCH_NO_CUDA_MEMORY_CACHING", "CUDA_LAUNCH_BLOCKING"})

@@ -7,12 +7,13 @@ import sys
 import threading
 from typing import Optional
 
-from . import process
-from .harness import Harness, read_log
+from ..report.model import Report
+from ..report.redact import Redactor
+from ..run import process
+from ..run.harness import Harness, read_log
+from ..run.types import RunResult
+from .findings import Verdict
 from .ladder import Findings, Ladder, Options
-from .records import RunResult, Verdict
-from .redact import Redactor
-from .report import Report
 
 # Runs in the repro's interpreter, so a broken torch or CUDA context cannot take aoti-bisect down. Nothing in
 # it imports torch: it answers where torch is broken, and costs the runs beside it a tenth of a second.

@@ -6,8 +6,8 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Optional
 
-from .nightly import Night, SetError
-from .stats import Rate
+from ..stats import Rate
+from .records import Night, SetError
 
 SCHEMA_VERSION = 1
 

@@ -7,8 +7,8 @@ import signal as _signal
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from .printer import parse_trace
-from .records import Outcome, ProcessExit, Signature
+from ..aoti.printer import parse_trace
+from .types import Outcome, ProcessExit, Signature
 
 PHASES = ("export", "compile", "load", "run", "unknown")
 

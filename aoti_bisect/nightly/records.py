@@ -18,8 +18,9 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from .records import Outcome, RunResult, RunSpec, UsageFailure
-from .stats import wilson
+from ..exits import UsageFailure
+from ..run.types import Outcome, RunResult, RunSpec
+from ..stats import wilson
 
 RECORD_SCHEMA = 1
 

@@ -1,0 +1,102 @@
+"""report.md: the report's JSON rendered as GitHub-flavoured Markdown, and the escaping every Markdown page here uses."""
+from __future__ import annotations
+
+import os
+
+from tabulate import tabulate
+
+MD_LIMIT = 65536
+
+
+def md_cell(text: object) -> str:
+    """Table cell text that cannot break a GFM table or open a code span."""
+    s = " ".join(str(text if text is not None else "").split())
+    return s.replace("\\", "\\\\").replace("|", "\\|").replace("`", "\\`").replace("<", "&lt;")
+
+
+def _fence(text: str) -> str:
+    """A code fence longer than any backtick run inside the text."""
+    longest = run = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    return "`" * max(3, longest + 1)
+
+
+def _code(text: str, lang: str = "") -> str:
+    f = _fence(text)
+    return f"{f}{lang}\n{text}\n{f}"
+
+
+def rate_cell(r: dict) -> str:
+    lo, hi = r["ci95"]
+    if r["runs"] == 0:
+        return "no runs"
+    return f"{r['failures']}/{r['runs']} ({r['rate']:.0%}, 95% CI {lo:.0%}–{hi:.0%})"
+
+
+def render_markdown(d: dict) -> str:
+    c = d.get("culprit") or {}
+    sig = d.get("signature") or {}
+    out = [f"# aoti-bisect report: {d['verdict']}", ""]
+    if not d.get("complete", True):
+        out += ["> **Interrupted**: this report covers only the runs that finished; later stages are missing.", ""]
+    summary = [("Verdict", d["verdict"]), ("Failure", f"{sig.get('kind', '-')} in phase {sig.get('phase', '-')}"),
+               ("Message", sig.get("message", "-")), ("Reproduction", rate_cell(d["reproduction"]))]
+    if c.get("kind"):
+        who = c.get("kernel") or (f"model input {c.get('input_index')} ({c.get('input_name')})"
+                                  if c["kind"] == "model_input" else c.get("input_name") or "-")
+        summary.append(("Culprit", f"{c['kind']}: {who}"))
+        if c.get("summary"):
+            summary.append(("Evidence", c["summary"]))
+    out.append(tabulate([(k, md_cell(v)) for k, v in summary], headers=["", ""], tablefmt="github"))
+    out += ["", "## Stages", ""]
+    rows = []
+    for s in d["stages"]:
+        env = " ".join(f"{k}={v}" for k, v in s["env"].items()) or "(none)"
+        rows.append((s["name"], md_cell(env), "yes" if s["recompiled"] else "no",
+                     s["runs"], s["failures"], md_cell(s["skipped"] and f"skipped: {s['skipped']}" or s["finding"])))
+    out.append(tabulate(rows, headers=["stage", "flags", "recompiled", "runs", "failures", "finding"],
+                        tablefmt="github"))
+    if c.get("evidence"):
+        out += ["", "## Evidence chain", ""] + [f"{i}. {md_cell(e)}" for i, e in enumerate(c["evidence"], 1)]
+    if c.get("source_nodes"):
+        out += ["", f"Source nodes: {md_cell(c['source_nodes'])}"]
+    if c.get("source"):
+        out += ["", f"## Culprit source (`{md_cell(os.path.basename(c['source']['path']))}`)", "",
+                _code(c["source"]["excerpt"], "cpp" if c["source"]["path"].endswith(".cpp") else "python")]
+    if d.get("next_steps"):
+        out += ["", "## Next steps", ""] + [f"- {md_cell(s)}" for s in d["next_steps"]]
+    out += ["", "## Reproduce each stage", ""]
+    for s in d["stages"]:
+        if s.get("rerun_script"):
+            out += [f"**{s['name']}**", "", _code(s["rerun_script"], "sh"), ""]
+    env = d.get("environment") or {}
+    if env:
+        out += ["## Environment", "", tabulate([(k, md_cell(v)) for k, v in env.items()], headers=["", ""],
+                                               tablefmt="github"), ""]
+    text = "\n".join(out) + "\n"
+    logs = [_details(s) for s in d["stages"] if s.get("excerpt")]
+    if logs:
+        text += "\n## Log excerpts\n\n"
+    for name, block in logs:
+        # Whole blocks or none: a cut inside a <details> or a fence would break the rest of the page.
+        if len(text) + len(block) + 200 < MD_LIMIT:
+            text += block
+        else:
+            text += f"- log excerpt of stage {name} left out: the report is at GitHub's issue size limit\n"
+    if len(text) > MD_LIMIT:
+        text = text[: MD_LIMIT - 200] + "\n\n*(report truncated to fit a GitHub issue body)*\n"
+    return text
+
+
+def _details(stage: dict) -> tuple[str, str]:
+    e = stage["excerpt"]
+    parts = [f"<details><summary>{md_cell(stage['name'])}: {md_cell(os.path.basename(os.path.dirname(e['log'])))} "
+             f"({e['bytes']} bytes)</summary>", ""]
+    if e["key_lines"]:
+        parts += ["Key lines:", "", _code("\n".join(e["key_lines"]), "text"), ""]
+    if e["head"]:
+        parts += ["Head:", "", _code(e["head"], "text"), ""]
+    parts += ["Tail:", "", _code(e["tail"], "text"), "", "</details>", "", ""]
+    return stage["name"], "\n".join(parts)

@@ -1,0 +1,126 @@
+"""The report: report.json (the record, schema below) and report.md rendered from it. It owns the exit code."""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..diagnose.findings import Verdict
+from ..exits import (
+    EXIT_INCONCLUSIVE,
+    EXIT_INFRA,
+    EXIT_INTERRUPTED,
+    EXIT_NOT_REPRODUCED,
+    EXIT_REPRODUCED,
+)
+from .excerpt import log_excerpt
+from .markdown import render_markdown
+from .redact import Redactor
+
+SCHEMA_VERSION = 1
+
+VERDICT_EXIT = {
+    Verdict.NOT_REPRODUCED: EXIT_NOT_REPRODUCED,
+    Verdict.REPRODUCED: EXIT_REPRODUCED,
+    Verdict.INCONCLUSIVE: EXIT_INCONCLUSIVE,
+    Verdict.ERROR: EXIT_INFRA,
+}
+
+
+@dataclass
+class Report:
+    run_dir: str
+    command: list[str]
+    data: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_findings(cls, run_dir: str, command: list[str], outcome, environment: Optional[dict] = None,
+                      redactor: Redactor = Redactor()) -> "Report":
+        sig = outcome.signature
+        culprit = outcome.culprit
+        c_json = None
+        if culprit is not None:
+            c_json = culprit.to_json()
+            c_json["source"] = ({"path": outcome.source[0], "excerpt": outcome.source[1]}
+                                if outcome.source else None)
+            c_json["source_nodes"] = outcome.source_nodes or None
+        stages = []
+        for stage in outcome.stages:
+            s = stage.to_json()
+            s["rerun_script"] = _read(s["rerun"][0]) if s["rerun"] else None
+            log = s["failing_log"] or (s["logs"][0] if s["logs"] else None)
+            s["excerpt"] = log_excerpt(log) if log else None
+            stages.append(s)
+        data = {
+            "schema_version": SCHEMA_VERSION,
+            "tool": "aoti-bisect",
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "command": command,
+            "verdict": outcome.verdict.value,
+            "complete": not outcome.interrupted,
+            "summary": outcome.summary,
+            "signature": sig.to_json() if sig else None,
+            "reproduction": outcome.baseline.to_json(),
+            "stages": stages,
+            "culprit": c_json or {"kind": None, "kernel": None, "evidence": []},
+            "next_steps": outcome.next_steps,
+            "environment": environment or {},
+            "run_dir": run_dir,
+        }
+        return cls(run_dir, command, redact_data(data, redactor))
+
+    @classmethod
+    def load(cls, run_dir: str) -> "Report":
+        with open(os.path.join(run_dir, "report.json")) as f:
+            data = json.load(f)
+        return cls(run_dir, data.get("command", []), data)
+
+    @property
+    def exit_code(self) -> int:
+        if not self.data.get("complete", True):
+            return EXIT_INTERRUPTED
+        return VERDICT_EXIT[Verdict(self.data["verdict"])]
+
+    def write(self) -> None:
+        tmp = os.path.join(self.run_dir, "report.json.tmp")
+        with open(tmp, "w") as f:
+            json.dump(self.data, f, indent=2)
+        os.replace(tmp, os.path.join(self.run_dir, "report.json"))
+        with open(os.path.join(self.run_dir, "report.md"), "w") as f:
+            f.write(render_markdown(self.data))
+
+    def headline(self) -> str:
+        d = self.data
+        c = d["culprit"]
+        line = f"verdict: {d['verdict']}"
+        if d.get("signature"):
+            s = d["signature"]
+            line += f" | {s['kind']} in {s['phase']}"
+        r = d["reproduction"]
+        line += f" | {r['failures']}/{r['runs']} runs failed"
+        if c and c.get("kind") == "kernel":
+            line += f" | culprit kernel: {c['kernel']}"
+        elif c and c.get("kind") == "model_input":
+            line += f" | culprit: model input {c['input_index']} ({c['input_name']})"
+        elif c and c.get("kind"):
+            line += f" | culprit: {c['kind']}" + (f" ({c['kernel']})" if c.get("kernel") else "")
+        if not d.get("complete", True):
+            line += " | INTERRUPTED: partial report"
+        return line
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return f.read().strip()
+    except OSError:
+        return f"(missing: {path})"
+
+
+def redact_data(data: dict, redactor: Redactor) -> dict:
+    """Every string of the report goes through the redactor: the JSON is the only source of the Markdown."""
+    return json.loads(redactor(json.dumps(data)))
+
+
