@@ -12,6 +12,7 @@ from typing import Optional
 
 import click
 
+from .diagnose.stages import STAGES as STAGE_NAMES
 from .exits import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_USAGE, UsageFailure
 
 EXIT_CODES_HELP = """\b
@@ -23,9 +24,6 @@ Exit codes (usable as a `git bisect run` predicate):
   125  inconclusive
   130  interrupted (a partial report is still written)
 """
-
-STAGE_NAMES = ("baseline", "sanity", "determinism", "trace", "inspect")
-
 
 class _DefaultGroup(click.Group):
     """`aoti-bisect SCRIPT ...` means `aoti-bisect run SCRIPT ...`."""
@@ -85,20 +83,6 @@ def _prepare_out(out: Optional[str]) -> str:
     return path
 
 
-class Progress:
-    """One line per finished run (or a live line on a terminal), on stderr."""
-
-    def __init__(self, verbosity: int) -> None:
-        self.verbosity = verbosity
-        self.live = sys.stderr.isatty()
-        self.done = 0
-
-    def say(self, text: str) -> None:
-        if self.verbosity >= 0:
-            if self.live:
-                sys.stderr.write("\r\033[K")
-            print(text, file=sys.stderr, flush=True)
-
     def run(self, r) -> None:
         self.done += 1
         if self.verbosity < 0:
@@ -150,6 +134,7 @@ def run_cmd(script, script_args, cmd, runs, max_runs, timeout, out, as_json, job
     from .diagnose.session import (
         Session,  # psutil, the harness and the ladder load only for a real run
     )
+    from .progress import Progress
 
     session = Session(run_dir, argv, Progress(verbose - quiet), jobs=jobs, runs=runs, max_runs=max_runs,
                       timeout=timeout, stages=("baseline", *wanted), python_script=cmd is None,
@@ -363,8 +348,9 @@ def nightly_cmd(set_path, only, runs, until_confident, precision, min_runs, jobs
 
     batch = batch or default_batch(dict(os.environ))
     say = _say(quiet)
-    on_run = (lambda r: say(f"    [{r.spec.name}] {r.outcome.value} in {r.exit.duration:.1f}s")) if verbose \
-        else (lambda r: None)
+    from .progress import run_line
+
+    on_run = (lambda r: say("    " + run_line(r))) if verbose else (lambda r: None)
     if executor == "submitit":
         from .nightly.submitit_executor import run_on_submitit
 

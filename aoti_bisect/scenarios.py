@@ -11,8 +11,8 @@ from typing import Optional
 
 from tabulate import tabulate
 
+from .files import read_log
 from .run import process
-from .run.harness import read_log
 
 SCENARIO_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scenarios")
 
@@ -114,19 +114,10 @@ def cuda_visible(run_dir: str) -> bool:
     return exit.returncode == 0 and "Error" not in read_log(log)
 
 
-class _Quiet:
-    def say(self, text: str) -> None:
-        pass
-
-    def run(self, r) -> None:
-        sig = r.signature
-        print(f"  [{r.spec.name}] {r.outcome.value} {r.exit.duration:.1f}s"
-              + (f" {sig.kind}/{sig.phase}" if sig else ""), file=sys.stderr, flush=True)
-
-
 def check(scenarios: list[Scenario], run_dir: str, jobs: int = 1, stages: tuple[str, ...] = (),
           device: str = "auto") -> bool:
     from .diagnose.session import Session
+    from .progress import Progress
 
     has_cuda = device == "cuda" or (device == "auto" and cuda_visible(run_dir))
     rows, results, ok = [], [], True
@@ -138,7 +129,7 @@ def check(scenarios: list[Scenario], run_dir: str, jobs: int = 1, stages: tuple[
         if device == "cpu" and s.device != "cpu":
             continue
         print(f"scenario {s.name}: {s.demonstrates}", file=sys.stderr, flush=True)
-        session = Session(os.path.join(run_dir, s.name), [sys.executable, s.path, *s.args], _Quiet(),
+        session = Session(os.path.join(run_dir, s.name), [sys.executable, s.path, *s.args], Progress(indent="  ", runs_only=True),
                           jobs=jobs, runs=s.runs, max_runs=max(s.runs, 10), timeout=s.timeout,
                           stages=("baseline", *stages), cache_root=os.path.join(run_dir, "cache"))
         report = session.execute().data

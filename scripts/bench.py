@@ -86,14 +86,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from aoti_bisect.aoti import printer
-from aoti_bisect.diagnose.ladder import (
-    DETERMINISM_ENV,
-    FILTER_VAR,
-    INSPECT_LEVEL,
-    SANITY_ENV,
-    TRACE_ENV,
-)
+from aoti_bisect.aoti import flags, printer
 from aoti_bisect.run.harness import CHILD_ENV, compile_key
 from aoti_bisect.scenarios import Scenario, compare, culprit_matches, load_manifest
 
@@ -330,10 +323,10 @@ def run_floor(s: Scenario, plan: Plan, tmp: str) -> tuple[float, float]:
     argv = [sys.executable, s.path, *s.args]
     total = strict = 0.0
     seen: set[str] = set()
-    for _, flags, n in plan.steps:
-        key = compile_key(flags)
+    for _, env, n in plan.steps:
+        key = compile_key(env)
         for _ in range(n):
-            t, _ = box.run(argv, flags, key, s.timeout)
+            t, _ = box.run(argv, env, key, s.timeout)
             total += t.seconds
             if key not in seen:
                 strict += t.seconds
@@ -368,9 +361,9 @@ def run_by_hand(s: Scenario, tmp: str) -> Result:
     argv = [sys.executable, s.path, *s.args]
     start = time.perf_counter()
     stages = [box.run(argv, flags, f"hand-{i}", s.timeout)
-              for i, flags in enumerate((SANITY_ENV, DETERMINISM_ENV, TRACE_ENV))]
+              for i, flags in enumerate((flags.SANITY, flags.DETERMINISM, flags.TRACE))]
     launches = printer.parse_trace(read(stages[2][1]).splitlines()).launches
-    inspect = dict(INSPECT_LEVEL, **({FILTER_VAR: launches[-1].kernel} if launches else {}))
+    inspect = dict(flags.INSPECT, **({flags.FILTER: launches[-1].kernel} if launches else {}))
     stages.append(box.run(argv, inspect, "hand-3", s.timeout))
     took = time.perf_counter() - start
     answer = by_hand_answer(stages[0], stages[2], [t for t, _ in stages])

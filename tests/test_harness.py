@@ -11,8 +11,9 @@ import time
 import psutil
 import pytest
 
+from aoti_bisect.files import read_log
 from aoti_bisect.run import process
-from aoti_bisect.run.harness import Harness, compile_key, read_log
+from aoti_bisect.run.harness import Harness, compile_key
 from aoti_bisect.run.types import Outcome, RunSpec
 
 

@@ -12,20 +12,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from ..aoti import printer, wrapper
+from ..aoti import flags, printer, wrapper
+from ..files import read_log
 from ..run.classify import index_bound
-from ..run.harness import RUNTIME_FLAGS, read_log
 from ..run.types import RunResult, RunSpec, Signature
 from ..stats import Rate, baseline_should_stop, fisher_exact, runs_to_observe
 from .findings import Verdict
+from .stages import STAGES
 from .walk import Culprit, walk
-
-STAGES = ("baseline", "sanity", "determinism", "trace", "inspect")
-SANITY_ENV = {"AOTI_RUNTIME_CHECK_INPUTS": "1", "TORCHINDUCTOR_NAN_ASSERTS": "1"}
-DETERMINISM_ENV = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "CUDA_LAUNCH_BLOCKING": "1"}
-TRACE_ENV = {"AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER": "3"}
-INSPECT_LEVEL = {"AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER": "2"}
-FILTER_VAR = "AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT"
 
 # Failures that stop the process (or hang it): when every instrumented launch finished, the fault lies outside.
 FAULT_KINDS = {"illegal_memory_access", "device_assert", "index_out_of_bounds", "segfault", "abort", "crash",
@@ -57,7 +51,7 @@ class Stage:
 
     @property
     def recompiled(self) -> bool:
-        return any(k not in RUNTIME_FLAGS for k in self.env)
+        return flags.needs_compile(self.env)
 
     @property
     def rate(self) -> Rate:
@@ -193,7 +187,7 @@ class Ladder:
         return out
 
     def sanity(self, out: Findings) -> None:
-        stage = self._run_until_seen(Stage("sanity", dict(SANITY_ENV)))
+        stage = self._run_until_seen(Stage("sanity", dict(flags.SANITY)))
         graph = self._graph(stage)
         for r in stage.failures:
             text = read_log(r.log_path)
@@ -233,12 +227,12 @@ class Ladder:
 
     def determinism(self, out: Findings) -> None:
         if not self._is_cuda():
-            self.stages.append(Stage("determinism", dict(DETERMINISM_ENV), skipped=(
+            self.stages.append(Stage("determinism", dict(flags.DETERMINISM), skipped=(
                 "CPU-only repro: no CUDA caching allocator and no asynchronous launches, so "
                 "PYTORCH_NO_CUDA_MEMORY_CACHING and CUDA_LAUNCH_BLOCKING cannot change anything")))
             return
         n = max(self.stages[0].rate.runs, self._repeat())
-        stage = self._run(Stage("determinism", dict(DETERMINISM_ENV)), n)
+        stage = self._run(Stage("determinism", dict(flags.DETERMINISM)), n)
         base, now = self.stages[0].rate, stage.rate
         p = fisher_exact(base.failures, base.runs, now.failures, now.runs)
         sig = dominant(stage.results)
@@ -255,10 +249,10 @@ class Ladder:
 
     def _gpu_env(self) -> dict[str, str]:
         det = next((s for s in self.stages if s.name == "determinism" and not s.skipped), None)
-        return dict(DETERMINISM_ENV) if det and det.rate.failures else {}
+        return dict(flags.DETERMINISM) if det and det.rate.failures else {}
 
     def trace(self, out: Findings) -> None:
-        stage = self._run_until_seen(Stage("trace", {**self._gpu_env(), **TRACE_ENV}))
+        stage = self._run_until_seen(Stage("trace", {**self._gpu_env(), **flags.TRACE}))
         self.trace_stage = stage
         graph = self._graph(stage)
         if not stage.failures:
@@ -313,7 +307,7 @@ class Ladder:
         inspect_stages: list[Stage] = []
 
         def observe(kernels: list[str]) -> printer.Observation:
-            env = {**self._gpu_env(), **INSPECT_LEVEL, FILTER_VAR: ",".join(kernels)}
+            env = {**self._gpu_env(), **flags.INSPECT, flags.FILTER: ",".join(kernels)}
             stage = self._run_until_seen(Stage("inspect", env))
             inspect_stages.append(stage)
             fresh = self._graph(stage)

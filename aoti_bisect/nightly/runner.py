@@ -9,9 +9,10 @@ import sys
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from ..diagnose.session import probe_environment, relevant_env
+from ..files import atomic_write, read_log
 from ..run import process
-from ..run.harness import Harness, read_log
+from ..run.harness import Harness
+from ..run.probe import probe_environment, relevant_env
 from .history import History, default_path
 from .records import (
     Plan,
@@ -124,30 +125,20 @@ def judge_night(record_files: list[str], out: str, judging: Judging, say: Say) -
 def _write_summaries(out: str, data: dict) -> None:
     for name, text in (("summary.json", json.dumps(data, indent=2) + "\n"), ("summary.md", render_markdown(data)),
                        ("junit.xml", render_junit(data))):
-        tmp = os.path.join(out, f".{name}.tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, os.path.join(out, name))
-
-
-class _Chatter:
-    def __init__(self, say: Say) -> None:
-        self.say = say
-
-    def run(self, r) -> None:
-        self.say(f"    [{r.spec.name}] {r.outcome.value} in {r.exit.duration:.1f}s")
+        atomic_write(os.path.join(out, name), text)
 
 
 def _bisect(night, names: list[str], out: str, jobs: Optional[int], say: Say) -> dict[str, str]:
     """The full ladder on each changed repro; returns report.md paths, relative to out."""
     from ..diagnose.session import Session
+    from ..progress import Progress
 
     reports = {}
     for name in names:
         argv = night.repros[name]["argv"]
         run_dir = os.path.join(out, "bisect", Repro(name, tuple(argv)).slug)
         say(f"aoti-bisect: {name} changed; running the ladder in {run_dir}")
-        session = Session(run_dir, list(argv), _Chatter(say), jobs=jobs or 1,
+        session = Session(run_dir, list(argv), Progress(indent="    ", write=say), jobs=jobs or 1,
                           cache_root=os.path.join(out, "cache"), python_script=argv[0] == sys.executable)
         session.execute()
         reports[name] = os.path.relpath(os.path.join(run_dir, "report.md"), out)

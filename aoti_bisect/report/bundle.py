@@ -7,6 +7,7 @@ import json
 import os
 import tarfile
 
+from ..files import read_text
 from .markdown import render_markdown
 from .redact import Redactor
 
@@ -29,9 +30,9 @@ def write_bundle(run_dir: str, dest: str, data: dict, redactor: Redactor) -> str
             for name in _RUN_FILES:
                 f = os.path.join(path, name)
                 if os.path.isfile(f):
-                    add(f"runs/{os.path.basename(os.path.dirname(path))}/{name}", _read(f))
+                    add(f"runs/{os.path.basename(os.path.dirname(path))}/{name}", read_text(f))
         for path in _culprit_sources(run_dir, data):
-            add(f"generated/{os.path.basename(path)}", _read(path))
+            add(f"generated/{os.path.basename(path)}", read_text(path))
     return dest
 
 
@@ -51,8 +52,3 @@ def _culprit_sources(run_dir: str, data: dict) -> list[str]:
                 continue
             found += glob.glob(os.path.join(cache, "*", "*.wrapper.cpp"))
     return list(dict.fromkeys(found))
-
-
-def _read(path: str) -> str:
-    with open(path, errors="replace") as f:
-        return f.read()

@@ -15,6 +15,7 @@ from ..exits import (
     EXIT_NOT_REPRODUCED,
     EXIT_REPRODUCED,
 )
+from ..files import atomic_write, read_text
 from .excerpt import log_excerpt
 from .markdown import render_markdown
 from .redact import Redactor
@@ -84,12 +85,8 @@ class Report:
         return VERDICT_EXIT[Verdict(self.data["verdict"])]
 
     def write(self) -> None:
-        tmp = os.path.join(self.run_dir, "report.json.tmp")
-        with open(tmp, "w") as f:
-            json.dump(self.data, f, indent=2)
-        os.replace(tmp, os.path.join(self.run_dir, "report.json"))
-        with open(os.path.join(self.run_dir, "report.md"), "w") as f:
-            f.write(render_markdown(self.data))
+        atomic_write(os.path.join(self.run_dir, "report.json"), json.dumps(self.data, indent=2))
+        atomic_write(os.path.join(self.run_dir, "report.md"), render_markdown(self.data))
 
     def headline(self) -> str:
         d = self.data
@@ -113,8 +110,7 @@ class Report:
 
 def _read(path: str) -> str:
     try:
-        with open(path, errors="replace") as f:
-            return f.read().strip()
+        return read_text(path).strip()
     except OSError:
         return f"(missing: {path})"
 

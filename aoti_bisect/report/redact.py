@@ -1,10 +1,11 @@
 """Nothing secret leaves the machine: pure functions that scrub text before it reaches a report or bundle."""
 from __future__ import annotations
 
-import getpass
 import os
 import re
 from dataclasses import dataclass, field
+
+from ..files import user_name
 
 SECRET_WORDS = ("TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
 MASK = "<redacted>"
@@ -48,7 +49,7 @@ class Redactor:
             home = os.path.expanduser("~")
             if home and home != "/":
                 paths.append((home, "~"))
-            user = _user()
+            user = user_name()
             if user:
                 paths.append((f"/home/{user}", "/home/<user>"))
                 paths.append((user, "<user>"))
@@ -67,10 +68,3 @@ class Redactor:
 
     def env(self, env: dict[str, str]) -> dict[str, str]:
         return {k: MASK if is_secret_name(k) else self(v) for k, v in env.items()}
-
-
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return ""

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import getpass
 import hashlib
 import json
 import os
@@ -13,34 +12,24 @@ import threading
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Callable, Iterable, Optional
 
+from ..aoti import flags
 from ..aoti.wrapper import triton_kernel_name
+from ..files import read_log, user_name
 from . import process
 from .classify import classify
 from .types import Outcome, RunResult, RunSpec, Signature
 
-# Flags read by the AOTI runtime or the CUDA runtime at run time: they never need a fresh compile.
-RUNTIME_FLAGS = frozenset({"AOTI_RUNTIME_CHECK_INPUTS", "PYTORCH_NO_CUDA_MEMORY_CACHING", "CUDA_LAUNCH_BLOCKING"})
-
 CHILD_ENV = {"PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1", "TORCH_SHOW_CPP_STACKTRACES": "1"}
 
-# Our own variables: a user's shell may have them set, but a run must only see what its spec says.
-_OWNED_PREFIXES = ("AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER", "AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT")
-
-MAX_LOG_READ = 64 << 20
 
 
 def compile_key(env: dict[str, str]) -> str:
     """Runs with the same compile-time flags may share a compile cache; others never do."""
-    items = sorted((k, v) for k, v in env.items() if k not in RUNTIME_FLAGS)
+    items = sorted((k, v) for k, v in env.items() if k not in flags.RUNTIME)
     if not items:
         return "default"
     return hashlib.sha1(json.dumps(items).encode()).hexdigest()[:10]
 
-
-def read_log(path: str) -> str:
-    with open(path, "rb") as f:
-        data = f.read(MAX_LOG_READ)
-    return data.decode("utf-8", errors="replace")
 
 
 class Harness:
@@ -62,7 +51,7 @@ class Harness:
         # Several sessions (a scenario check) may share one cache root: keys include the flags and the graph.
         self.cache_root = os.path.abspath(cache_root or os.path.join(self.run_dir, "cache"))
         self.base_env = {k: v for k, v in (base_env if base_env is not None else os.environ).items()
-                         if not k.startswith(_OWNED_PREFIXES)}
+                         if not k.startswith(flags.OWNED)}
         self.jobs = max(1, jobs)
         self.limits = limits
         self.cancel = cancel or process.Cancel()
@@ -114,7 +103,7 @@ class Harness:
         # Inductor keeps precompiled headers under $TMPDIR/torchinductor_<user>; a private TMPDIR would
         # rebuild them (10-20 s) every run. Their names hash the header and the compiler flags, so one
         # folder can serve every run and every flag set.
-        link = os.path.join(tmp, f"torchinductor_{_user()}")
+        link = os.path.join(tmp, f"torchinductor_{user_name()}")
         if not os.path.lexists(link):
             os.symlink(headers, link)
         overlay = self.overlay(spec, run_path, slot)
@@ -227,10 +216,3 @@ def _resolve_triton_source(sig: Signature) -> Signature:
     except OSError:
         return sig
     return dataclasses.replace(sig, kernel=name) if name else sig
-
-
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return f"uid_{os.getuid()}"

@@ -1,0 +1,22 @@
+"""The debugging guide's flags: which the ladder sets at each stage, and which take effect without a recompile.
+
+See NOTES-aoti (shared notes) for what each one does; the sets below are the only place they are spelled.
+"""
+from __future__ import annotations
+
+SANITY = {"AOTI_RUNTIME_CHECK_INPUTS": "1", "TORCHINDUCTOR_NAN_ASSERTS": "1"}
+DETERMINISM = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "CUDA_LAUNCH_BLOCKING": "1"}
+PRINTER = "AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER"
+FILTER = "AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT"
+TRACE = {PRINTER: "3"}
+INSPECT = {PRINTER: "2"}
+
+# Read by the AOTI runtime or the CUDA runtime at run time: they never need a fresh compile.
+RUNTIME = frozenset({"AOTI_RUNTIME_CHECK_INPUTS", "PYTORCH_NO_CUDA_MEMORY_CACHING", "CUDA_LAUNCH_BLOCKING"})
+
+# The tool's own: a user's shell may have them set, but a run must only see what its stage says.
+OWNED = (PRINTER, FILTER)
+
+
+def needs_compile(env: dict[str, str]) -> bool:
+    return any(k not in RUNTIME for k in env)
