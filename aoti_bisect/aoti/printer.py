@@ -1,20 +1,18 @@
-"""Parsers for AOTI's intermediate value printer output (levels 2 and 3): pure, streaming."""
+"""Parsers for AOTI's intermediate value printer output (levels 2 and 3): pure functions over text, streaming.
+
+Reading a log file (in pieces, in parallel for big ones) is level2_file.py's job."""
 from __future__ import annotations
 
 import functools
 import math
-import multiprocessing
-import os
 import re
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from itertools import repeat
 from typing import Generator, Iterable, Iterator, NamedTuple, Optional
 
 _LAUNCH = re.compile(r"^\[ (?P<when>before|after)_launch: (?P<kernel>[^\]\s]+) \]\s*$")
 # The header may follow a scalar's text on the same line: scalars are printed with a literal "\n".
-_BLOCK = re.compile(r"\[  (?:(?P<when>before_launch|after_launch) - (?P<kernel>\S+) - (?P<arg>[^\]\s:]+)"
+BLOCK_HEADER = re.compile(r"\[  (?:(?P<when>before_launch|after_launch) - (?P<kernel>\S+) - (?P<arg>[^\]\s:]+)"
                     r"|aoti_model_inputs - (?P<input>[^\]\s]+))  \]:")
 _SCALAR = re.compile(r"\[  (?P<when>before|after)_launch - (?P<kernel>\S+) - (?P<arg>[^\]\s:]+): (?P<value>-?\d+)  \]")
 
@@ -39,14 +37,6 @@ class Trace:
     @property
     def last_finished(self) -> Optional[str]:
         return self.launches[-1].kernel if self.launches and self.launches[-1].finished else None
-
-    @property
-    def kernels(self) -> list[str]:
-        """Distinct kernels in first-launch order."""
-        seen: dict[str, None] = {}
-        for launch in self.launches:
-            seen.setdefault(launch.kernel)
-        return list(seen)
 
 
 def parse_trace(lines: Iterable[str]) -> Trace:
@@ -83,19 +73,6 @@ class TensorStats(NamedTuple):
     @property
     def is_float(self) -> bool:
         return _is_float_dtype(self.dtype)
-
-    @property
-    def non_finite(self) -> bool:
-        """NaN/Inf anywhere: a NaN or Inf element always poisons the mean, min or max."""
-        if self.scalar is not None or self.numel == 0 or not self.is_float:
-            return False
-        return not (math.isfinite(self.mean) and math.isfinite(self.min) and math.isfinite(self.max))
-
-    def out_of_range(self, bound: Optional[int]) -> bool:
-        """An integer tensor holding values outside [-bound, bound): a suspect index."""
-        if bound is None or self.is_float or self.scalar is not None or self.numel == 0:
-            return False
-        return self.min < -bound or self.max >= bound
 
     def describe(self) -> str:
         if self.scalar is not None:
@@ -150,7 +127,7 @@ _TRAILER_RE = re.compile(_TRAILER)
 # irregular, and one at a piece's start is read line by line) to its trailer's end: the header's groups, then the rest of the header line and the value lines,
 # then the trailer's. The lazy value lines stop at a line that starts with a mark: a block without a trailer
 # must not send the search on to a later block's trailer (rescanning the rest of the piece from each such one).
-_WHOLE = re.compile(r"\n" + _BLOCK.pattern + r"(?P<values>[^\n]*\n(?:(?!\[  )[^\n]*\n)*?)" + _TRAILER)
+_WHOLE = re.compile(r"\n" + BLOCK_HEADER.pattern + r"(?P<values>[^\n]*\n(?:(?!\[  )[^\n]*\n)*?)" + _TRAILER)
 _MARK = "[  "  # every header and scalar starts so; value and field lines never hold it
 
 
@@ -206,7 +183,7 @@ def _read_lines(block: Optional[dict], text: str) -> Generator[TensorStats, None
         if ": " in line:  # a scalar (a header ends in "]:")
             for m in _SCALAR.finditer(line):
                 yield TensorStats(m["when"], m["kernel"], m["arg"], scalar=int(m["value"]))
-        header = _BLOCK.search(line)
+        header = BLOCK_HEADER.search(line)
         if header:
             if block is not None and (done := _stats(block)):
                 yield done
@@ -264,21 +241,6 @@ def _stats(block: dict) -> Optional[TensorStats]:
     return TensorStats(**block) if "numel" in block else None
 
 
-def read_pieces(path: str, size: int = 1 << 20, start: int = 0, end: Optional[int] = None) -> Iterator[str]:
-    """Bytes [start, end) of a text file in pieces of about `size` bytes, each ending at a line end (for
-    parse_blocks), decoded as text mode would (UTF-8, errors replaced, universal newlines)."""
-    with open(path, "rb") as f:
-        f.seek(start)
-        left = math.inf if end is None else end - start
-        while left > 0 and (piece := f.read(min(size, left))):
-            if not piece.endswith(b"\n") and len(piece) < left:
-                piece += f.readline()
-            left -= len(piece)
-            # Pieces end at a line end, so no UTF-8 sequence and no \r\n pair is cut between two of them.
-            text = piece.decode("utf-8", "replace")
-            yield text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
-
-
 @dataclass
 class KernelView:
     """Everything level 2 showed about one kernel: before/after stats per argument (first and worst kept)."""
@@ -288,7 +250,11 @@ class KernelView:
     after: dict[str, TensorStats]
 
 
-def collect(stats: Iterable[TensorStats], bound: Optional[int] = None) -> tuple[dict[str, KernelView], dict[str, TensorStats]]:
+# What the level-2 printer showed: per-kernel views, and the model inputs' stats by name.
+Observation = tuple[dict[str, KernelView], dict[str, TensorStats]]
+
+
+def collect(stats: Iterable[TensorStats], bound: Optional[int] = None) -> Observation:
     """Fold a block stream into per-kernel views and model-input stats.
 
     A kernel launched many times (a script that runs its model in a loop) keeps, per argument, the first
@@ -317,71 +283,6 @@ def _interned(s: TensorStats) -> TensorStats:
     names, dtypes, devices and shapes; shared strings make them a third of the size, here and in the
     pickles that read_level2's workers send."""
     return TensorStats(*(sys.intern(v) if type(v) is str else v for v in s))
-
-
-def _fold(into: dict[str, TensorStats], later: dict[str, TensorStats], bound: Optional[int]) -> None:
-    """collect's rule between two tables folded from consecutive parts of one log (collect keeps its own
-    copy of the rule inline: its loop runs once per block, millions of times, and a call costs)."""
-    for arg, s in later.items():
-        old = into.get(arg)
-        if old is None or (is_bad(s, bound) and not is_bad(old, bound)):
-            into[arg] = s
-
-
-def _collect_range(path: str, start: int, end: int,
-                   bound: Optional[int]) -> tuple[dict[str, KernelView], dict[str, TensorStats]]:
-    return collect(parse_blocks(read_pieces(path, start=start, end=end)), bound)
-
-
-def _header_at_or_after(f, offset: int, size: int) -> int:
-    """The offset of the first line at or after `offset` that starts with a block header, else `size`."""
-    f.seek(max(offset - 1, 0))
-    pos = f.tell()
-    carry = b""
-    while pos < size:
-        chunk = carry + f.read(1 << 20)
-        if len(chunk) == len(carry):
-            break
-        base = pos - len(carry)
-        i = chunk.find(b"\n[  ")
-        while i >= 0:
-            line = chunk[i + 1:chunk.find(b"\n", i + 1)].decode("utf-8", "replace")
-            if _BLOCK.match(line):
-                return base + i + 1
-            i = chunk.find(b"\n[  ", i + 1)
-        pos = base + len(chunk)
-        carry = chunk[-4096:]  # a header line cut by the read is found again in the next one
-    return size
-
-
-def read_level2(path: str, bound: Optional[int] = None, workers: Optional[int] = None,
-                parallel_from: int = 64 << 20) -> tuple[dict[str, KernelView], dict[str, TensorStats]]:
-    """collect(parse_blocks(read_pieces(path)), bound), which it equals. A log of `parallel_from` bytes or
-    more is cut at block headers into one range per worker process (default: two where two CPUs are
-    usable), and their views are folded in log order. Two, not one per CPU: each worker holds a view of
-    its own (~35 MB on a gigabyte log), and two already take the parse well past 100 MB/s.
-
-    The workers are spawned, so a script that calls this must guard its own top level with
-    `if __name__ == "__main__":`, as any spawning library asks (the console entry points do)."""
-    size = os.path.getsize(path)
-    workers = workers or min(2, len(os.sched_getaffinity(0)))
-    if size < parallel_from or workers < 2:
-        return _collect_range(path, 0, size, bound)
-    with open(path, "rb") as f:
-        cuts = sorted({0, size} | {_header_at_or_after(f, size * i // workers, size)
-                                   for i in range(1, workers)})
-    # spawn, not fork: the ladder has threads (runs, the probe), and a forked child can inherit a held lock.
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        parts = pool.map(_collect_range, repeat(path), cuts[:-1], cuts[1:], repeat(bound))
-        views, inputs = next(parts)
-        for later_views, later_inputs in parts:
-            for kernel, view in later_views.items():
-                mine = views.setdefault(kernel, view)
-                if mine is not view:
-                    _fold(mine.before, view.before, bound)
-                    _fold(mine.after, view.after, bound)
-            _fold(inputs, later_inputs, bound)
-    return views, inputs
 
 
 def is_bad(s: TensorStats, bound: Optional[int]) -> bool:

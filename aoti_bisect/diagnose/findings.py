@@ -1,7 +1,15 @@
-"""What the ladder concludes."""
+"""What the ladder concludes: each stage's runs and finding, the culprit and its evidence, the verdict."""
 from __future__ import annotations
 
 import enum
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..aoti import flags
+from ..run.types import RunResult, Signature
+from ..stats import Rate
 
 
 class Verdict(str, enum.Enum):
@@ -10,3 +18,63 @@ class Verdict(str, enum.Enum):
     INCONCLUSIVE = "inconclusive"
     ERROR = "error"
 
+
+@dataclass
+class Culprit:
+    kind: str  # kernel | model_input | constant | outside_instrumented_kernels | unknown
+    kernel: Optional[str] = None
+    input_index: Optional[int] = None
+    input_name: Optional[str] = None
+    evidence: list[str] = field(default_factory=list)
+    stats: list[dict] = field(default_factory=list)
+    probes: list[list[str]] = field(default_factory=list)
+    summary: str = ""  # the one line that convicts; the evidence list is the whole chain
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "kernel": self.kernel, "summary": self.summary or (self.evidence or [""])[0],
+                "input_index": self.input_index,
+                "input_name": self.input_name, "evidence": self.evidence, "stats": self.stats,
+                "probes": self.probes}
+
+
+@dataclass
+class Stage:
+    name: str
+    env: dict[str, str]
+    results: list[RunResult] = field(default_factory=list)
+    finding: str = ""
+    skipped: Optional[str] = None
+
+    @property
+    def recompiled(self) -> bool:
+        return flags.needs_compile(self.env)
+
+    @property
+    def rate(self) -> Rate:
+        return Rate(sum(r.failed for r in self.results), len(self.results))
+
+    @property
+    def failures(self) -> list[RunResult]:
+        return [r for r in self.results if r.failed]
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "env": self.env, "recompiled": self.recompiled, "runs": self.rate.runs,
+                "failures": self.rate.failures, "rate": self.rate.to_json(), "finding": self.finding,
+                "skipped": self.skipped, "logs": [r.log_path for r in self.results],
+                "rerun": [os.path.join(r.run_dir, "rerun.sh") for r in self.results[:1]],
+                "failing_log": self.failures[0].log_path if self.failures else None,
+                "signatures": dict(Counter(r.signature.kind for r in self.failures if r.signature))}
+
+
+@dataclass
+class Findings:
+    verdict: Verdict
+    signature: Optional[Signature]
+    baseline: Rate
+    stages: list[Stage]
+    culprit: Optional[Culprit] = None
+    summary: str = ""
+    source: Optional[tuple[str, str]] = None
+    source_nodes: str = ""
+    next_steps: list[str] = field(default_factory=list)
+    interrupted: bool = False

@@ -1,34 +1,27 @@
-"""The escalation ladder: baseline, sanity, determinism, kernel trace, inspection.
+"""The escalation ladder: baseline, sanity, determinism, kernel trace, inspection. It only decides.
 
-Each stage is a set of fresh runs under an env overlay. The ladder never starts a process: it is handed
-`run_batch(specs, stop)`, and reads only the logs and generated sources those runs left behind.
+Each stage is a set of fresh runs under an env overlay. The ladder starts no process and opens no file: it is
+handed `run_batch` (runs specs, reports each result as it lands) and an `Evidence` (reads what a finished run
+left behind), so its every decision can be driven by fakes (tests/test_ladder.py).
 """
 from __future__ import annotations
 
-import os
-import re
-import shlex
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Optional
 
-from ..aoti import flags, printer, wrapper
-from ..files import read_log
-from ..run.classify import index_bound
-from ..run.types import RunResult, RunSpec, Signature
+from ..aoti import checks, flags, wrapper
+from ..run.types import RunBatch, RunResult, RunSpec, Signature
 from ..stats import Rate, baseline_should_stop, fisher_exact, runs_to_observe
-from .findings import Verdict
+from .advice import next_steps
+from .evidence import Evidence
+from .findings import Culprit, Findings, Stage, Verdict
 from .stages import STAGES
-from .walk import Culprit, walk
+from .walk import walk
 
 # Failures that stop the process (or hang it): when every instrumented launch finished, the fault lies outside.
 FAULT_KINDS = {"illegal_memory_access", "device_assert", "index_out_of_bounds", "segfault", "abort", "crash",
                "timeout", "out_of_memory"}
-
-# run_batch(specs, stop, sink): runs specs until stop(results so far); sink(result) sees each as it lands.
-RunBatch = Callable[[list[RunSpec], Callable[[list[RunResult]], bool], Callable[[RunResult], None]], None]
-_INPUT_CHECK = re.compile(r"input_handles\[(?P<i>\d+)\]: (?P<what>[^\n]*)")
-_NAN_ASSERT = re.compile(r"At least one (?P<what>NaN|INF) in (?P<var>\w+)")
 
 
 @dataclass
@@ -41,49 +34,6 @@ class Options:
     inspect_cap: int = 8
 
 
-@dataclass
-class Stage:
-    name: str
-    env: dict[str, str]
-    results: list[RunResult] = field(default_factory=list)
-    finding: str = ""
-    skipped: Optional[str] = None
-
-    @property
-    def recompiled(self) -> bool:
-        return flags.needs_compile(self.env)
-
-    @property
-    def rate(self) -> Rate:
-        return Rate(sum(r.failed for r in self.results), len(self.results))
-
-    @property
-    def failures(self) -> list[RunResult]:
-        return [r for r in self.results if r.failed]
-
-    def to_json(self) -> dict:
-        return {"name": self.name, "env": self.env, "recompiled": self.recompiled, "runs": self.rate.runs,
-                "failures": self.rate.failures, "rate": self.rate.to_json(), "finding": self.finding,
-                "skipped": self.skipped, "logs": [r.log_path for r in self.results],
-                "rerun": [os.path.join(r.run_dir, "rerun.sh") for r in self.results[:1]],
-                "failing_log": self.failures[0].log_path if self.failures else None,
-                "signatures": dict(Counter(r.signature.kind for r in self.failures if r.signature))}
-
-
-@dataclass
-class Findings:
-    verdict: Verdict
-    signature: Optional[Signature]
-    baseline: Rate
-    stages: list[Stage]
-    culprit: Optional[Culprit] = None
-    summary: str = ""
-    source: Optional[tuple[str, str]] = None
-    source_nodes: str = ""
-    next_steps: list[str] = field(default_factory=list)
-    interrupted: bool = False
-
-
 def dominant(results: list[RunResult]) -> Optional[Signature]:
     sigs = [r.signature for r in results if r.failed and r.signature]
     if not sigs:
@@ -93,16 +43,16 @@ def dominant(results: list[RunResult]) -> Optional[Signature]:
 
 
 class Ladder:
-    def __init__(self, argv: list[str], run_batch: RunBatch, options: Options) -> None:
+    def __init__(self, argv: list[str], run_batch: RunBatch, evidence: Evidence, options: Options) -> None:
         self.argv = argv
         self.run_batch = run_batch
+        self.evidence = evidence
         self.opt = options
         self.stages: list[Stage] = []
         self.counter = 0
         self.estimate = 1.0
         self.trace_stage: Optional[Stage] = None
         self.suspect: Optional[str] = None
-        self._graphs: dict[str, Optional[wrapper.WrapperGraph]] = {}
 
     # -- running ---------------------------------------------------------------------------------
     def _run(self, stage: Stage, n: int, stop: Callable[[list[RunResult]], bool] = lambda rs: False) -> Stage:
@@ -110,7 +60,7 @@ class Ladder:
         self.stages.append(stage)
         env = tuple(sorted(stage.env.items()))
         specs = [RunSpec(tuple(self.argv), stage.name, self.counter + i, env, self.opt.timeout) for i in range(n)]
-        self.run_batch(specs, stop, stage.results.append)
+        self.run_batch(specs, stage.results.append, stop)
         # Runs are started in index order and every started run lands, so the unused indices are reusable.
         self.counter += len(stage.results)
         stage.results.sort(key=lambda r: r.spec.index)
@@ -158,7 +108,7 @@ class Ladder:
         base.finding = f"reproduced {rate.describe()}: {sig.kind} in {sig.phase}: {sig.message}"
         out.summary = base.finding
         if sig.phase in ("export", "compile", "load"):
-            out.next_steps = self._next_steps(sig, None)
+            out.next_steps = next_steps(self.argv, sig, None, self._is_cuda())
             return self._skip_rest(out, f"the failure is in the {sig.phase} phase: no kernel runs, so the "
                                         "runtime ladder cannot localise it")
         for name, step in (("sanity", self.sanity), ("determinism", self.determinism), ("trace", self.trace),
@@ -190,24 +140,21 @@ class Ladder:
         stage = self._run_until_seen(Stage("sanity", dict(flags.SANITY)))
         graph = self._graph(stage)
         for r in stage.failures:
-            text = read_log(r.log_path)
-            m = _INPUT_CHECK.search(text)
-            if m:
-                idx = int(m["i"])
+            hit = self.evidence.sanity(r)
+            if isinstance(hit, checks.InputRejected):
+                idx = hit.index
                 name = graph.inputs[idx] if graph and idx < len(graph.inputs) else f"input {idx}"
                 expected = graph.expected.get(name) if graph else None
                 c = Culprit("model_input", input_index=idx, input_name=name)
-                c.evidence.append(f"AOTI_RUNTIME_CHECK_INPUTS rejects model input {idx} ({name}): "
-                                  f"{m['what'].strip()}")
+                c.evidence.append(f"AOTI_RUNTIME_CHECK_INPUTS rejects model input {idx} ({name}): {hit.what}")
                 if expected:
                     c.evidence.append(f"the package was compiled for {name} with sizes [{expected[0]}] "
                                       f"and strides [{expected[1]}]")
                 out.culprit = c
-                stage.finding = f"input check fired: model input {idx} ({name}): {m['what'].strip()}"
+                stage.finding = f"input check fired: model input {idx} ({name}): {hit.what}"
                 return
-            m = _NAN_ASSERT.search(text)
-            if m:
-                out.culprit = self._nan_assert_culprit(m["what"], m["var"], graph)
+            if isinstance(hit, checks.NanAssert):
+                out.culprit = self._nan_assert_culprit(hit.what, hit.var, graph)
                 stage.finding = out.culprit.evidence[0]
                 return
         stage.finding = (f"no input or NaN check fired ({stage.rate.describe()} failed as before)"
@@ -261,7 +208,7 @@ class Ladder:
             out.culprit = Culprit("unknown", evidence=[f"the trace stage did not reproduce the failure "
                                                        f"({stage.rate.describe()}), so no launch can be blamed"])
             return
-        traces = [printer.parse_trace(read_log(r.log_path).splitlines()) for r in stage.failures]
+        traces = [self.evidence.trace(r) for r in stage.failures]
         if not any(t.launches for t in traces):
             why = ("no generated C++ wrapper was compiled under these flags: the repro most likely loads a "
                    "prebuilt .pt2 (compile-time flags never take effect) or uses plain torch.compile (the "
@@ -301,12 +248,12 @@ class Ladder:
                                      if graph is None else "the trace stage did not reproduce the failure"))
             return
         sig = out.signature
-        bound = index_bound(sig.message) if sig else None
+        bound = checks.index_bound(sig.message) if sig else None
         suspect = self.suspect
         crashed = suspect is not None
         inspect_stages: list[Stage] = []
 
-        def observe(kernels: list[str]) -> printer.Observation:
+        def observe(kernels: list[str]):
             env = {**self._gpu_env(), **flags.INSPECT, flags.FILTER: ",".join(kernels)}
             stage = self._run_until_seen(Stage("inspect", env))
             inspect_stages.append(stage)
@@ -318,7 +265,7 @@ class Ladder:
             views: dict = {}
             inputs: dict = {}
             for r in runs:
-                v, i = printer.read_level2(r.log_path, bound)
+                v, i = self.evidence.level2(r, bound)
                 for k, view in v.items():
                     views.setdefault(k, view)
                 for k, s in i.items():
@@ -340,19 +287,8 @@ class Ladder:
 
     # -- helpers ---------------------------------------------------------------------------------
     def _graph(self, stage: Optional[Stage]) -> Optional[wrapper.WrapperGraph]:
-        """The launch graph a stage's compile generated; parsed once per cache dir (stages may share one)."""
-        if stage is None or not stage.results:
-            return None
-        cache = stage.results[0].cache_dir
-        if cache not in self._graphs:
-            self._graphs[cache] = None
-            for path in wrapper.find_wrappers(os.path.join(cache, "inductor")):
-                with open(path, errors="replace") as f:
-                    graph = wrapper.parse_wrapper(f.read(), path, wrapper.extern_nodes_for(path))
-                if graph.launches:
-                    self._graphs[cache] = graph
-                    break
-        return self._graphs[cache]
+        """The launch graph a stage's compile generated."""
+        return self.evidence.graph(stage.results[0]) if stage is not None and stage.results else None
 
     def _is_cuda(self) -> bool:
         for stage in self.stages:
@@ -366,43 +302,8 @@ class Ladder:
         if c is None:
             return
         if c.kernel:
-            roots = [os.path.join(s.results[0].cache_dir, "inductor") for s in self.stages if s.results]
-            out.source = wrapper.kernel_source(c.kernel, list(dict.fromkeys(roots)))
+            out.source = self.evidence.kernel_source(c.kernel, [s.results[0] for s in self.stages if s.results])
             graph = self._graph(self.trace_stage)
             hits = graph.by_name(c.kernel) if graph else []
             out.source_nodes = hits[0].source_nodes if hits else ""
-        out.next_steps = self._next_steps(out.signature, c)
-
-    def _next_steps(self, sig: Optional[Signature], c: Optional[Culprit]) -> list[str]:
-        cmd = " ".join(shlex.quote(a) for a in self.argv)
-        kind = sig.kind if sig else ""
-        steps = []
-        if c and c.kind == "model_input":
-            steps.append("Feed inputs that match the compiled package (same device, dtype, sizes and strides: "
-                         "call .contiguous() / .to(device)), or export with dynamic shapes (torch.export.Dim) "
-                         f"for the dimension that varies; confirm with: AOTI_RUNTIME_CHECK_INPUTS=1 {cmd}")
-        if c and c.kind == "outside_instrumented_kernels":
-            steps.append("Check the custom op's kernel and its fake/meta function (shapes, strides, bounds); "
-                         + (f"run it under compute-sanitizer: PYTORCH_NO_CUDA_MEMORY_CACHING=1 "
-                            f"compute-sanitizer --tool memcheck {cmd}" if self._is_cuda() else
-                            f"run it under valgrind: valgrind --error-exitcode=9 {cmd}"))
-        if kind == "illegal_memory_access":
-            steps.append(f"Ground truth for the access: PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer "
-                         f"--tool memcheck {cmd}")
-        if kind in ("index_out_of_bounds", "device_assert") and c and c.kind == "kernel":
-            steps.append(f"Read the index computation in {c.kernel} (source below) against the bound in the "
-                         "assertion; an index derived from input values needs clamping or a guard")
-        if kind == "nan_inf" and c and c.kind == "kernel":
-            steps.append(f"Check the numerics of the ops fused into {c.kernel} (log/sqrt/div of values outside "
-                         "their domain); on CUDA, TORCHINDUCTOR_RUNTIME_TRITON_NAN_ASSERTS=1 narrows it to the "
-                         "element")
-        if sig and sig.phase == "load":
-            steps.append("Load failures: register every custom-op library the package calls "
-                         "(torch.ops.load_library / import the extension) before aoti_load_package, and load "
-                         "with the same torch build and C++ toolchain (CXX) that compiled it")
-        if sig and sig.phase in ("export", "compile"):
-            steps.append(f"Reproduce the {sig.phase} error alone with TORCH_LOGS=+inductor and check custom-op "
-                         f"fake/meta functions; shrink it with: DUMP_AOTI_MINIFIER=1 {cmd}")
-        elif c is None or c.kind in ("kernel", "unknown"):
-            steps.append(f"Shrink the graph with the AOTI minifier: DUMP_AOTI_MINIFIER=1 {cmd}")
-        return steps
+        out.next_steps = next_steps(self.argv, out.signature, c, self._is_cuda())

@@ -12,6 +12,7 @@ from ..run import process
 from ..run.harness import Harness
 from ..run.probe import probe_environment, relevant_env
 from ..run.types import RunResult
+from .evidence import RunEvidence
 from .findings import Verdict
 from .ladder import Findings, Ladder, Options
 
@@ -43,14 +44,14 @@ class Session:
             return f"torch is not importable by {python}: {self.environment['torch_error']}"
         return None
 
-    def _run_batch(self, specs, stop, sink) -> None:
+    def _run_batch(self, specs, on_result, stop) -> None:
         def landed(r: RunResult) -> None:
-            sink(r)
+            on_result(r)
             self.progress.run(r)
         self.harness.run_many(specs, on_result=landed, stop=stop)
 
     def execute(self) -> Report:
-        ladder = Ladder(self.argv, self._run_batch, self.options)
+        ladder = Ladder(self.argv, self._run_batch, RunEvidence(), self.options)
         self.progress.say(f"aoti-bisect: run directory {self.run_dir}")
         # The probe runs beside the baseline, not before it.
         probe: dict = {}

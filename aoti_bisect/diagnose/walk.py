@@ -6,32 +6,13 @@ the repro with the level-2 printer filtered to those kernels and returns what th
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from ..aoti.printer import KernelView, TensorStats, is_bad
+from ..aoti.printer import KernelView, Observation, TensorStats, is_bad
 from ..aoti.wrapper import Launch, WrapperGraph
+from .findings import Culprit
 
-Observation = tuple[dict[str, KernelView], dict[str, TensorStats]]
 Observe = Callable[[list[str]], Observation]
-
-
-@dataclass
-class Culprit:
-    kind: str  # kernel | model_input | constant | outside_instrumented_kernels | unknown
-    kernel: Optional[str] = None
-    input_index: Optional[int] = None
-    input_name: Optional[str] = None
-    evidence: list[str] = field(default_factory=list)
-    stats: list[dict] = field(default_factory=list)
-    probes: list[list[str]] = field(default_factory=list)
-    summary: str = ""  # the one line that convicts; the evidence list is the whole chain
-
-    def to_json(self) -> dict:
-        return {"kind": self.kind, "kernel": self.kernel, "summary": self.summary or (self.evidence or [""])[0],
-                "input_index": self.input_index,
-                "input_name": self.input_name, "evidence": self.evidence, "stats": self.stats,
-                "probes": self.probes}
 
 
 def _dims(size: str) -> list[int]:

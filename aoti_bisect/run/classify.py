@@ -10,15 +10,12 @@ from typing import Iterable, Optional
 from ..aoti.printer import parse_trace
 from .types import Outcome, ProcessExit, Signature
 
-PHASES = ("export", "compile", "load", "run", "unknown")
-
 _TB_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+,? in (?P<func>\S+)')
 _FINAL_EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failed|Fault))(?:: (?P<msg>.*))?$")
 _THREAD_SPAM = re.compile(r"block: \[[\d,]+\], thread: \[[\d,]+\]")
 _TRITON_ASSERT = re.compile(r"^(?P<path>/\S+\.py):(?P<line>\d+): \S+: block: \[.*Assertion `(?P<cond>.*)` failed", re.M)
 _CPP_KERNEL = re.compile(r"Exception raised from (?P<kernel>(?:cpp_fused|triton|cpp)_\w+) at (?P<path>\S+?)(?::\d+)? ")
 _GLOG_PREFIX = re.compile(r"^\[[EWIF]\d{4} [\d:.]+ \S+\] ")
-_INDEX_BOUND = re.compile(r"index out of bounds: 0 <= \w+ < (?P<bound>\d+)")
 _HASH_TOKEN = re.compile(r"\b[a-z0-9]{40,64}\b")
 _NUMBER = re.compile(r"0x[0-9a-fA-F]+|\d+")
 
@@ -149,10 +146,6 @@ def kernel_named(text: str) -> Optional[str]:
             return t["path"]
     return parse_trace(text.splitlines()).unfinished
 
-
-def index_bound(text: str) -> Optional[int]:
-    m = _INDEX_BOUND.search(text)
-    return int(m["bound"]) if m else None
 
 
 def fingerprint(kind: str, phase: str, message: str, kernel: Optional[str]) -> str:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 
 class Outcome(str, enum.Enum):
@@ -94,3 +94,9 @@ class RunResult:
             "dropped_bytes": self.exit.dropped_bytes,
             "signature": self.signature.to_json() if self.signature else None,
         }
+
+
+# run_batch(specs, on_result, stop): runs specs (in index order, several at once where allowed) until all ran
+# or stop(results so far) says enough; on_result sees each result as it lands. The harness is one; the
+# ladder's and the nightly's tests hand in fakes.
+RunBatch = Callable[[list[RunSpec], Callable[[RunResult], None], Callable[[list[RunResult]], bool]], None]

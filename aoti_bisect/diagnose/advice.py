@@ -1,0 +1,43 @@
+"""The report's next steps: what to try once the ladder has concluded, in the repro's own command line."""
+from __future__ import annotations
+
+import shlex
+from typing import Optional
+
+from ..run.types import Signature
+from .findings import Culprit
+
+
+def next_steps(argv: list[str], sig: Optional[Signature], c: Optional[Culprit], cuda: bool) -> list[str]:
+    cmd = " ".join(shlex.quote(a) for a in argv)
+    kind = sig.kind if sig else ""
+    steps = []
+    if c and c.kind == "model_input":
+        steps.append("Feed inputs that match the compiled package (same device, dtype, sizes and strides: "
+                     "call .contiguous() / .to(device)), or export with dynamic shapes (torch.export.Dim) "
+                     f"for the dimension that varies; confirm with: AOTI_RUNTIME_CHECK_INPUTS=1 {cmd}")
+    if c and c.kind == "outside_instrumented_kernels":
+        steps.append("Check the custom op's kernel and its fake/meta function (shapes, strides, bounds); "
+                     + (f"run it under compute-sanitizer: PYTORCH_NO_CUDA_MEMORY_CACHING=1 "
+                        f"compute-sanitizer --tool memcheck {cmd}" if cuda else
+                        f"run it under valgrind: valgrind --error-exitcode=9 {cmd}"))
+    if kind == "illegal_memory_access":
+        steps.append(f"Ground truth for the access: PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer "
+                     f"--tool memcheck {cmd}")
+    if kind in ("index_out_of_bounds", "device_assert") and c and c.kind == "kernel":
+        steps.append(f"Read the index computation in {c.kernel} (source below) against the bound in the "
+                     "assertion; an index derived from input values needs clamping or a guard")
+    if kind == "nan_inf" and c and c.kind == "kernel":
+        steps.append(f"Check the numerics of the ops fused into {c.kernel} (log/sqrt/div of values outside "
+                     "their domain); on CUDA, TORCHINDUCTOR_RUNTIME_TRITON_NAN_ASSERTS=1 narrows it to the "
+                     "element")
+    if sig and sig.phase == "load":
+        steps.append("Load failures: register every custom-op library the package calls "
+                     "(torch.ops.load_library / import the extension) before aoti_load_package, and load "
+                     "with the same torch build and C++ toolchain (CXX) that compiled it")
+    if sig and sig.phase in ("export", "compile"):
+        steps.append(f"Reproduce the {sig.phase} error alone with TORCH_LOGS=+inductor and check custom-op "
+                     f"fake/meta functions; shrink it with: DUMP_AOTI_MINIFIER=1 {cmd}")
+    elif c is None or c.kind in ("kernel", "unknown"):
+        steps.append(f"Shrink the graph with the AOTI minifier: DUMP_AOTI_MINIFIER=1 {cmd}")
+    return steps

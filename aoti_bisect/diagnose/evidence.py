@@ -1,0 +1,63 @@
+"""What the ladder reads from a finished run, behind one small interface so that the ladder only decides.
+
+The ladder is handed an `Evidence` the way it is handed `run_batch`: `RunEvidence` reads the logs and the
+generated sources a real run left behind; the ladder's tests hand it a fake built from captured text.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional, Protocol
+
+from ..aoti import checks, level2_file, printer, wrapper
+from ..files import read_log
+from ..run.types import RunResult
+
+
+class Evidence(Protocol):
+    def sanity(self, result: RunResult) -> Optional[checks.InputRejected | checks.NanAssert]:
+        """The input check or NaN assert that fired in the run, if any."""
+
+    def trace(self, result: RunResult) -> printer.Trace:
+        """The level-3 launch trace the run printed."""
+
+    def level2(self, result: RunResult, bound: Optional[int]) -> printer.Observation:
+        """What the level-2 printer showed: per-kernel views and model-input stats."""
+
+    def graph(self, result: RunResult) -> Optional[wrapper.WrapperGraph]:
+        """The launch graph of the wrapper the run compiled (None: it compiled none)."""
+
+    def kernel_source(self, kernel: str, results: list[RunResult]) -> Optional[tuple[str, str]]:
+        """(path, excerpt) of the kernel's generated source, from what these runs compiled."""
+
+
+class RunEvidence:
+    """Reads a real run's log and its compile cache. Runs of one flag set share one cache: each cache's
+    wrapper is parsed once."""
+
+    def __init__(self) -> None:
+        self._graphs: dict[str, Optional[wrapper.WrapperGraph]] = {}
+
+    def sanity(self, result: RunResult) -> Optional[checks.InputRejected | checks.NanAssert]:
+        return checks.sanity_hit(read_log(result.log_path))
+
+    def trace(self, result: RunResult) -> printer.Trace:
+        return printer.parse_trace(read_log(result.log_path).splitlines())
+
+    def level2(self, result: RunResult, bound: Optional[int]) -> printer.Observation:
+        return level2_file.read_level2(result.log_path, bound)
+
+    def graph(self, result: RunResult) -> Optional[wrapper.WrapperGraph]:
+        cache = result.cache_dir
+        if cache not in self._graphs:
+            self._graphs[cache] = None
+            for path in wrapper.find_wrappers(os.path.join(cache, "inductor")):
+                with open(path, errors="replace") as f:
+                    graph = wrapper.parse_wrapper(f.read(), path, wrapper.extern_nodes_for(path))
+                if graph.launches:
+                    self._graphs[cache] = graph
+                    break
+        return self._graphs[cache]
+
+    def kernel_source(self, kernel: str, results: list[RunResult]) -> Optional[tuple[str, str]]:
+        roots = [os.path.join(r.cache_dir, "inductor") for r in results]
+        return wrapper.kernel_source(kernel, list(dict.fromkeys(roots)))

@@ -1,0 +1,247 @@
+"""Every decision of the ladder, driven by fakes: no process, no file but captured wrappers and printer logs.
+
+A `World` decides each run's outcome from its spec (stage, index, flags); a `Seen` hands the ladder what
+those runs would have left behind, from real captured text (tests/logs/). Shaped like pytest-xdist's
+scheduler tests: the ladder is handed both, exactly as the session hands it the harness and RunEvidence.
+"""
+from typing import Callable, Optional
+
+import pytest
+
+from aoti_bisect.aoti import checks, flags, printer, wrapper
+from aoti_bisect.diagnose.findings import Verdict
+from aoti_bisect.diagnose.ladder import Ladder, Options
+from aoti_bisect.run.classify import fingerprint
+from aoti_bisect.run.harness import compile_key
+from aoti_bisect.run.types import Outcome, ProcessExit, RunResult, RunSpec, Signature
+
+LOGS = "tests/logs/"
+
+
+def sig(kind: str, phase: str = "run", message: str = "boom", kernel: Optional[str] = None) -> Signature:
+    return Signature(kind, phase, message, kernel, fingerprint(kind, phase, message, kernel))
+
+
+class World:
+    """run_batch over a repro whose runs fail as `behave(spec)` says (None: the run passes)."""
+
+    def __init__(self, behave: Callable[[RunSpec], Optional[Signature]]) -> None:
+        self.behave = behave
+        self.specs: list[RunSpec] = []
+
+    def run_batch(self, specs, on_result, stop) -> None:
+        done: list[RunResult] = []
+        for spec in specs:
+            if stop(done):
+                return
+            self.specs.append(spec)
+            s = self.behave(spec)
+            outcome = Outcome.PASSED if s is None else Outcome.INFRA_ERROR if s.kind == "infra" else Outcome.FAILED
+            result = RunResult(spec, outcome, ProcessExit(0 if s is None else 1, None, False, 0.1, 0),
+                               f"runs/{spec.name}", f"runs/{spec.name}/output.log", s,
+                               f"cache/{compile_key(spec.env_dict)}")
+            done.append(result)
+            on_result(result)
+
+    def ran(self, stage: str) -> list[RunSpec]:
+        return [s for s in self.specs if s.stage == stage]
+
+
+class Seen:
+    """The Evidence a fake world leaves: one wrapper for every compile, per-stage logs as parsed objects."""
+
+    def __init__(self, wrapper_log: Optional[str] = None, sanity=None, trace: Optional[printer.Trace] = None,
+                 level2_log: Optional[str] = None) -> None:
+        self.wrapper = wrapper.parse_wrapper(_text(wrapper_log), wrapper_log, wrapper.extern_nodes_for(
+            LOGS + wrapper_log)) if wrapper_log else None
+        self.sanity_hit = sanity
+        self.the_trace = trace or printer.Trace(())
+        self.level2_log = level2_log
+        self.filters: list[list[str]] = []
+
+    def sanity(self, result):
+        return self.sanity_hit if result.failed else None
+
+    def trace(self, result):
+        return self.the_trace
+
+    def level2(self, result, bound):
+        # The printer shows only the filtered kernels: hide the others, as a filtered compile would.
+        wanted = result.spec.env_dict[flags.FILTER].lower().split(",")
+        self.filters.append(wanted)
+        if self.level2_log is None:
+            return {}, {}
+        views, inputs = printer.collect(printer.parse_blocks(_text(self.level2_log).splitlines()), bound)
+        return {k: v for k, v in views.items() if k.lower() in wanted}, inputs
+
+    def graph(self, result):
+        return self.wrapper
+
+    def kernel_source(self, kernel, results):
+        return ("kernel.cpp", f"void {kernel}(...)") if self.wrapper else None
+
+
+def _text(name: str) -> str:
+    with open(LOGS + name) as f:
+        return f.read()
+
+
+def trace_of(name: str) -> printer.Trace:
+    return printer.parse_trace(_text(name).splitlines())
+
+
+def climb(world: World, seen: Seen, **options):
+    ladder = Ladder(["python", "repro.py"], world.run_batch, seen, Options(**options))
+    return ladder, ladder.run()
+
+
+def stage(out, name):
+    return next(s for s in out.stages if s.name == name)
+
+
+def always(signature: Optional[Signature]) -> World:
+    return World(lambda spec: signature)
+
+
+def test_a_repro_that_cannot_run_anywhere_is_an_error_and_climbs_no_further():
+    world = always(sig("infra", "unknown", "No module named 'torch'"))
+    _, out = climb(world, Seen())
+    assert out.verdict is Verdict.ERROR and "cannot run here" in out.summary
+    assert [s.skipped for s in out.stages[1:]] == ["infrastructure error"] * 4
+    assert {s.stage for s in world.specs} == {"baseline"}
+
+
+def test_a_passing_baseline_is_not_reproduced_with_an_upper_bound():
+    world = always(None)
+    _, out = climb(world, Seen(), max_runs=5)
+    assert out.verdict is Verdict.NOT_REPRODUCED
+    assert len(world.ran("baseline")) == 5  # a pass proves little: the adaptive baseline runs to the cap
+    assert "upper bound" in out.summary
+    assert all(s.skipped == "baseline did not reproduce" for s in out.stages[1:])
+
+
+def test_infra_errors_beside_passes_are_inconclusive_not_a_pass():
+    world = World(lambda spec: sig("infra", "unknown", "no GPU") if spec.index % 2 else None)
+    _, out = climb(world, Seen(), runs=4)
+    assert out.verdict is Verdict.INCONCLUSIVE and "could not run" in out.summary
+
+
+def test_a_broken_script_is_an_error_not_a_reproduction():
+    _, out = climb(always(sig("script_error", "unknown", "SyntaxError: invalid syntax")), Seen())
+    assert out.verdict is Verdict.ERROR and "broken" in out.summary
+
+
+@pytest.mark.parametrize("phase", ["export", "compile", "load"])
+def test_a_failure_before_any_kernel_runs_skips_the_runtime_ladder(phase):
+    world = always(sig("compile_error" if phase == "compile" else "python_exception", phase))
+    _, out = climb(world, Seen())
+    assert out.verdict is Verdict.REPRODUCED
+    assert all(f"{phase} phase" in s.skipped for s in out.stages[1:])
+    assert out.next_steps and {s.stage for s in world.specs} == {"baseline"}
+
+
+def test_the_input_check_convicts_the_model_input_and_pins_it():
+    fail = sig("input_mismatch", "run", "unmatched dim value")
+    seen = Seen("cpu/wrapper_index_oob_level3.cpp", sanity=checks.InputRejected(1, "unmatched dim value at 0"))
+    world = World(lambda spec: fail)
+    _, out = climb(world, seen)
+    assert out.culprit.kind == "model_input" and out.culprit.input_index == 1
+    assert out.culprit.input_name == "arg1_1"
+    assert stage(out, "sanity").env == flags.SANITY
+    assert stage(out, "trace").skipped == stage(out, "inspect").skipped == "culprit already pinned"
+
+
+def test_a_nan_assert_blames_the_kernel_that_wrote_the_buffer():
+    seen = Seen("cpu/wrapper_nan_after_matmul_level2.cpp", sanity=checks.NanAssert("NaN", "buf0"))
+    _, out = climb(always(sig("nan_inf", "run", "At least one NaN in buf0")), seen)
+    assert out.culprit.kind == "kernel" and out.culprit.kernel == "cpp_fused_add_log_mul_relu_sub_0"
+    assert out.source == ("kernel.cpp", "void cpp_fused_add_log_mul_relu_sub_0(...)")
+
+
+def test_determinism_is_skipped_on_cpu_and_compared_on_cuda():
+    _, cpu = climb(always(sig("segfault", "run")), Seen("cpu/wrapper_index_oob_level3.cpp"))
+    assert "CPU-only" in stage(cpu, "determinism").skipped
+
+    # Flaky at baseline (1 in 3), every run under the determinism flags: a CUDA repro's classic shape.
+    world = World(lambda spec: sig("illegal_memory_access") if spec.stage != "baseline" or spec.index % 3 == 0
+                  else None)
+    _, cuda = climb(world, Seen("cuda/wrapper_ima_user_triton.cpp"), runs=9)
+    det = stage(cuda, "determinism")
+    assert det.env == flags.DETERMINISM and not det.recompiled
+    assert det.rate.failures == det.rate.runs >= 9 and "becomes deterministic" in det.finding
+    assert stage(cuda, "trace").env == {**flags.DETERMINISM, **flags.TRACE}  # what made it reproduce stays on
+
+
+def test_the_unfinished_launch_is_the_suspect_and_good_inputs_convict_it():
+    fail = sig("index_out_of_bounds", "run", "RuntimeError: index out of bounds: 0 <= tmp16 < 16L")
+    seen = Seen("cpu/wrapper_index_oob_level3.cpp", trace=trace_of("cpu/index_oob_level3.log"),
+                level2_log="cpu/index_oob_level2_filtered.log")
+    _, out = climb(always(fail), seen)
+    assert "last launch without after_launch: cpp_fused_add_index_mul_sin_sum_0" in stage(out, "trace").finding
+    assert out.culprit.kind == "kernel" and out.culprit.kernel == "cpp_fused_add_index_mul_sin_sum_0"
+    assert "faulted from good inputs" in out.culprit.summary
+    assert seen.filters == [["cpp_fused_add_index_mul_sin_sum_0"]]
+    inspect = stage(out, "inspect")
+    assert inspect.env[flags.PRINTER] == "2" and inspect.recompiled
+
+
+def test_a_failing_output_check_walks_back_from_the_graph_outputs():
+    finished = printer.Trace(tuple(printer.TraceEvent(k, True) for k in (
+        "cpp_fused_add_log_mul_relu_sub_0", "aoti_torch_cpu_mm_out", "cpp_fused_mul_tanh_1")))
+    seen = Seen("cpu/wrapper_nan_after_matmul_level2.cpp", trace=finished,
+                level2_log="cpu/nan_after_matmul_level2.log")
+    _, out = climb(always(sig("nan_inf", "run", "SystemExit: non-finite output")), seen)
+    assert "walk starts at the graph's outputs" in stage(out, "trace").finding
+    assert out.culprit.kind == "kernel" and out.culprit.kernel == "cpp_fused_add_log_mul_relu_sub_0"
+    assert len(seen.filters) == 1  # the whole three-kernel chain in one filtered compile
+
+
+def test_every_launch_finished_but_the_process_crashed_points_outside_the_kernels():
+    finished = printer.Trace((printer.TraceEvent("aoti_torch_cpu_addmm_out", True),
+                              printer.TraceEvent("cpp_fused_fused_norm_relu_0", True)))
+    _, out = climb(always(sig("segfault")), Seen("cpu/wrapper_load_error.cpp", trace=finished))
+    assert out.culprit.kind == "outside_instrumented_kernels" and out.culprit.kernel == "bisectlab::fused_norm"
+    assert stage(out, "inspect").skipped == "culprit already pinned"
+
+
+def test_a_trace_that_does_not_reproduce_concludes_nothing():
+    world = World(lambda spec: sig("segfault") if spec.stage == "baseline" else None)
+    _, out = climb(world, Seen("cpu/wrapper_index_oob_level3.cpp", trace=trace_of("cpu/index_oob_level3.log")))
+    assert out.culprit.kind == "unknown" and "did not reproduce" in out.culprit.evidence[0]
+    assert stage(out, "inspect").skipped == "the trace stage did not reproduce the failure"
+
+
+def test_no_launch_lines_and_no_wrapper_means_a_package_the_run_did_not_build():
+    _, out = climb(always(sig("segfault")), Seen(None))
+    assert out.culprit.kind == "unknown" and "prebuilt .pt2" in stage(out, "trace").finding
+
+
+def test_later_stages_plan_from_the_baseline_rate_and_stop_at_their_first_failure():
+    # 1 failure in 2 baseline runs: 7 runs see a 50% failure with 99%; the trace fails first at its 3rd run.
+    def behave(spec):
+        if spec.stage == "baseline":
+            return sig("segfault") if spec.index == 0 else None
+        if spec.stage == "trace":
+            return sig("segfault") if len(world.ran("trace")) == 3 else None
+        return None
+    world = World(behave)
+    _, out = climb(world, Seen("cpu/wrapper_index_oob_level3.cpp", trace=trace_of("cpu/index_oob_level3.log"),
+                               level2_log="cpu/index_oob_level2_filtered.log"), runs=2)
+    assert len(world.ran("sanity")) == 7  # never failed: ran the whole planned count
+    assert len(world.ran("trace")) == 3
+    indices = [s.index for s in world.specs]
+    assert indices == sorted(indices) and len(set(indices)) == len(indices)  # one run folder per run
+
+
+def test_stages_left_out_by_the_user_say_so():
+    _, out = climb(always(sig("segfault")), Seen("cpu/wrapper_index_oob_level3.cpp"),
+                   stages=("baseline", "trace"))
+    assert stage(out, "sanity").skipped == stage(out, "inspect").skipped == "not requested (--stages)"
+
+
+def test_an_interrupt_keeps_what_the_finished_runs_support():
+    world = always(sig("segfault"))
+    ladder = Ladder(["python", "repro.py"], world.run_batch, Seen(), Options(runs=3))
+    ladder.baseline()
+    out = ladder.partial()
+    assert out.interrupted and out.verdict is Verdict.REPRODUCED and out.baseline.failures == 3
