@@ -25,6 +25,9 @@ Exit codes (usable as a `git bisect run` predicate):
   130  interrupted (a partial report is still written)
 """
 
+SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
+
+
 class _DefaultGroup(click.Group):
     """`aoti-bisect SCRIPT ...` means `aoti-bisect run SCRIPT ...`."""
 
@@ -115,10 +118,15 @@ def _raise_interrupt(signum, frame):
 @click.option("--stages", default=",".join(STAGE_NAMES), show_default=True,
               help="Comma-separated stages to run (baseline always runs).")
 @click.option("--redact-paths", is_flag=True, help="Replace home directories and the user name in the report.")
+@click.option("--sanitize", is_flag=True, help="Run the memory checker (memcheck stage) whatever the failure, "
+                                               "also when the repro passes but its output is known to be wrong.")
+@click.option("--sanitizer", metavar="PATH", help="compute-sanitizer to use (default: PATH, then CUDA_HOME/bin).")
+@click.option("--sanitizer-tools", default="memcheck", show_default=True,
+              help="compute-sanitizer tools to run, comma-separated: memcheck, racecheck, initcheck, synccheck.")
 @click.option("-q", "--quiet", count=True, help="Less on stderr.")
 @click.option("-v", "--verbose", count=True, help="More on stderr.")
-def run_cmd(script, script_args, cmd, runs, max_runs, timeout, out, as_json, jobs, stages, redact_paths, quiet,
-            verbose):
+def run_cmd(script, script_args, cmd, runs, max_runs, timeout, out, as_json, jobs, stages, redact_paths, sanitize,
+            sanitizer, sanitizer_tools, quiet, verbose):
     """Rerun a failing repro under the debugging ladder and localise the fault."""
     argv = _argv(script, script_args, cmd)
     wanted = tuple(s.strip() for s in stages.split(",") if s.strip())
@@ -130,15 +138,21 @@ def run_cmd(script, script_args, cmd, runs, max_runs, timeout, out, as_json, job
             raise UsageFailure(f"{name} must be at least {low}, got {value}")
     if timeout <= 0:
         raise UsageFailure(f"--timeout must be positive, got {timeout}")
+    tools = tuple(s.strip() for s in sanitizer_tools.split(",") if s.strip())
+    bad_tools = [s for s in tools if s not in SANITIZER_TOOLS]
+    if bad_tools or not tools:
+        raise UsageFailure(f"unknown --sanitizer-tools: {', '.join(bad_tools) or '(none)'} "
+                           f"(known: {', '.join(SANITIZER_TOOLS)})")
+    if sanitizer and not (os.path.isfile(sanitizer) and os.access(sanitizer, os.X_OK)):
+        raise UsageFailure(f"--sanitizer {sanitizer}: not an executable file")
     run_dir = _prepare_out(out)
-    from .diagnose.session import (
-        Session,  # psutil, the harness and the ladder load only for a real run
-    )
+    # psutil, the harness and the ladder load only for a real run
+    from .diagnose.session import Session
     from .progress import Progress
 
     session = Session(run_dir, argv, Progress(verbose - quiet), jobs=jobs, runs=runs, max_runs=max_runs,
                       timeout=timeout, stages=("baseline", *wanted), python_script=cmd is None,
-                      redact_paths=redact_paths)
+                      redact_paths=redact_paths, sanitize=sanitize, sanitizer=sanitizer, sanitizer_tools=tools)
     report = session.execute()
     if as_json:
         print(json.dumps(report.data, indent=2))

@@ -11,6 +11,8 @@ import pytest
 from aoti_bisect.aoti import checks, flags, printer, wrapper
 from aoti_bisect.diagnose.findings import Verdict
 from aoti_bisect.diagnose.ladder import Ladder, Options
+from aoti_bisect.aoti.sanitizer import parse_compute_sanitizer
+from aoti_bisect.run.checkers import Checker, Missing
 from aoti_bisect.run.classify import fingerprint
 from aoti_bisect.run.harness import compile_key
 from aoti_bisect.run.types import Outcome, ProcessExit, RunResult, RunSpec, Signature
@@ -51,12 +53,13 @@ class Seen:
     """The Evidence a fake world leaves: one wrapper for every compile, per-stage logs as parsed objects."""
 
     def __init__(self, wrapper_log: Optional[str] = None, sanity=None, trace: Optional[printer.Trace] = None,
-                 level2_log: Optional[str] = None) -> None:
+                 level2_log: Optional[str] = None, memcheck_log: Optional[str] = None) -> None:
         self.wrapper = wrapper.parse_wrapper(_text(wrapper_log), wrapper_log, wrapper.extern_nodes_for(
             LOGS + wrapper_log)) if wrapper_log else None
         self.sanity_hit = sanity
         self.the_trace = trace or printer.Trace(())
         self.level2_log = level2_log
+        self.memcheck_log = memcheck_log
         self.filters: list[list[str]] = []
 
     def sanity(self, result):
@@ -79,6 +82,10 @@ class Seen:
 
     def kernel_source(self, kernel, results):
         return ("kernel.cpp", f"void {kernel}(...)") if self.wrapper else None
+
+    def memcheck(self, result, tool):
+        assert tool == "compute-sanitizer" and result.spec.argv[0] == "compute-sanitizer"
+        return parse_compute_sanitizer(_text(self.memcheck_log) if self.memcheck_log else "")
 
 
 def _text(name: str) -> str:
@@ -107,7 +114,7 @@ def test_a_repro_that_cannot_run_anywhere_is_an_error_and_climbs_no_further():
     world = always(sig("infra", "unknown", "No module named 'torch'"))
     _, out = climb(world, Seen())
     assert out.verdict is Verdict.ERROR and "cannot run here" in out.summary
-    assert [s.skipped for s in out.stages[1:]] == ["infrastructure error"] * 4
+    assert [s.skipped for s in out.stages[1:]] == ["infrastructure error"] * 5
     assert {s.stage for s in world.specs} == {"baseline"}
 
 
@@ -216,8 +223,9 @@ def test_no_launch_lines_and_no_wrapper_means_a_package_the_run_did_not_build():
     assert out.culprit.kind == "unknown" and "prebuilt .pt2" in stage(out, "trace").finding
 
 
-def test_later_stages_plan_from_the_baseline_rate_and_stop_at_their_first_failure():
-    # 1 failure in 2 baseline runs: 7 runs see a 50% failure with 99%; the trace fails first at its 3rd run.
+def test_later_stages_plan_from_the_baseline_interval_and_stop_at_their_first_failure():
+    # 1 failure in 2 runs is a rate of 9% or more (95%): seeing it with 99% takes more than the cap of 10
+    # runs, so a stage that never fails runs all 10; the trace fails first at its 3rd run and stops there.
     def behave(spec):
         if spec.stage == "baseline":
             return sig("segfault") if spec.index == 0 else None
@@ -227,7 +235,7 @@ def test_later_stages_plan_from_the_baseline_rate_and_stop_at_their_first_failur
     world = World(behave)
     _, out = climb(world, Seen("cpu/wrapper_index_oob_level3.cpp", trace=trace_of("cpu/index_oob_level3.log"),
                                level2_log="cpu/index_oob_level2_filtered.log"), runs=2)
-    assert len(world.ran("sanity")) == 7  # never failed: ran the whole planned count
+    assert len(world.ran("sanity")) == 10  # never failed: ran the whole planned count
     assert len(world.ran("trace")) == 3
     indices = [s.index for s in world.specs]
     assert indices == sorted(indices) and len(set(indices)) == len(indices)  # one run folder per run
@@ -245,3 +253,88 @@ def test_an_interrupt_keeps_what_the_finished_runs_support():
     ladder.baseline()
     out = ladder.partial()
     assert out.interrupted and out.verdict is Verdict.REPRODUCED and out.baseline.failures == 3
+
+
+SANITIZER = Checker("compute-sanitizer", "cuda", ("compute-sanitizer", "--tool", "memcheck"),
+                    (("PYTORCH_NO_CUDA_MEMORY_CACHING", "1"),))
+CHECKERS = (("cuda", (SANITIZER,)), ("cpu", Missing("cpu", "no CPU checker here")))
+
+
+def test_a_flaky_fault_that_failed_every_baseline_run_is_still_hunted_for_many_runs():
+    # 2/2 at baseline looks deterministic, but its 95% interval reaches down to 34%: the trace must keep
+    # trying. Here the fault shows in the trace's 4th run; planning from the point estimate ran one run.
+    def behave(spec):
+        if spec.stage == "trace":
+            return sig("segfault") if len(world.ran("trace")) == 4 else None
+        return sig("segfault") if spec.stage == "baseline" else None
+    world = World(behave)
+    _, out = climb(world, Seen("cpu/wrapper_index_oob_level3.cpp", trace=trace_of("cpu/index_oob_level3.log"),
+                               level2_log="cpu/index_oob_level2_filtered.log"))
+    assert out.baseline.failures == out.baseline.runs == 2
+    assert len(world.ran("trace")) == 4
+    assert out.culprit.kind == "kernel" and out.culprit.kernel == "cpp_fused_add_index_mul_sin_sum_0"
+
+
+def test_when_the_trace_never_reproduces_a_kernel_named_by_earlier_failures_still_stands():
+    named = sig("index_out_of_bounds", kernel="cpp_fused_add_index_mul_sin_sum_0")
+    world = World(lambda spec: named if spec.stage in ("baseline", "sanity") else None)
+    _, out = climb(world, Seen("cpu/wrapper_index_oob_level3.cpp"))
+    assert out.culprit.kind == "kernel" and out.culprit.kernel == "cpp_fused_add_index_mul_sin_sum_0"
+    assert "did not reproduce" in out.culprit.summary and "name cpp_fused_add_index_mul_sin_sum_0" in out.culprit.summary
+
+
+def test_a_masked_cuda_fault_is_unmasked_by_the_memory_checker():
+    # Passes every plain run and every run under the determinism flags; only the checker sees the read.
+    world = always(None)
+    seen = Seen("cuda/wrapper_ima_user_triton.cpp",
+                memcheck_log="cuda/compute-sanitizer-memcheck-user-triton-oob.log")
+    _, out = climb(world, seen, checkers=CHECKERS, max_runs=4)
+    assert out.verdict is Verdict.REPRODUCED and out.masked.startswith("passes at baseline (0/4")
+    assert out.culprit.kind == "kernel" and out.culprit.kernel == "gather_rows_0"
+    assert "Invalid __global__ read of size 16 bytes in gather_rows" in out.culprit.summary
+    assert [s.name for s in out.stages][:3] == ["baseline", "determinism", "memcheck"]
+    check = stage(out, "memcheck")
+    assert len(check.results) == 1 and check.results[0].spec.argv[:3] == SANITIZER.prefix
+    assert check.env == {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"} and check.tool.startswith("compute-sanitizer")
+    assert check.results[0].spec.timeout == 600.0 * SANITIZER.slowdown
+
+
+def test_a_masked_fault_that_fails_under_the_determinism_flags_climbs_the_ladder_from_there():
+    world = World(lambda spec: sig("illegal_memory_access") if spec.stage != "baseline" else None)
+    seen = Seen("cuda/wrapper_ima_user_triton.cpp", trace=printer.Trace((printer.TraceEvent("gather_rows_0", False),)))
+    _, out = climb(world, seen, checkers=CHECKERS, max_runs=4)
+    assert out.verdict is Verdict.REPRODUCED and "fails with PYTORCH_NO_CUDA_MEMORY_CACHING" in out.masked
+    assert stage(out, "trace").env == {**flags.DETERMINISM, **flags.TRACE}
+    assert out.culprit.kernel == "gather_rows_0"
+
+
+def test_a_clean_checker_run_leaves_a_passing_cuda_repro_not_reproduced():
+    seen = Seen("cuda/wrapper_ima_user_triton.cpp", memcheck_log="cuda/compute-sanitizer-memcheck-clean.log")
+    _, out = climb(always(None), seen, checkers=CHECKERS, max_runs=3)
+    assert out.verdict is Verdict.NOT_REPRODUCED and out.masked is None
+    assert stage(out, "memcheck").finding == "0 errors in 3 checked run(s)"
+
+
+def test_a_cpu_repro_that_passes_is_not_unmasked_unless_asked():
+    world = always(None)
+    _, out = climb(world, Seen("cpu/wrapper_index_oob_level3.cpp"), checkers=CHECKERS, max_runs=3)
+    assert out.verdict is Verdict.NOT_REPRODUCED and {s.stage for s in world.specs} == {"baseline"}
+    _, asked = climb(always(None), Seen("cpu/wrapper_index_oob_level3.cpp"), checkers=CHECKERS, max_runs=3,
+                     sanitize=True)
+    assert stage(asked, "memcheck").skipped == "no CPU checker here"
+
+
+def test_the_checker_cross_checks_the_trace_and_the_walk_keeps_its_lines():
+    fail = sig("illegal_memory_access")
+    seen = Seen("cuda/wrapper_ima_user_triton.cpp", trace=printer.Trace((
+        printer.TraceEvent("gather_rows_0", True), printer.TraceEvent("triton_poi_fused_mul_tanh_0", False))),
+        memcheck_log="cuda/compute-sanitizer-memcheck-user-triton-oob.log")
+    _, out = climb(always(fail), seen, checkers=CHECKERS)
+    assert "unfinished launch was triton_poi_fused_mul_tanh_0, not gather_rows_0" in " ".join(out.culprit.evidence)
+    assert out.culprit.kernel == "gather_rows_0" and seen.filters[0][0] == "gather_rows_0"
+
+
+def test_a_failure_that_is_no_memory_fault_skips_the_checker_and_says_how_to_force_it():
+    seen = Seen("cuda/wrapper_ima_user_triton.cpp", trace=printer.Trace((printer.TraceEvent("gather_rows_0", False),)))
+    _, out = climb(always(sig("python_exception")), seen, checkers=CHECKERS)
+    assert "--sanitize" in stage(out, "memcheck").skipped

@@ -97,3 +97,11 @@ def _grouped(found: list[dict]) -> tuple[AccessError, ...]:
             first[key] = AccessError(f["kind"], f.get("function"), f.get("location"), f["size"], f.get("thread"),
                                      f.get("block"), " ".join(f["where"]), counts[key])
     return tuple(first.values())
+
+
+PARSERS = {"compute-sanitizer": parse_compute_sanitizer}
+
+
+def parse(tool: str, text: str) -> SanitizerReport:
+    """The report of checker `tool` (a run.checkers.Checker's tool) in a run's log."""
+    return PARSERS[tool](text)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Optional, Protocol
 
-from ..aoti import checks, level2_file, printer, wrapper
+from ..aoti import checks, level2_file, printer, sanitizer, wrapper
 from ..files import read_log
 from ..run.types import RunResult
 
@@ -28,6 +28,9 @@ class Evidence(Protocol):
 
     def kernel_source(self, kernel: str, results: list[RunResult]) -> Optional[tuple[str, str]]:
         """(path, excerpt) of the kernel's generated source, from what these runs compiled."""
+
+    def memcheck(self, result: RunResult, tool: str) -> sanitizer.SanitizerReport:
+        """The memory checker's report in a run made under checker `tool`."""
 
 
 class RunEvidence:
@@ -61,3 +64,6 @@ class RunEvidence:
     def kernel_source(self, kernel: str, results: list[RunResult]) -> Optional[tuple[str, str]]:
         roots = [os.path.join(r.cache_dir, "inductor") for r in results]
         return wrapper.kernel_source(kernel, list(dict.fromkeys(roots)))
+
+    def memcheck(self, result: RunResult, tool: str) -> sanitizer.SanitizerReport:
+        return sanitizer.parse(tool, read_log(result.log_path))

@@ -44,6 +44,7 @@ class Stage:
     results: list[RunResult] = field(default_factory=list)
     finding: str = ""
     skipped: Optional[str] = None
+    tool: Optional[str] = None  # the checker the runs ran under (memcheck), as a command prefix
 
     @property
     def recompiled(self) -> bool:
@@ -63,7 +64,8 @@ class Stage:
                 "skipped": self.skipped, "logs": [r.log_path for r in self.results],
                 "rerun": [os.path.join(r.run_dir, "rerun.sh") for r in self.results[:1]],
                 "failing_log": self.failures[0].log_path if self.failures else None,
-                "signatures": dict(Counter(r.signature.kind for r in self.failures if r.signature))}
+                "signatures": dict(Counter(r.signature.kind for r in self.failures if r.signature)),
+                "tool": self.tool}
 
 
 @dataclass
@@ -78,3 +80,5 @@ class Findings:
     source_nodes: str = ""
     next_steps: list[str] = field(default_factory=list)
     interrupted: bool = False
+    masked: Optional[str] = None  # how a fault that passes at baseline was shown anyway
+    checker_evidence: list[str] = field(default_factory=list)  # a memory checker's lines, ahead of the walk's

@@ -11,11 +11,13 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from ..aoti import checks, flags, wrapper
+from ..run.checkers import Checker, Missing
 from ..run.types import RunBatch, RunResult, RunSpec, Signature
 from ..stats import Rate, baseline_should_stop, fisher_exact, runs_to_observe
 from .advice import next_steps
 from .evidence import Evidence
 from .findings import Culprit, Findings, Stage, Verdict
+from .memcheck import MEMORY_FAULTS, memcheck_culprit
 from .stages import STAGES
 from .walk import walk
 
@@ -32,6 +34,9 @@ class Options:
     timeout: float = 600.0
     stages: tuple[str, ...] = STAGES
     inspect_cap: int = 8
+    # The memory checker per device ("cuda", "cpu"), or why there is none; found by the session.
+    checkers: tuple[tuple[str, tuple[Checker, ...] | Missing], ...] = ()
+    sanitize: bool = False  # run the memcheck stage whatever the failure (or none) looks like
 
 
 def dominant(results: list[RunResult]) -> Optional[Signature]:
@@ -55,20 +60,28 @@ class Ladder:
         self.suspect: Optional[str] = None
 
     # -- running ---------------------------------------------------------------------------------
-    def _run(self, stage: Stage, n: int, stop: Callable[[list[RunResult]], bool] = lambda rs: False) -> Stage:
+    def _run(self, stage: Stage, n: int, stop: Callable[[list[RunResult]], bool] = lambda rs: False,
+             prefix: tuple[str, ...] = (), slowdown: float = 1.0) -> Stage:
         """Runs the stage; it joins self.stages first so that an interrupted stage keeps what finished."""
         self.stages.append(stage)
         env = tuple(sorted(stage.env.items()))
-        specs = [RunSpec(tuple(self.argv), stage.name, self.counter + i, env, self.opt.timeout) for i in range(n)]
+        argv = (*prefix, *self.argv)
+        specs = [RunSpec(argv, stage.name, self.counter + i, env, self.opt.timeout * slowdown) for i in range(n)]
         self.run_batch(specs, stage.results.append, stop)
         # Runs are started in index order and every started run lands, so the unused indices are reusable.
         self.counter += len(stage.results)
         stage.results.sort(key=lambda r: r.spec.index)
         return stage
 
-    def _repeat(self) -> int:
-        """Runs a later stage needs to see the failure at least once (99%) at the best rate seen so far."""
-        return runs_to_observe(self.estimate, miss_probability=0.01, cap=self.opt.max_runs)
+    def _repeat(self, rate: Optional[float] = None) -> int:
+        """Runs a later stage needs to see the failure at least once (99%). Planned from the lower end of
+        the best interval seen so far, not its point estimate: 2 failures in 2 runs is a rate of 34% or
+        more, and planning one run for it misses a flaky fault two times in three."""
+        return runs_to_observe(self.estimate if rate is None else rate, miss_probability=0.01,
+                               cap=self.opt.max_runs)
+
+    def _raise_estimate(self, rate: Rate) -> None:
+        self.estimate = max(self.estimate, rate.ci95[0])
 
     def _run_until_seen(self, stage: Stage) -> Stage:
         """A later stage reads one failing run, so it stops at the first: later runs would cost, not inform."""
@@ -88,7 +101,7 @@ class Ladder:
         base = self.baseline()
         rate = base.rate
         sig = dominant(base.results)
-        self.estimate = max(rate.value, 1e-9)
+        self.estimate = max(rate.ci95[0], 1e-9)
         out = Findings(Verdict.REPRODUCED, sig, rate, self.stages)
         infra = [r for r in base.results if r.signature and r.signature.kind == "infra"]
         if infra and len(infra) == len(base.results):
@@ -100,19 +113,27 @@ class Ladder:
             base.finding = f"did not reproduce: {rate.describe()}" + (
                 f"; {len(infra)} run(s) could not run: {infra[0].signature.message}" if infra else "")
             out.summary = base.finding
-            return self._skip_rest(out, "baseline did not reproduce")
-        if all(r.signature and r.signature.kind == "script_error" for r in base.failures):
+            if infra or not self._unmask(out):
+                return self._skip_rest(out, "baseline did not reproduce")
+            if out.verdict is Verdict.REPRODUCED and out.culprit is not None:
+                self._finish(out)
+                return self._skip_rest(out, "baseline did not reproduce; the memory checker found the fault")
+            sig = out.signature
+        elif all(r.signature and r.signature.kind == "script_error" for r in base.failures):
             out.verdict = Verdict.ERROR
             base.finding = out.summary = f"the repro itself is broken: {sig.message}"
             return self._skip_rest(out, "the repro itself is broken")
-        base.finding = f"reproduced {rate.describe()}: {sig.kind} in {sig.phase}: {sig.message}"
-        out.summary = base.finding
+        else:
+            base.finding = f"reproduced {rate.describe()}: {sig.kind} in {sig.phase}: {sig.message}"
+            out.summary = base.finding
         if sig.phase in ("export", "compile", "load"):
             out.next_steps = next_steps(self.argv, sig, None, self._is_cuda())
             return self._skip_rest(out, f"the failure is in the {sig.phase} phase: no kernel runs, so the "
                                         "runtime ladder cannot localise it")
         for name, step in (("sanity", self.sanity), ("determinism", self.determinism), ("trace", self.trace),
-                           ("inspect", self.inspect)):
+                           ("memcheck", self.memcheck), ("inspect", self.inspect)):
+            if any(s.name == name for s in self.stages):
+                continue  # un-masking ran it already
             if name not in self.opt.stages:
                 self.stages.append(Stage(name, {}, skipped="not requested (--stages)"))
                 continue
@@ -133,8 +154,36 @@ class Ladder:
 
     def _skip_rest(self, out: Findings, why: str) -> Findings:
         for name in STAGES[1:]:
-            self.stages.append(Stage(name, {}, skipped=why))
+            if not any(s.name == name for s in self.stages):
+                self.stages.append(Stage(name, {}, skipped=why))
         return out
+
+    def _unmask(self, out: Findings) -> bool:
+        """A baseline that never failed is not yet a pass for a CUDA repro (or under --sanitize): an
+        out-of-bounds access the caching allocator masks reads other memory silently. Climb on when the
+        determinism flags make it fail; conclude here when only the memory checker sees it."""
+        cuda = self._is_cuda(default=False)
+        if not (cuda or self.opt.sanitize):
+            return False
+        if cuda and "determinism" in self.opt.stages:
+            self.determinism(out)
+            det = self.stages[-1]
+            if det.rate.failures:
+                out.verdict, out.signature = Verdict.REPRODUCED, dominant(det.results)
+                out.masked = (f"passes at baseline ({out.baseline.describe()}) but fails with "
+                              f"{', '.join(flags.DETERMINISM)} ({det.rate.describe()})")
+                out.summary = det.finding = out.masked
+                self.estimate = max(det.rate.ci95[0], 1e-9)
+                return True
+        if "memcheck" not in self.opt.stages and not self.opt.sanitize:
+            return False
+        self.memcheck(out, unmasking=True)
+        if out.culprit is not None:  # the checker saw errors, whether or not it could name their kernel
+            out.verdict = Verdict.REPRODUCED
+            out.masked = f"passes at baseline ({out.baseline.describe()}); {out.culprit.summary}"
+            out.summary = out.masked
+            return True
+        return False
 
     def sanity(self, out: Findings) -> None:
         stage = self._run_until_seen(Stage("sanity", dict(flags.SANITY)))
@@ -178,7 +227,8 @@ class Ladder:
                 "CPU-only repro: no CUDA caching allocator and no asynchronous launches, so "
                 "PYTORCH_NO_CUDA_MEMORY_CACHING and CUDA_LAUNCH_BLOCKING cannot change anything")))
             return
-        n = max(self.stages[0].rate.runs, self._repeat())
+        # It measures a rate to compare with the baseline's: as many runs, planned from the point estimate.
+        n = max(self.stages[0].rate.runs, self._repeat(self.stages[0].rate.value))
         stage = self._run(Stage("determinism", dict(flags.DETERMINISM)), n)
         base, now = self.stages[0].rate, stage.rate
         p = fisher_exact(base.failures, base.runs, now.failures, now.runs)
@@ -192,7 +242,7 @@ class Ladder:
             parts.append("not reproduced under these flags")
         stage.finding = "; ".join(parts)
         if now.failures:
-            self.estimate = max(self.estimate, now.value)
+            self._raise_estimate(now)
 
     def _gpu_env(self) -> dict[str, str]:
         det = next((s for s in self.stages if s.name == "determinism" and not s.skipped), None)
@@ -203,10 +253,12 @@ class Ladder:
         self.trace_stage = stage
         graph = self._graph(stage)
         if not stage.failures:
-            # Passing runs' traces say nothing about where the failure happens: conclude nothing.
+            # Passing runs' traces say nothing about where the failure happens: conclude nothing from them,
+            # but a kernel that the failing runs of earlier stages name themselves still stands.
             stage.finding = f"not reproduced under these flags: {stage.rate.describe()}"
-            out.culprit = Culprit("unknown", evidence=[f"the trace stage did not reproduce the failure "
-                                                       f"({stage.rate.describe()}), so no launch can be blamed"])
+            out.culprit = self._named_by_failures() or Culprit("unknown", evidence=[
+                f"the trace stage did not reproduce the failure ({stage.rate.describe()}), so no launch can be "
+                "blamed"])
             return
         traces = [self.evidence.trace(r) for r in stage.failures]
         if not any(t.launches for t in traces):
@@ -240,6 +292,58 @@ class Ladder:
             return
         stage.finding = (f"all {len(traces[0].launches)} launches finished (last: {last}): the model ran to "
                          f"the end and the script's check failed, so the walk starts at the graph's outputs")
+
+    def _named_by_failures(self) -> Optional[Culprit]:
+        """The kernel the failure messages of earlier stages name (a CPU kernel's exception, a Triton
+        assert's source), when one is named: weaker than a trace, stronger than nothing."""
+        named = Counter(r.signature.kernel for s in self.stages for r in s.failures
+                        if r.signature and r.signature.kernel and not r.signature.kernel.endswith(".py"))
+        if not named:
+            return None
+        kernel, count = named.most_common(1)[0]
+        c = Culprit("kernel", kernel=kernel)
+        c.evidence.append(f"the trace stage did not reproduce the failure ({self.stages[-1].rate.describe()}); "
+                          f"{count} failing run(s) of earlier stages name {kernel} in their error message")
+        c.summary = c.evidence[0]
+        return c
+
+    def memcheck(self, out: Findings, unmasking: bool = False) -> None:
+        cuda = self._is_cuda(default=False)
+        device = "cuda" if cuda else "cpu"
+        checkers = dict(self.opt.checkers).get(device, Missing(device, f"no memory checker for {device} repros"))
+        kind = out.signature.kind if out.signature else None
+        if isinstance(checkers, Missing):
+            self.stages.append(Stage("memcheck", {}, skipped=checkers.why))
+            return
+        if not (unmasking or self.opt.sanitize or kind in MEMORY_FAULTS):
+            self.stages.append(Stage("memcheck", {}, skipped=(
+                f"a {kind} is not a memory fault; --sanitize runs the checker anyway")))
+            return
+        for checker in checkers:
+            stage = Stage("memcheck", dict(checker.env), tool=" ".join(checker.prefix))
+            reports: dict[int, object] = {}
+
+            def report(r: RunResult, tool: str = checker.tool):
+                if r.spec.index not in reports:
+                    reports[r.spec.index] = self.evidence.memcheck(r, tool)
+                return reports[r.spec.index]
+
+            # Checked runs cost ten times a plain one: a few, stopping at the first that shows an error. A
+            # checker sees an invalid access whether or not it crashed, so a low crash rate does not matter.
+            self._run(stage, min(3, self.opt.max_runs), lambda rs: any(report(r).errors for r in rs),
+                      checker.prefix, checker.slowdown)
+            graph = self._graph(self.trace_stage) or next(
+                (g for s in self.stages if (g := self._graph(s)) is not None), None)
+            found = memcheck_culprit([report(r) for r in stage.results], graph, self.suspect)
+            stage.finding = found.finding
+            if found.culprit is not None:
+                if found.culprit.kind == "kernel" and self.trace_stage is not None and self.trace_stage.failures \
+                        and not unmasking:
+                    self.suspect = found.culprit.kernel  # the walk reads its inputs; the checker's lines stay
+                    out.checker_evidence = found.culprit.evidence
+                else:
+                    out.culprit = found.culprit
+                return
 
     def inspect(self, out: Findings) -> None:
         graph = self._graph(self.trace_stage)
@@ -276,6 +380,7 @@ class Ladder:
             return views, inputs
 
         culprit = walk(graph, observe, suspect, crashed, bound, self.opt.inspect_cap)
+        culprit.evidence[:0] = out.checker_evidence
         if culprit.kind == "unknown" and crashed and suspect:
             # The level-2 view could not convict anything, but the trace did name the faulting launch.
             culprit.kind, culprit.kernel = "kernel", suspect
@@ -290,12 +395,13 @@ class Ladder:
         """The launch graph a stage's compile generated."""
         return self.evidence.graph(stage.results[0]) if stage is not None and stage.results else None
 
-    def _is_cuda(self) -> bool:
+    def _is_cuda(self, default: bool = True) -> bool:
+        """Whether the compiled graph targets CUDA; `default` when no run compiled one (a prebuilt package)."""
         for stage in self.stages:
             g = self._graph(stage)
             if g is not None:
                 return g.cuda or "cuda" in g.path
-        return True  # unknown: running the determinism stage is cheap and cannot mislead
+        return default
 
     def _finish(self, out: Findings) -> None:
         c = out.culprit

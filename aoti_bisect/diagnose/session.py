@@ -8,7 +8,7 @@ from typing import Optional
 
 from ..report.model import Report
 from ..report.redact import Redactor
-from ..run import process
+from ..run import checkers, process
 from ..run.harness import Harness
 from ..run.probe import probe_environment, relevant_env
 from ..run.types import RunResult
@@ -21,13 +21,15 @@ class Session:
     def __init__(self, run_dir: str, argv: list[str], progress, jobs: int = 1, runs: Optional[int] = None,
                  max_runs: int = 10, timeout: float = 600.0, stages: tuple[str, ...] = (),
                  python_script: bool = True, limits: process.OutputLimits = process.OutputLimits(),
-                 cache_root: Optional[str] = None, redact_paths: bool = False) -> None:
+                 cache_root: Optional[str] = None, redact_paths: bool = False, sanitize: bool = False,
+                 sanitizer: Optional[str] = None, sanitizer_tools: tuple[str, ...] = ("memcheck",)) -> None:
         self.run_dir = run_dir
         self.argv = argv
         self.progress = progress
         self.python_script = python_script
         self.harness = Harness(run_dir, jobs=jobs, limits=limits, cache_root=cache_root)
-        self.options = Options(runs=runs, max_runs=max_runs, timeout=timeout, stages=stages)
+        self.options = Options(runs=runs, max_runs=max_runs, timeout=timeout, stages=stages, sanitize=sanitize,
+                               checkers=checkers.find(sanitizer, sanitizer_tools))
         self.environment: dict = {}
         self.redactor = Redactor.from_env(dict(os.environ), redact_paths)
 

@@ -43,6 +43,8 @@ def render_markdown(d: dict) -> str:
         out += ["> **Interrupted**: this report covers only the runs that finished; later stages are missing.", ""]
     summary = [("Verdict", d["verdict"]), ("Failure", f"{sig.get('kind', '-')} in phase {sig.get('phase', '-')}"),
                ("Message", sig.get("message", "-")), ("Reproduction", rate_cell(d["reproduction"]))]
+    if d.get("masked"):
+        summary.append(("Masked", d["masked"]))
     if c.get("kind"):
         who = c.get("kernel") or (f"model input {c.get('input_index')} ({c.get('input_name')})"
                                   if c["kind"] == "model_input" else c.get("input_name") or "-")

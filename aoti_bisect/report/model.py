@@ -66,6 +66,7 @@ class Report:
             "reproduction": outcome.baseline.to_json(),
             "stages": stages,
             "culprit": c_json or {"kind": None, "kernel": None, "evidence": []},
+            "masked": outcome.masked,
             "next_steps": outcome.next_steps,
             "environment": environment or {},
             "run_dir": run_dir,
@@ -97,6 +98,8 @@ class Report:
             line += f" | {s['kind']} in {s['phase']}"
         r = d["reproduction"]
         line += f" | {r['failures']}/{r['runs']} runs failed"
+        if d.get("masked"):
+            line += " | masked at baseline"
         if c and c.get("kind") == "kernel":
             line += f" | culprit kernel: {c['kernel']}"
         elif c and c.get("kind") == "model_input":

@@ -46,3 +46,11 @@ def compute_sanitizer(path: Optional[str] = None, tools: tuple[str, ...] = ("mem
                     (found, "--tool", tool, "--print-limit", "100", "--show-backtrace", "no"),
                     (("PYTORCH_NO_CUDA_MEMORY_CACHING", "1"),) if tool == "memcheck" else ())
             for tool in tools]
+
+
+def find(sanitizer: Optional[str] = None, tools: tuple[str, ...] = ("memcheck",)
+         ) -> tuple[tuple[str, tuple[Checker, ...] | Missing], ...]:
+    """The checker for each device, as the ladder's options take them."""
+    cuda = compute_sanitizer(sanitizer, tools)
+    return (("cuda", cuda if isinstance(cuda, Missing) else tuple(cuda)),
+            ("cpu", Missing("cpu", "no CPU memory checker is configured")))

@@ -1,0 +1,76 @@
+"""What a memory checker's reports convict: an invalid access names the kernel (or native function) that made it."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+from ..aoti.sanitizer import AccessError, SanitizerReport
+from ..aoti.wrapper import Launch, WrapperGraph
+from .findings import Culprit
+
+# Failures an invalid access can cause; for others (a NaN, a failed check) a checker run is asked for explicitly.
+MEMORY_FAULTS = frozenset({"illegal_memory_access", "segfault", "abort", "crash"})
+
+
+@dataclass(frozen=True)
+class CheckerFinding:
+    finding: str
+    culprit: Optional[Culprit] = None
+
+
+def launch_for(function: Optional[str], graph: Optional[WrapperGraph]) -> Optional[Launch]:
+    """The wrapper's launch of the kernel a checker names. Inductor's kernels carry their launch name; a user
+    Triton kernel `k` is launched as `k_0` (one suffix per specialisation)."""
+    if not function or graph is None:
+        return None
+    exact = graph.by_name(function)
+    if exact:
+        return exact[0]
+    suffixed = re.compile(rf"{re.escape(function)}_\d+", re.I)
+    return next((launch for launch in graph.launches if suffixed.fullmatch(launch.name)), None)
+
+
+def memcheck_culprit(reports: list[SanitizerReport], graph: Optional[WrapperGraph],
+                     suspect: Optional[str]) -> CheckerFinding:
+    with_errors = [r for r in reports if r.errors]
+    if not with_errors:
+        if reports and all(r.refused for r in reports):
+            return CheckerFinding(f"the checker could not check this repro: {reports[0].refused}")
+        if not any(r.finished for r in reports):
+            return CheckerFinding(f"the checker never finished ({len(reports)} run(s): crashed or timed out "
+                                  "before its summary), so it proves nothing either way")
+        return CheckerFinding(f"0 errors in {len(reports)} checked run(s)")
+    report = with_errors[0]
+    err = report.errors[0]
+    total = report.total if report.total is not None else sum(e.count for e in report.errors)
+    finding = (f"{report.tool} found {total} error(s) in {len(with_errors)}/{len(reports)} checked run(s): "
+               f"{err.describe()}")
+    evidence = [f"{report.tool}: {err.describe()}"] + [f"{report.tool} also: {e.describe()}"
+                                                      for e in report.errors[1:4]]
+    culprit = _convict(err, graph, suspect, evidence)
+    culprit.summary = culprit.evidence[0]
+    return CheckerFinding(finding, culprit)
+
+
+def _convict(err: AccessError, graph: Optional[WrapperGraph], suspect: Optional[str],
+             evidence: list[str]) -> Culprit:
+    launch = launch_for(err.function, graph)
+    if launch is not None:
+        if suspect and suspect.lower() != launch.name.lower():
+            evidence.append(f"the trace's unfinished launch was {suspect}, not {launch.name}: the checker saw the "
+                            "access itself, the trace only where the process stopped")
+        return Culprit("kernel", kernel=launch.name, evidence=evidence)
+    if err.function is None:
+        return Culprit("unknown", evidence=evidence + ["the checker named no function for the access"])
+    if graph is None:
+        return Culprit("kernel", kernel=err.function, evidence=evidence + [
+            f"{err.function} is not mapped to a launch: no generated wrapper was compiled by these runs"])
+    custom = [launch.name for launch in graph.launches if "::" in launch.name]
+    if len(custom) == 1:
+        evidence.append(f"{err.function} is not a kernel of the generated wrapper; the graph's one custom op, "
+                        f"{custom[0]}, runs outside instrumented kernels")
+        return Culprit("outside_instrumented_kernels", kernel=custom[0], evidence=evidence)
+    evidence.append(f"{err.function} is not a kernel of the generated wrapper" + (
+        f" (custom ops in the graph: {', '.join(custom)})" if custom else ""))
+    return Culprit("outside_instrumented_kernels", kernel=err.function, evidence=evidence)
