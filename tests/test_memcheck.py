@@ -1,0 +1,58 @@
+"""compute-sanitizer reports, parsed from real captured logs (H100, torch 2.11.0+cu130), and what they convict."""
+import pytest
+from conftest import log
+
+from aoti_bisect.aoti import wrapper
+from aoti_bisect.aoti.sanitizer import parse, parse_compute_sanitizer
+from aoti_bisect.diagnose.memcheck import launch_for, memcheck_culprit
+
+
+def test_an_invalid_read_is_one_finding_with_its_count_kernel_line_and_distance():
+    r = parse_compute_sanitizer(log("cuda/memcheck_masked_user_triton.log"))
+    assert r.finished and not r.clean and r.total == 131 and len(r.errors) == 1
+    e = r.errors[0]
+    assert (e.kind, e.function, e.size, e.block) == ("Invalid __global__ read", "gather_rows", 4, "7,0,0")
+    assert e.location.endswith(".py:22") and e.count == 100  # --print-limit 100: the rest only in the total
+    assert "461,793 bytes after the nearest allocation" in e.where
+
+
+def test_the_repro_own_output_between_the_checker_lines_is_ignored():
+    r = parse_compute_sanitizer(log("cuda/memcheck_flaky_ima_user_triton.log"))
+    assert r.total == 131 and r.errors[0].function == "gather_rows" and "101,613,697 bytes" in r.errors[0].where
+
+
+@pytest.mark.parametrize("name", ["cuda/compute-sanitizer-memcheck-clean.log",
+                                  "cuda/memcheck_clean_read_inside_another_allocation.log"])
+def test_a_clean_run_is_clean(name):
+    # The second read 16 KiB past its table into another live allocation: invisible to memcheck too.
+    r = parse("compute-sanitizer", log(name))
+    assert r.clean and r.finished and r.total == 0
+
+
+def test_a_checker_that_never_finished_or_was_refused_proves_nothing():
+    assert not parse_compute_sanitizer("========= COMPUTE-SANITIZER\nTraceback ...\n").finished
+    refused = parse_compute_sanitizer("========= COMPUTE-SANITIZER\n========= Error: Device not supported. "
+                                      "Please refer to the \"Supported Devices\" section\n")
+    assert refused.refused.startswith("Device not supported") and not refused.clean
+    found = memcheck_culprit([refused, refused], None, None)
+    assert found.culprit is None and "could not check" in found.finding
+
+
+def test_the_checker_kernel_maps_to_its_launch_and_convicts_it():
+    graph = wrapper.parse_wrapper(log("cuda/wrapper_ima_user_triton.cpp"))
+    assert launch_for("gather_rows", graph).name == "gather_rows_0"
+    assert launch_for("triton_poi_fused_mul_tanh_0", graph).name == "triton_poi_fused_mul_tanh_0"
+    assert launch_for("gather", graph) is None
+    report = parse_compute_sanitizer(log("cuda/compute-sanitizer-memcheck-user-triton-oob.log"))
+    found = memcheck_culprit([parse_compute_sanitizer(""), report], graph, suspect=None)
+    assert found.culprit.kind == "kernel" and found.culprit.kernel == "gather_rows_0"
+    assert found.finding.startswith("compute-sanitizer found 130 error(s) in 1/2 checked run(s)")
+
+
+def test_a_function_outside_the_wrapper_points_at_the_graph_custom_op():
+    graph = wrapper.parse_wrapper(log("cpu/wrapper_load_error.cpp"), "w.cpp",
+                                  wrapper.extern_nodes_for("tests/logs/cpu/wrapper_load_error.cpp"))
+    report = parse_compute_sanitizer(log("cuda/compute-sanitizer-memcheck-user-triton-oob.log"))
+    c = memcheck_culprit([report], graph, None).culprit
+    assert c.kind == "outside_instrumented_kernels" and c.kernel == "bisectlab::fused_norm"
+    assert "gather_rows is not a kernel of the generated wrapper" in c.evidence[-1]
