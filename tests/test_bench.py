@@ -4,7 +4,7 @@ import json
 import os
 import sys
 
-from test_parsers import LOGS
+from conftest import LOGS
 
 from aoti_bisect.aoti import printer
 from aoti_bisect.scenarios import load_manifest
