@@ -61,11 +61,30 @@ def test_parallel_runs_compile_once_and_never_share_a_writable_cache(tmp_path, w
 
 
 def test_parallel_runs_respect_jobs_and_stop(tmp_path, write_script):
-    child = write_script("fail.py", "raise SystemExit('boom')\n")
+    # Each child notes when it starts and ends; the notes are taken inside its process lifetime, so the
+    # concurrency read from them can only understate the real one. The 1 s sleep dwarfs start-up skew.
+    notes = tmp_path / "notes"
+    child = write_script("fail.py", f"""
+        import time
+        def note(what):
+            with open({str(notes)!r}, "a") as f:
+                f.write(f"{{what}} {{time.time()}}\\n")
+        note("start")
+        time.sleep(1.0)
+        note("end")
+        raise SystemExit('boom')
+    """)
     h = Harness(str(tmp_path / "run"), jobs=2)
     seen = []
     results = h.run_many([spec(child, i) for i in range(6)], on_result=seen.append,
                          stop=lambda rs: len(rs) >= 3)
+    events = sorted((float(t), what == "start") for what, t in map(str.split, notes.read_text().splitlines()))
+    alive = most = 0
+    for _, started in events:  # at equal times an end sorts before a start
+        alive += 1 if started else -1
+        most = max(most, alive)
+    assert most == 2  # never more than --jobs at once, and --jobs reached once the first run warmed the key
     assert 3 <= len(results) <= 4  # at most one batch in flight when stop fired
     assert all(r.outcome is Outcome.FAILED for r in results)
     assert [r.spec.index for r in results] == sorted(r.spec.index for r in results)
+    assert sum(started for _, started in events) == len(results)  # nothing started after stop fired
