@@ -1,6 +1,8 @@
 """Helpers shared by the test files: the captured logs under tests/logs, and small Python children that
 stand in for a repro."""
+import functools
 import os
+import subprocess
 import sys
 import textwrap
 
@@ -33,3 +35,11 @@ def write_script(tmp_path):
         return str(path)
     return write
 
+
+@functools.lru_cache(maxsize=None)
+def torch_sees_a_gpu() -> bool:
+    """What a repro's `torch.cuda.is_available()` says here, asked in a child so that collecting the tests
+    never imports torch."""
+    out = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
+                         capture_output=True, text=True)
+    return out.stdout.strip() == "True"

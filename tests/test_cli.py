@@ -8,6 +8,7 @@ import time
 
 import psutil
 import pytest
+from conftest import torch_sees_a_gpu
 
 
 def test_sigint_kills_children_and_writes_partial_report(tmp_path, write_script):
@@ -86,6 +87,9 @@ def test_help_does_not_import_torch():
 
 
 def test_cuda_repro_without_gpu_is_an_infrastructure_error(tmp_path):
+    # The opposite of the `cuda` marker: this needs a host where torch sees no GPU, so it is skipped on one.
+    if torch_sees_a_gpu():
+        pytest.skip("torch sees a CUDA GPU here; this test needs a host without one")
     (tmp_path / "needs_gpu.py").write_text("import torch\nx = torch.ones(2, device='cuda')\nprint(x)\n")
     out = subprocess.run([sys.executable, "-m", "aoti_bisect", str(tmp_path / "needs_gpu.py"), "--runs", "2",
                           "--json", "--out", str(tmp_path / "out")], capture_output=True, text=True)
