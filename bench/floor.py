@@ -61,6 +61,7 @@ from _common import Sandbox, Timed, clean_env, main, read, spread, table, timed,
 from aoti_bisect.aoti import flags, printer
 from aoti_bisect.run.harness import compile_key
 from aoti_bisect.scenarios import Scenario, compare, culprit_matches, load_manifest
+from aoti_bisect.scenarios import _found_culprit as _describe  # the words `scenarios check` uses for a culprit
 
 
 @dataclass
@@ -97,14 +98,6 @@ class Row:
     by_hand: list[Result] = field(default_factory=list)
     bisector: list[Result] = field(default_factory=list)
     plan: Optional[Plan] = None
-
-
-def _describe(c: Optional[dict]) -> str:
-    if not c or not c.get("kind"):
-        return "none"
-    if c["kind"] == "model_input":
-        return f"model_input {c.get('input_index')}"
-    return f"{c['kind']} {c.get('kernel') or ''}".strip()
 
 
 def run_tool(s: Scenario, tmp: str, tag: str) -> tuple[Result, dict]:
