@@ -1,18 +1,30 @@
-"""scripts/bench.py's pure parts: what it reads from a report, how it judges the by-hand ladder, its log."""
+"""bench/'s pure parts: what it reads from a report, how it judges the by-hand ladder, its log; and that
+each benchmark starts."""
 import importlib.util
 import json
 import os
+import subprocess
 import sys
 
-from test_parsers import LOGS
+import pytest
+from conftest import LOGS
 
 from aoti_bisect.aoti import printer
 from aoti_bisect.scenarios import load_manifest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_spec = importlib.util.spec_from_file_location("bench", os.path.join(REPO, "scripts", "bench.py"))
-bench = sys.modules["bench"] = importlib.util.module_from_spec(_spec)  # dataclasses look their module up
-_spec.loader.exec_module(bench)
+BENCH = os.path.join(REPO, "bench")
+sys.path.append(BENCH)  # the benchmarks import their shared _common as a script's neighbour does
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", os.path.join(BENCH, f"{name}.py"))
+    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+floor, parse = _load("floor"), _load("parse")
 
 
 def scenario(name):
@@ -21,36 +33,43 @@ def scenario(name):
 
 def test_plan_reads_runs_and_compile_keys_from_a_report():
     with open(os.path.join(REPO, "docs", "examples", "nan_after_matmul.report.json")) as f:
-        plan = bench.Plan.from_report(json.load(f))
+        plan = floor.Plan.from_report(json.load(f))
     assert [name for name, _, _ in plan.steps] == ["baseline", "sanity", "trace", "inspect"]  # determinism: 0 runs
     assert plan.runs == 5 and len(plan.keys) == 4
 
 
 def test_by_hand_reads_the_last_launch_and_the_input_check(tmp_path):
-    failed, passed = bench.Timed(10.0, 1), bench.Timed(10.0, 0)
+    failed, passed = floor.Timed(10.0, 1), floor.Timed(10.0, 0)
     quiet = tmp_path / "quiet.log"
     quiet.write_text("ok\n")
     checked = tmp_path / "checked.log"
     checked.write_text("RuntimeError: input_handles[0]: unmatched stride value at 0, expected: 32, but got: 1\n")
     trace = (failed, os.path.join(LOGS, "cpu", "index_oob_level3.log"))
-    answer = bench.by_hand_answer((failed, str(quiet)), trace, [failed] * 4)
-    assert answer == bench.Answer(True, {"kind": "kernel", "kernel": "cpp_fused_add_index_mul_sin_sum_0"})
-    assert bench._right(scenario("index_oob"), answer)
-    assert not bench._right(scenario("nan_after_matmul"), answer)
-    answer = bench.by_hand_answer((failed, str(checked)), trace, [failed] * 4)
+    answer = floor.by_hand_answer((failed, str(quiet)), trace, [failed] * 4)
+    assert answer == floor.Answer(True, {"kind": "kernel", "kernel": "cpp_fused_add_index_mul_sin_sum_0"})
+    assert floor._right(scenario("index_oob"), answer)
+    assert not floor._right(scenario("nan_after_matmul"), answer)
+    answer = floor.by_hand_answer((failed, str(checked)), trace, [failed] * 4)
     assert answer.culprit == {"kind": "model_input", "input_index": 0}
-    assert bench._right(scenario("input_mismatch"), answer)
-    none_named = bench.by_hand_answer((failed, str(quiet)), (failed, str(quiet)), [failed] * 4)
-    assert bench._right(scenario("compile_error"), none_named) and not bench._right(scenario("index_oob"), none_named)
-    not_reproduced = bench.by_hand_answer((passed, str(quiet)), (passed, str(quiet)), [passed] * 4)
-    assert bench._right(scenario("passing_control"), not_reproduced)
-    assert not bench._right(scenario("compile_error"), not_reproduced)
+    assert floor._right(scenario("input_mismatch"), answer)
+    none_named = floor.by_hand_answer((failed, str(quiet)), (failed, str(quiet)), [failed] * 4)
+    assert floor._right(scenario("compile_error"), none_named) and not floor._right(scenario("index_oob"), none_named)
+    not_reproduced = floor.by_hand_answer((passed, str(quiet)), (passed, str(quiet)), [passed] * 4)
+    assert floor._right(scenario("passing_control"), not_reproduced)
+    assert not floor._right(scenario("compile_error"), not_reproduced)
 
 
 def test_generated_level2_log_parses_like_a_real_one(tmp_path):
     path = str(tmp_path / "l2.log")
-    size = bench.write_level2_log(path, 9 << 20)
+    size = parse.write_level2_log(path, 9 << 20)
     assert size >= 9 << 20
     views, inputs = printer.collect(printer.parse_blocks(printer.read_pieces(path)))
     assert 100 < len(views) <= 6 * 500 and inputs  # a bounded set of kernels, launched again and again
     assert any(s.non_finite for v in views.values() for s in v.after.values())
+
+
+@pytest.mark.parametrize("name", ["all", "overhead", "parallel", "floor", "parse"])
+def test_each_benchmark_answers_help(name):
+    out = subprocess.run([sys.executable, os.path.join(BENCH, f"{name}.py"), "--help"], capture_output=True,
+                         text=True, cwd=REPO)
+    assert out.returncode == 0 and "--repeats" in out.stdout, out.stderr

@@ -1,5 +1,5 @@
 """The walk-back on real generated wrapper code and real level-2 output (captured from torch 2.13 CPU)."""
-from test_parsers import log
+from conftest import log
 
 from aoti_bisect.aoti import printer, wrapper
 from aoti_bisect.diagnose.walk import spread, walk

@@ -1,18 +1,19 @@
 #!/usr/bin/env python3
-"""Benchmark: aoti-bisect's overhead per run against running the same script directly.
+"""Item 1 of issue #7: aoti-bisect's overhead per run against running the same script directly.
 
 N runs of a fast script, sequentially both ways (and aoti-bisect with one run, to separate its fixed
 start-up cost from the per-run cost); repeated R times, median and spread reported.
-Usage: python scripts/bench_overhead.py [--runs 20] [--repeats 3]
+
+Usage: python bench/overhead.py [--runs 20] [--repeats 3]
 """
-import argparse
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+from _common import main, tool_argv
 
 SCRIPTS = {
     "print-only": "print('ok')\n",
@@ -30,20 +31,15 @@ def direct(script: str, n: int, workdir: str) -> float:
 
 def tool(script: str, n: int, workdir: str, tag: str) -> float:
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "aoti_bisect", script, "--runs", str(n), "--stages", "baseline", "-q",
-                    "--out", os.path.join(workdir, f"tool-{tag}")], check=False, stdout=subprocess.DEVNULL,
+    subprocess.run(tool_argv(script, "--runs", str(n), "--stages", "baseline", "-q",
+                             "--out", os.path.join(workdir, f"tool-{tag}")), check=False, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
     return time.perf_counter() - start
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=20)
-    ap.add_argument("--repeats", type=int, default=3)
-    args = ap.parse_args()
+def run(args) -> None:
     n = args.runs
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}, Python "
-          f"{platform.python_version()}; N={n} sequential runs, {args.repeats} repeats, medians (min-max)")
+    print(f"item 1: overhead per run, N={n} sequential runs, {args.repeats} repeats, medians (min-max)")
     print("fixed = one aoti-bisect run minus one direct run (start-up, environment probe, report);")
     print("per-run = (aoti-bisect with N runs - with 1 run) / (N-1) - direct per-run time\n")
     print(f"{'script':<13} {'direct N s':>11} {'aoti-bisect N s':>16} {'ratio':>6} {'fixed s':>8} "
@@ -66,7 +62,8 @@ def main() -> None:
             med = statistics.median
             print(f"{name:<13} {med(direct_run) * n / 1000:11.2f} {med(total):16.2f} {med(ratio):6.3f} {med(fixed):8.2f} "
                   f"{med(per_run):10.1f} ({min(per_run):.1f} to {max(per_run):.1f})")
+    print()
 
 
 if __name__ == "__main__":
-    main()
+    main(__doc__, run, ("runs", "repeats"))

@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Item 5 of issue #7: level-2 log parsing throughput and peak memory, on a generated 1 GB log.
+
+The log is real CPU and CUDA captures from tests/logs, repeated with varied kernel/buffer names and values,
+scalar lines and NaNs mixed in, read exactly as the ladder reads one (Ladder.inspect):
+printer.read_level2(path, bound), which cuts a large log at block headers into ranges that two worker
+processes parse and fold (one CPU: in-process). Throughput = bytes / parse time (warm page cache) in a fresh
+subprocess; peak RSS = the peak, sampled every 10 ms, of the summed RSS of that subprocess and its workers,
+shown beside the same interpreter's RSS after its imports alone. The log lives in a temporary folder that
+is deleted afterwards. Figures: see bench/_common.py.
+
+Usage: python bench/parse.py [--repeats 3] [--log-mb 1024]
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from _common import LOGS, main, read, spread, table
+
+
+_BLOCK_START = re.compile(r"^\[  (?:before_launch|after_launch|aoti_model_inputs) - ", re.M)
+_NAME = re.compile(r"\b(cpp_fused_\w+?|triton_\w+?|aoti_torch_\w+?)_(\d+)\b")
+_STAT = re.compile(r"^(Mean|Min|Max) value: .*$", re.M)
+
+
+def _template_blocks() -> list[str]:
+    """Blocks of real level-2 captures (values, headers, scalar lines), one string each."""
+    blocks = []
+    for name in ("cpu/nan_after_matmul_level2.log", "cpu/index_oob_level2_filtered.log",
+                 "cuda/nan_triton_level2.log"):
+        text = read(os.path.join(LOGS, name))
+        starts = [m.start() for m in _BLOCK_START.finditer(text)] + [len(text)]
+        blocks += [text[a:b] for a, b in zip(starts, starts[1:])]
+    return blocks
+
+
+def _varied_chunk(rng: random.Random, blocks: list[str], size: int) -> str:
+    """About `size` bytes of blocks with kernels renamed within a fixed pool (a real model has a bounded
+    set of kernels, launched again on every iteration), buffers renamed and statistics redrawn."""
+    parts, total = [], 0
+    while total < size:
+        b = rng.choice(blocks)
+        k = rng.randrange(500)
+        b = _NAME.sub(lambda m: f"{m.group(1)}_{k}", b)
+        b = re.sub(r"\bbuf\d+\b", lambda m: f"buf{rng.randrange(200)}", b)
+        mean, half = rng.gauss(0, 10), abs(rng.gauss(0, 10))
+        value = {"Mean": mean, "Min": mean - half, "Max": mean + half}
+        if rng.random() < 0.001:
+            value = dict.fromkeys(value, math.nan)
+        b = _STAT.sub(lambda m: f"{m.group(1)} value: {value[m.group(1)]:.6g}", b)
+        parts.append(b)
+        total += len(b)
+    return "".join(parts)
+
+
+def write_level2_log(path: str, size: int) -> int:
+    """Cycles through 8 differently drawn 4 MB chunks (drawing 1 GB would take minutes)."""
+    rng = random.Random(7)
+    blocks = _template_blocks()
+    chunks = [_varied_chunk(rng, blocks, 4 << 20) for _ in range(8)]
+    written = 0
+    with open(path, "w") as f:
+        while written < size:
+            piece = chunks[written // (4 << 20) % len(chunks)]
+            f.write(piece)
+            written += len(piece)
+    return os.path.getsize(path)
+
+
+_PARSE = """
+import json, sys, time
+from aoti_bisect.aoti import printer
+from aoti_bisect.diagnose import ladder  # ladder: the same imports, hence the same RSS, as a real run
+if __name__ == "__main__" and sys.argv[2] == "parse":
+    start = time.perf_counter()
+    views, inputs = printer.read_level2(sys.argv[1], 16)  # as Ladder.inspect reads a log
+    took = time.perf_counter() - start
+    print(json.dumps({"seconds": took, "kernels": len(views), "inputs": len(inputs)}))
+"""
+
+
+def _tree_rss(argv: list[str]) -> tuple[str, float]:
+    """(stdout, peak of the summed RSS of the child and its descendants in MB).
+    The sum is sampled every 10 ms: the parse's worker processes live for seconds, so a peak is not missed
+    by more than what a worker gains in 10 ms."""
+    import psutil
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE)
+    proc, peak_sum = psutil.Process(child.pid), 0
+    reader = ThreadPoolExecutor(1).submit(child.stdout.read)
+    while child.poll() is None:
+        try:
+            total = sum(p.memory_info().rss for p in [proc, *proc.children(recursive=True)])
+            peak_sum = max(peak_sum, total)
+        except psutil.Error:  # a worker exited between the listing and the reading
+            pass
+        time.sleep(0.01)
+    out = reader.result().decode()
+    if child.returncode:
+        sys.exit(f"parse child failed: {argv}")
+    return out, peak_sum / 2**20
+
+
+def run(args) -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-parse-") as tmp:
+        path = os.path.join(tmp, "level2.log")
+        size = write_level2_log(path, args.log_mb << 20)
+        rates, peaks = [], []
+        _, imports = _tree_rss([sys.executable, "-c", _PARSE, path, "imports-only"])
+        for _ in range(args.repeats):
+            out, peak = _tree_rss([sys.executable, "-c", _PARSE, path, "parse"])
+            got = json.loads(out)
+            rates.append(size / 1e6 / got["seconds"])
+            peaks.append(peak)
+    print(f"item 5: level-2 log parsing (printer.read_level2, as Ladder.inspect reads a log), {size / 1e6:.0f} MB "
+          f"log, {got['kernels']} kernels, {os.cpu_count()} CPUs; {args.repeats} repeats, median (min-max)\n")
+    print(table(["throughput MB/s", "peak RSS MB (all processes)", "RSS after imports MB"],
+                [[spread(rates, "{:.0f}"), spread(peaks, "{:.0f}"), f"{imports:.0f}"]]))
+    print()
+
+
+if __name__ == "__main__":
+    main(__doc__, run, ("repeats", "log_mb"))
