@@ -3,7 +3,7 @@
 
 The log is real CPU and CUDA captures from tests/logs, repeated with varied kernel/buffer names and values,
 scalar lines and NaNs mixed in, read exactly as the ladder reads one (Ladder.inspect):
-printer.read_level2(path, bound), which cuts a large log at block headers into ranges that two worker
+level2_file.read_level2(path, bound), which cuts a large log at block headers into ranges that two worker
 processes parse and fold (one CPU: in-process). Throughput = bytes / parse time (warm page cache) in a fresh
 subprocess; peak RSS = the peak, sampled every 10 ms, of the summed RSS of that subprocess and its workers,
 shown beside the same interpreter's RSS after its imports alone. The log lives in a temporary folder that
@@ -78,11 +78,11 @@ def write_level2_log(path: str, size: int) -> int:
 
 _PARSE = """
 import json, sys, time
-from aoti_bisect.aoti import printer
+from aoti_bisect.aoti import level2_file
 from aoti_bisect.diagnose import ladder  # ladder: the same imports, hence the same RSS, as a real run
 if __name__ == "__main__" and sys.argv[2] == "parse":
     start = time.perf_counter()
-    views, inputs = printer.read_level2(sys.argv[1], 16)  # as Ladder.inspect reads a log
+    views, inputs = level2_file.read_level2(sys.argv[1], 16)  # as Ladder.inspect reads a log
     took = time.perf_counter() - start
     print(json.dumps({"seconds": took, "kernels": len(views), "inputs": len(inputs)}))
 """
@@ -120,7 +120,7 @@ def run(args) -> None:
             got = json.loads(out)
             rates.append(size / 1e6 / got["seconds"])
             peaks.append(peak)
-    print(f"item 5: level-2 log parsing (printer.read_level2, as Ladder.inspect reads a log), {size / 1e6:.0f} MB "
+    print(f"item 5: level-2 log parsing (level2_file.read_level2, as the inspect stage reads a log), {size / 1e6:.0f} MB "
           f"log, {got['kernels']} kernels, {os.cpu_count()} CPUs; {args.repeats} repeats, median (min-max)\n")
     print(table(["throughput MB/s", "peak RSS MB (all processes)", "RSS after imports MB"],
                 [[spread(rates, "{:.0f}"), spread(peaks, "{:.0f}"), f"{imports:.0f}"]]))

@@ -5,11 +5,11 @@ import signal
 import pytest
 from conftest import log
 
+from aoti_bisect.aoti.checks import index_bound
 from aoti_bisect.run.classify import (
     classify,
     collapse_repeats,
     fingerprint,
-    index_bound,
     parse_frames,
     phase_of,
 )
