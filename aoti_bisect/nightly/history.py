@@ -1,13 +1,16 @@
 """The nightly history: one SQLite row per run, keyed by repro, torch build, GPU/driver and environment."""
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterator, Optional
 
+from ..exits import UsageFailure
+from ..run.types import Outcome
 from ..stats import Rate
-from .records import Night, SetError
+from .records import Night
 
 SCHEMA_VERSION = 1
 
@@ -36,6 +39,10 @@ def default_path() -> str:
     return os.path.join(data, "aoti-bisect", "history.sqlite3")
 
 
+class HistoryError(UsageFailure):
+    """A history database that cannot be opened, read or written, said in one line."""
+
+
 @dataclass(frozen=True)
 class Baseline:
     """Earlier nights of one repro, pooled."""
@@ -44,6 +51,16 @@ class Baseline:
     nights: int
     torch: Optional[str]
     torch_git: Optional[str]
+
+
+@dataclass(frozen=True)
+class Past:
+    """What the history knows of one repro before tonight: all a night's judging asks of it."""
+
+    baseline: Optional[Baseline]
+    known_fingerprints: frozenset[str]
+    # fingerprint -> (first, last) time any run showed it, tonight's runs included
+    seen: dict[str, tuple[str, str]]
 
 
 class History:
@@ -57,17 +74,28 @@ class History:
             self.db.execute("PRAGMA journal_mode=WAL")
             self._upgrade()
         except sqlite3.DatabaseError as exc:
-            raise SetError(f"history database {self.path}: {exc}")
+            raise HistoryError(f"history database {self.path}: {exc}")
         except OSError as exc:
-            raise SetError(f"history database {self.path}: {exc.strerror}")
+            raise HistoryError(f"history database {self.path}: {exc.strerror}")
 
-    def _upgrade(self) -> None:
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        # IMMEDIATE takes the write lock up front, so two writers queue on the busy timeout instead of one
+        # failing halfway with "database is locked".
         self.db.execute("BEGIN IMMEDIATE")
         try:
+            yield
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    def _upgrade(self) -> None:
+        with self._transaction():
             version = self.db.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
-                raise SetError(f"history database {self.path} has schema v{version}; this aoti-bisect "
-                               f"knows up to v{SCHEMA_VERSION} (upgrade aoti-bisect)")
+                raise HistoryError(f"history database {self.path} has schema v{version}; this aoti-bisect "
+                                   f"knows up to v{SCHEMA_VERSION} (upgrade aoti-bisect)")
             if version == 0:
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
@@ -76,18 +104,13 @@ class History:
             for migration in _MIGRATIONS[version - 1:]:
                 self.db.execute(migration)
             self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            self.db.execute("COMMIT")
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
 
     def close(self) -> None:
         self.db.close()
 
     def add(self, night: Night) -> int:
         """Stores a night's runs; adding the same night again (a re-merge) adds nothing. Returns rows added."""
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction():
             self.db.execute(
                 "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(batch) DO UPDATE SET "
                 "finished = excluded.finished, shards = excluded.shards, complete = excluded.complete",
@@ -99,14 +122,10 @@ class History:
                 " phase, fingerprint, message, torch, torch_git, gpu, driver, env_fp, host, log)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [(night.batch, r["repro"], r["index"], r["started"], r["outcome"],
-                  int(r["outcome"] in ("failed", "crashed", "timeout")), r["duration_s"], r["kind"], r["phase"],
+                  int(Outcome(r["outcome"]).is_failure), r["duration_s"], r["kind"], r["phase"],
                   r["fingerprint"], r["message"], r["torch"], r["torch_git"], r["gpu"], r["driver"],
                   r["env_fp"], r["host"], r["log"]) for r in night.runs])
             added = self.db.total_changes - before
-            self.db.execute("COMMIT")
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
         return added
 
     def _earlier_batches(self, repro: str, night: Night, window: int) -> list[str]:
@@ -116,7 +135,11 @@ class History:
             "ORDER BY b.started DESC LIMIT ?", (night.batch, night.started, repro, window)).fetchall()
         return [b for (b,) in rows]
 
-    def baseline(self, repro: str, night: Night, window: int) -> Optional[Baseline]:
+    def past(self, repro: str, night: Night, window: int) -> Past:
+        return Past(self._baseline(repro, night, window), frozenset(self._known_fingerprints(repro, night)),
+                    self._seen(repro))
+
+    def _baseline(self, repro: str, night: Night, window: int) -> Optional[Baseline]:
         """The last `window` nights before this one that ran the repro, pooled; None on its first night."""
         batches = self._earlier_batches(repro, night, window)
         if not batches:
@@ -129,14 +152,14 @@ class History:
             "SELECT torch, torch_git FROM runs WHERE repro = ? AND batch = ? LIMIT 1", (repro, batches[0])).fetchone()
         return Baseline(Rate(failures or 0, runs), len(batches), torch, git)
 
-    def known_fingerprints(self, repro: str, night: Night) -> set[str]:
+    def _known_fingerprints(self, repro: str, night: Night) -> set[str]:
         rows = self.db.execute(
             "SELECT DISTINCT r.fingerprint FROM runs r JOIN batches b ON b.batch = r.batch "
             "WHERE r.repro = ? AND r.failed = 1 AND r.batch != ? AND b.started < ?",
             (repro, night.batch, night.started)).fetchall()
         return {fp for (fp,) in rows}
 
-    def seen(self, repro: str) -> dict[str, tuple[str, str]]:
+    def _seen(self, repro: str) -> dict[str, tuple[str, str]]:
         """Each failure fingerprint of a repro, with the first and last time any run showed it."""
         rows = self.db.execute(
             "SELECT fingerprint, MIN(started), MAX(started) FROM runs WHERE repro = ? AND failed = 1 "

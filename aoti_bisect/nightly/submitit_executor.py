@@ -6,12 +6,13 @@ record file), and this host then merges the records. submitit brings the schedul
 from __future__ import annotations
 
 import dataclasses
-import glob
 import os
 from dataclasses import dataclass
 from typing import Optional
 
-from .records import Plan, Repro, SetError, Shard
+from .plan import Plan, Shard
+from .records import records_in
+from .sets import Repro, SetError
 
 
 @dataclass(frozen=True)
@@ -66,4 +67,4 @@ def run_on_submitit(repros: list[Repro], plan: Plan, shards: int, set_path: str,
             job.cancel(check=False)
         raise
     # A shard that died still left the runs it finished; merging says which shards are missing or torn.
-    return sorted(glob.glob(os.path.join(out, "records", "*.jsonl")))
+    return records_in(out)
