@@ -344,6 +344,9 @@ def history_cmd(repros, db, nights, as_json, plot):
     from .nightly.command import history
     from .nightly.render import render_history
 
+    if nights < 1:
+        raise UsageFailure(f"--nights must be at least 1, got {nights}")
+
     rows = history(tuple(repros), db, nights, plot, _say(0))
     print(json.dumps(rows, indent=2) if as_json else render_history(rows))
 

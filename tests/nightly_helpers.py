@@ -52,7 +52,7 @@ def junit_checked(path):
     from junitparser import JUnitXml
     from lxml import etree
 
-    schema = etree.XMLSchema(etree.parse(os.path.join(HERE, "junit.xsd")))
+    schema = etree.XMLSchema(etree.parse(os.path.join(HERE, "data", "jenkins-xunit-junit-10.xsd")))
     doc = etree.parse(str(path))
     schema.assertValid(doc)
     cases = {}

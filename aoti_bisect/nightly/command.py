@@ -11,7 +11,7 @@ from typing import Callable, Optional
 
 from ..exits import EXIT_INTERRUPTED, UsageFailure
 from ..files import prepare_out
-from .history import History, default_path
+from .history import History, HistoryError, default_path, reused_batch
 from .plan import Plan, parse_shard
 from .records import find_records, read_records, record_path, records_dir
 from .sets import Repro, load_set
@@ -73,23 +73,30 @@ def _night_folder(out: Optional[str], prefix: str) -> str:
 
 
 def nightly(req: NightlyRequest, say: Say) -> Finished:
+    req.judging.check()
     shard = parse_shard(req.shard_text, dict(os.environ))
     if req.plan.until_confident and (shard.count > 1 or req.submitit):
         raise UsageFailure("--until-confident cannot be sharded: its stopping rule needs every run of a repro "
                            "in one place; give --runs N")
     repros = load_set(req.set_path, sys.executable, req.only)
+    from .runner import default_batch, run_records, visible_gpus
+
+    batch = req.batch or default_batch(dict(os.environ))
     if shard.count == 1:
         # A database this night could not be judged into should stop it before its hours of runs, not after.
-        History(req.judging.db or default_path()).close()
+        store = History(req.judging.db or default_path())
+        try:
+            if store.has_batch(batch):
+                raise HistoryError(reused_batch(batch, store.path))
+        finally:
+            store.close()
     plan = dataclasses.replace(req.plan, shard=shard)
     out = _night_folder(req.out, "nightly")
-    from .runner import default_batch, run_records, visible_gpus
 
     # Shards of one night may share a folder (one --out on a shared disk); a second night may not reuse it.
     taken = record_path(out, plan.shard) if req.submitit is None else records_dir(out)
     if os.path.isfile(taken) or (os.path.isdir(taken) and os.listdir(taken)):
         raise UsageFailure(f"{out} already holds this night's records; give a fresh --out")
-    batch = req.batch or default_batch(dict(os.environ))
     if req.submitit:
         from .submitit_executor import run_on_submitit
 
@@ -117,6 +124,7 @@ def nightly(req: NightlyRequest, say: Say) -> Finished:
 
 
 def merge(paths: tuple[str, ...], out: Optional[str], judging: Judging, say: Say) -> Finished:
+    judging.check()
     files = find_records(paths)
     return judge_night(files, _night_folder(out, "merge"), judging, say)
 
@@ -126,7 +134,7 @@ def history(repros: tuple[str, ...], db: Optional[str], nights: int, plot: Optio
     path = db or default_path()
     if not os.path.isfile(path):
         raise UsageFailure(f"no history database at {path} (run `aoti-bisect nightly` first, or give --db)")
-    store = History(path)
+    store = History(path, readonly=True)
     try:
         rows = store.trend(repros, nights)
     finally:
@@ -147,7 +155,6 @@ def judge_night(record_files: list[str], out: str, judging: Judging, say: Say, i
     from .judge import attach_reports, changed, summarize
     from .render import write_summaries
 
-    judging.check()
     night = read_records(record_files)
     store = History(judging.db or default_path())
     try:

@@ -4,6 +4,8 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import time
+import urllib.parse
 from dataclasses import dataclass
 from typing import Iterator, Optional
 
@@ -13,6 +15,8 @@ from ..stats import Rate
 from .records import Night
 
 SCHEMA_VERSION = 1
+# Writers wait this long for each other (two nightly jobs on one host) before "database is locked" counts.
+BUSY_TIMEOUT_S = 60
 
 _SCHEMA = """
 CREATE TABLE batches (
@@ -43,6 +47,11 @@ class HistoryError(UsageFailure):
     """A history database that cannot be opened, read or written, said in one line."""
 
 
+def reused_batch(batch: str, path: str) -> str:
+    return (f"batch {batch} is already in the history {path} (another night ran under that name); "
+            "give a fresh --batch")
+
+
 @dataclass(frozen=True)
 class Baseline:
     """Earlier nights of one repro, pooled."""
@@ -64,19 +73,50 @@ class Past:
 
 
 class History:
-    def __init__(self, path: str) -> None:
+    """The history database. `readonly` (for `aoti-bisect history`) opens it with SQLite's mode=ro: it never
+    writes, so it works on a read-only file and leaves a file that is not a history exactly as it was."""
+
+    def __init__(self, path: str, readonly: bool = False) -> None:
         self.path = os.path.abspath(path)
         try:
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            # Two nightly jobs on one host may write at once: WAL lets readers go on, and writers wait for
-            # each other for up to a minute instead of failing with "database is locked".
-            self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self._upgrade()
+            if readonly:
+                uri = f"file:{urllib.parse.quote(self.path)}?mode=ro"
+                self.db = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+                self._check_version(self.db.execute("PRAGMA user_version").fetchone()[0], readonly=True)
+            else:
+                os.makedirs(os.path.dirname(self.path), exist_ok=True)
+                self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+                self._open_for_writing()
         except sqlite3.DatabaseError as exc:
             raise HistoryError(f"history database {self.path}: {exc}")
         except OSError as exc:
             raise HistoryError(f"history database {self.path}: {exc.strerror}")
+
+    def _open_for_writing(self) -> None:
+        # Two jobs opening one new database at once race to create its schema and to switch it to WAL; the
+        # switch needs the database to itself and answers "locked" at once, without waiting for the busy
+        # timeout. So "locked" during these two steps is retried until the timeout.
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        while True:
+            try:
+                self._upgrade()
+                # WAL lets readers (`history`) go on while a night is written.
+                self.db.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def _check_version(self, version: int, readonly: bool = False) -> None:
+        if version == 0 and (readonly or self.db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]):
+            raise HistoryError(f"{self.path} is not an aoti-bisect history (it has no history schema)")
+        if version > SCHEMA_VERSION:
+            raise HistoryError(f"history database {self.path} has schema v{version}; this aoti-bisect "
+                               f"knows up to v{SCHEMA_VERSION} (upgrade aoti-bisect)")
+        if readonly and version < SCHEMA_VERSION:
+            raise HistoryError(f"history database {self.path} has schema v{version}; a nightly or merge "
+                               f"upgrades it to v{SCHEMA_VERSION}")
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -93,9 +133,7 @@ class History:
     def _upgrade(self) -> None:
         with self._transaction():
             version = self.db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise HistoryError(f"history database {self.path} has schema v{version}; this aoti-bisect "
-                                   f"knows up to v{SCHEMA_VERSION} (upgrade aoti-bisect)")
+            self._check_version(version)
             if version == 0:
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
@@ -108,9 +146,18 @@ class History:
     def close(self) -> None:
         self.db.close()
 
+    def has_batch(self, batch: str) -> bool:
+        return self.db.execute("SELECT 1 FROM batches WHERE batch = ?", (batch,)).fetchone() is not None
+
     def add(self, night: Night) -> int:
-        """Stores a night's runs; adding the same night again (a re-merge) adds nothing. Returns rows added."""
+        """Stores a night's runs; adding the same night again (a re-merge) adds nothing. Returns rows added.
+        Another night under a batch name already stored is refused: its runs would be dropped as duplicates."""
         with self._transaction():
+            for r in night.runs:
+                stored = self.db.execute("SELECT started FROM runs WHERE batch = ? AND repro = ? AND run_index = ?",
+                                         (night.batch, r["repro"], r["index"])).fetchone()
+                if stored and stored[0] != r["started"]:
+                    raise HistoryError(reused_batch(night.batch, self.path))
             self.db.execute(
                 "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(batch) DO UPDATE SET "
                 "finished = excluded.finished, shards = excluded.shards, complete = excluded.complete",

@@ -24,15 +24,45 @@ class Shard:
         return f"{self.index}/{self.count}"
 
 
+def _whole(env: dict[str, str], name: str, default: Optional[int] = None) -> int:
+    text = env.get(name)
+    if text is None and default is not None:
+        return default
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        raise SetError(f"{name} must be a whole number, not {text!r}")
+
+
+def slurm_shard(env: dict[str, str]) -> Optional[Shard]:
+    """This Slurm array task's shard, or None outside an array.
+
+    Slurm hands each task its id, not its position: `--array=5-9:2%1` gives ids 5, 7, 9 (MIN 5, STEP 2,
+    COUNT 3), so the shard index is (ID - MIN) / STEP. A list array with uneven gaps (`--array=1,2,7`) has
+    no such position and is refused."""
+    if "SLURM_ARRAY_TASK_ID" not in env:
+        return None
+    task = _whole(env, "SLURM_ARRAY_TASK_ID")
+    low = _whole(env, "SLURM_ARRAY_TASK_MIN", 0)
+    step = _whole(env, "SLURM_ARRAY_TASK_STEP", 1)
+    count = _whole(env, "SLURM_ARRAY_TASK_COUNT", 0)
+    high = _whole(env, "SLURM_ARRAY_TASK_MAX", low + step * max(count - 1, 0))
+    if step < 1:
+        raise SetError(f"SLURM_ARRAY_TASK_STEP must be at least 1, not {step}")
+    if (task - low) % step:
+        raise SetError(f"Slurm array task {task} is not on the array's step ({low}, {low + step}, ...)")
+    if count and (high - low) // step + 1 != count:
+        raise SetError(f"an irregular Slurm array (ids {low}..{high} step {step}, but {count} tasks) has no "
+                       "shard order; give --shard i/N")
+    return Shard((task - low) // step, count)
+
+
 def parse_shard(text: Optional[str], env: dict[str, str]) -> Shard:
     """`i/N`; or `N` with i from the scheduler; or, with no option, a Slurm array's own index and count."""
-    slurm_id, slurm_count = env.get("SLURM_ARRAY_TASK_ID"), env.get("SLURM_ARRAY_TASK_COUNT")
-    slurm_index = None
-    if slurm_id is not None:
-        slurm_index = int(slurm_id) - int(env.get("SLURM_ARRAY_TASK_MIN", "0"))
+    slurm = slurm_shard(env)
     if text is None:
-        if slurm_index is not None and slurm_count:
-            return _checked(slurm_index, int(slurm_count))
+        if slurm is not None and slurm.count:
+            return _checked(slurm.index, slurm.count)
         return Shard()
     m = re.fullmatch(r"(?:(\d+)/)?(\d+)", text.strip())
     if not m:
@@ -40,8 +70,8 @@ def parse_shard(text: Optional[str], env: dict[str, str]) -> Shard:
     count = int(m.group(2))
     if m.group(1) is not None:
         return _checked(int(m.group(1)), count)
-    if slurm_index is not None:
-        return _checked(slurm_index, count)
+    if slurm is not None:
+        return _checked(slurm.index, count)
     if env.get("JOB_COMPLETION_INDEX", "").isdigit():
         return _checked(int(env["JOB_COMPLETION_INDEX"]), count)
     raise SetError(f"--shard {text}: no shard index: give i/{count}, or run as a Slurm array task "

@@ -12,11 +12,12 @@ import datetime as _dt
 import glob
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Optional
 
 from ..exits import UsageFailure
-from ..run.types import RunResult
+from ..run.types import Outcome, RunResult
 from .plan import Shard
 from .sets import Repro
 
@@ -25,6 +26,47 @@ RECORD_SCHEMA = 1
 
 class RecordError(UsageFailure):
     """A record file that cannot be read or folded, said in one line."""
+
+
+# What each field of each record kind must hold: a record file may come from another host, another version
+# or a hand edit, and a wrong field must stop the merge with its file and line, not deep in the judging.
+_TEXT = (lambda v: isinstance(v, str), "a string")
+_MAYBE_TEXT = (lambda v: v is None or isinstance(v, str), "a string or null")
+_INDEX = (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a whole number")
+_SECONDS = (lambda v: v is None or isinstance(v, (int, float)) and not isinstance(v, bool), "a number or null")
+_OBJECT = (lambda v: isinstance(v, dict), "an object")
+_FLAG = (lambda v: isinstance(v, bool), "true or false")
+_ARGV = (lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v), "a list of strings")
+_SHARD = (lambda v: isinstance(v, str) and re.fullmatch(r"\d+/[1-9]\d*", v) is not None
+          and int(v.split("/")[0]) < int(v.split("/")[1]), "i/N with 0 <= i < N")
+_OUTCOME = (lambda v: v in {o.value for o in Outcome}, f"one of {', '.join(o.value for o in Outcome)}")
+_REQUIRED = {
+    "header": {"batch": _TEXT, "shard": _SHARD, "started": _TEXT, "environment": _OBJECT},
+    "repro": {"repro": _TEXT, "argv": _ARGV},
+    "run": {"repro": _TEXT, "index": _INDEX, "started": _TEXT, "outcome": _OUTCOME, "duration_s": _SECONDS,
+            "kind": _MAYBE_TEXT, "phase": _MAYBE_TEXT, "fingerprint": _MAYBE_TEXT, "message": _MAYBE_TEXT,
+            "kernel": _MAYBE_TEXT, "log": _MAYBE_TEXT},
+    "end": {"finished": _TEXT, "interrupted": _FLAG},
+}
+_OPTIONAL = {"header": {"set": _TEXT, "plan": _OBJECT}, "repro": {"skipped": _MAYBE_TEXT}}
+
+
+def _check_record(obj: object, where: str) -> None:
+    if not isinstance(obj, dict):
+        raise RecordError(f"{where}: not a JSON object")
+    kind = obj.get("type")
+    for name, (ok, what) in _REQUIRED.get(kind, {}).items():
+        if name not in obj:
+            raise RecordError(f"{where}: {kind} record without {name}")
+        if not ok(obj[name]):
+            raise RecordError(f"{where}: {kind} record: {name} must be {what}, not {json.dumps(obj[name])[:40]}")
+    for name, (ok, what) in _OPTIONAL.get(kind, {}).items():
+        if name in obj and not ok(obj[name]):
+            raise RecordError(f"{where}: {kind} record: {name} must be {what}, not {json.dumps(obj[name])[:40]}")
+    if kind == "header":
+        for name in _RUN_ENV_KEYS:
+            if not _MAYBE_TEXT[0](obj["environment"].get(name)):
+                raise RecordError(f"{where}: header record: environment.{name} must be {_MAYBE_TEXT[1]}")
 
 
 def iso(t: _dt.datetime) -> str:
@@ -132,15 +174,16 @@ def read_records(paths: list[str]) -> Night:
                     problems.append(f"{path}: last line is incomplete (the shard was killed?)")
                     continue
                 raise RecordError(f"{path}:{lineno}: not a JSON line")
+            if isinstance(obj, dict) and obj.get("type") == "header" and obj.get("schema") != RECORD_SCHEMA:
+                raise RecordError(f"{path}:{lineno}: record schema {obj.get('schema')} (this aoti-bisect reads "
+                                  f"{RECORD_SCHEMA})")
+            _check_record(obj, f"{path}:{lineno}")
             kind = obj.get("type")
             if kind == "header":
-                if obj.get("schema") != RECORD_SCHEMA:
-                    raise RecordError(f"{path}: record schema {obj.get('schema')} (this aoti-bisect reads "
-                                   f"{RECORD_SCHEMA})")
                 header = obj
                 headers.append(obj)
             elif header is None:
-                raise RecordError(f"{path}: records before the header (not an aoti-bisect record file?)")
+                raise RecordError(f"{path}:{lineno}: records before the header (not an aoti-bisect record file?)")
             elif kind == "repro":
                 repros.setdefault(obj["repro"], obj)
             elif kind == "run":

@@ -62,9 +62,10 @@ def _x(text: object) -> str:
 
 
 def render_junit(data: dict) -> str:
-    """One testcase per repro. A repro that fails every run is a failure; one that fails some runs is marked
-    flaky the way Maven Surefire and Jenkins read it (<flakyFailure> in a passing case), unless it changed
-    for the worse, which is a failure either way."""
+    """One testcase per repro, failing exactly when the exit code does: a change for the worse is a
+    <failure>, a repro that had only infrastructure errors an <error>. A repro that still fails, unchanged,
+    is a known failure and reported the way pytest reports an expected failure (xfail): <skipped>, never
+    passed, with type known_failure or flaky (plus Surefire's <flakyFailure> for readers that know it)."""
     suite = ET.Element("testsuite", name=_x(f"aoti-bisect nightly {data['batch']}"), timestamp=data["started"],
                        hostname=",".join(sorted({h.get("host") or "?" for h in data["hosts"]})))
     props = ET.SubElement(suite, "properties")
@@ -87,10 +88,14 @@ def render_junit(data: dict) -> str:
             ET.SubElement(case, "failure", type="changed_for_the_worse", message=_x(change["text"])).text = rate
             counts["failures"] += 1
         elif r["status"] == "reproduced":
-            ET.SubElement(case, "failure", type="reproduced", message=f"reproduced in every run: {rate}")
-            counts["failures"] += 1
+            ET.SubElement(case, "skipped", type="known_failure",
+                          message=_x(f"known failure, reproduced in every run: {rate}; {change['text']}"))
+            counts["skipped"] += 1
         elif r["status"] == "flaky":
-            ET.SubElement(case, "flakyFailure", type="flaky", message=_x(f"flaky: {rate}; {change['text']}"))
+            message = _x(f"flaky: {rate}; {change['text']}")
+            ET.SubElement(case, "flakyFailure", type="flaky", message=message)
+            ET.SubElement(case, "skipped", type="flaky", message=message)
+            counts["skipped"] += 1
         ET.SubElement(case, "system-out").text = _x("\n".join(
             [f"rate: {rate}", f"change: {change['text']}"]
             + [f"signature {signature_label(s)} x{s['count']}: {s['message']}" for s in r["signatures"]]))
