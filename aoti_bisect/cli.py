@@ -14,6 +14,7 @@ import click
 
 from .diagnose.stages import STAGES as STAGE_NAMES
 from .exits import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_USAGE, UsageFailure
+from .files import prepare_out
 
 EXIT_CODES_HELP = """\b
 Exit codes (usable as a `git bisect run` predicate):
@@ -73,17 +74,7 @@ def _validate_script(script: str) -> None:
 
 
 def _prepare_out(out: Optional[str]) -> str:
-    path = out or os.path.join("aoti-bisect-runs", _dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f"))
-    path = os.path.abspath(path)
-    try:
-        os.makedirs(path, exist_ok=True)
-        probe = os.path.join(path, ".writable")
-        with open(probe, "w"):
-            pass
-        os.remove(probe)
-    except OSError as exc:
-        raise UsageFailure(f"cannot write to --out {path}: {exc.strerror}")
-    return path
+    return prepare_out(out or os.path.join("aoti-bisect-runs", _dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")))
 
 
     def run(self, r) -> None:
@@ -279,17 +270,10 @@ def _judging_options(f):
     return f
 
 
-def _judge(records, out, db, alpha, window, bisect_on_change, jobs, as_json, say, interrupted=False):
-    from .nightly.runner import Judging, judge_night
-
-    if not 0 < alpha < 1:
-        raise UsageFailure(f"--alpha must be between 0 and 1, got {alpha}")
-    if window < 1:
-        raise UsageFailure(f"--window must be at least 1, got {window}")
-    data = judge_night(records, out, Judging(db, alpha, window, bisect_on_change and not interrupted, jobs), say)
-    if as_json:
-        print(json.dumps(data, indent=2))
-    sys.exit(EXIT_INTERRUPTED if interrupted else data["exit_code"])
+def _finish(finished, as_json: bool) -> None:
+    if as_json and finished.summary is not None:
+        print(json.dumps(finished.summary, indent=2))
+    sys.exit(finished.exit_code)
 
 
 @main.command("nightly", epilog=NIGHTLY_EXIT_HELP)
@@ -330,7 +314,8 @@ def nightly_cmd(set_path, only, runs, until_confident, precision, min_runs, jobs
     SET is a manifest (the scenarios/manifest.toml format), a folder holding manifest.toml, or a folder of
     *.py repros (each one a repro, run with this Python).
     """
-    from .nightly.records import Plan, load_set, parse_shard
+    from .nightly.command import Judging, NightlyRequest, Submitit, nightly
+    from .nightly.plan import Plan
 
     for name, value, low in (("--runs", runs, 1), ("--jobs", jobs, 1), ("--min-runs", min_runs, 1),
                              ("--shards", shards, 1)):
@@ -340,51 +325,14 @@ def nightly_cmd(set_path, only, runs, until_confident, precision, min_runs, jobs
         raise UsageFailure(f"--timeout must be positive, got {timeout}")
     if not 0 < precision < 0.5:
         raise UsageFailure(f"--precision must be between 0 and 0.5, got {precision}")
-    shard = parse_shard(shard_text, dict(os.environ))
-    if until_confident and (shard.count > 1 or executor != "local"):
-        raise UsageFailure("--until-confident cannot be sharded: its stopping rule needs every run of a repro "
-                           "in one place; give --runs N")
-    repros = load_set(set_path, sys.executable, tuple(only))
-    if shard.count == 1:
-        from .nightly.history import History, default_path
-
-        # A database this night could not be judged into should stop it before its hours of runs, not after.
-        History(db or default_path()).close()
-    plan = Plan(runs, until_confident, precision, min(min_runs, runs), timeout, shard)
-    out = _prepare_out(out or os.path.join("aoti-bisect-runs", "nightly-" + _dt.datetime.now().strftime(
-        "%Y%m%d-%H%M%S")))
-    from .nightly.runner import default_batch, record_path, run_records, visible_gpus
-
-    # Shards of one night may share a folder (one --out on a shared disk); a second night may not reuse it.
-    taken = record_path(out, plan) if executor == "local" else os.path.join(out, "records")
-    if os.path.isfile(taken) or (os.path.isdir(taken) and os.listdir(taken)):
-        raise UsageFailure(f"{out} already holds this night's records; give a fresh --out")
-
-    batch = batch or default_batch(dict(os.environ))
-    say = _say(quiet)
-    from .progress import run_line
-
-    on_run = (lambda r: say("    " + run_line(r))) if verbose else (lambda r: None)
+    submitit = None
     if executor == "submitit":
-        from .nightly.submitit_executor import run_on_submitit
-
-        if gpus_per_shard is None:
-            gpus_per_shard = 1 if cluster == "slurm" else len(visible_gpus(dict(os.environ), out))
-        records = run_on_submitit(repros, plan, shards, set_path, out, batch, jobs,
-                                  None if cluster == "auto" else cluster, gpus_per_shard, shard_timeout_min,
-                                  partition, say)
-        return _judge(records, out, db, alpha, window, bisect_on_change, jobs, as_json, say)
-    try:
-        record = run_records(repros, plan, set_path, out, batch, jobs, say, on_run)
-    except KeyboardInterrupt:
-        say("aoti-bisect: interrupted; summarising the runs that finished")
-        record, interrupted = record_path(out, plan), True
-    else:
-        interrupted = False
-    if shard.count > 1:
-        say(f"aoti-bisect: shard {shard} recorded in {record}; fold the shards with `aoti-bisect merge`")
-        sys.exit(EXIT_INTERRUPTED if interrupted else 0)
-    _judge([record], out, db, alpha, window, bisect_on_change, jobs, as_json, say, interrupted)
+        submitit = Submitit(shards, None if cluster == "auto" else cluster, gpus_per_shard, partition,
+                            shard_timeout_min)
+    request = NightlyRequest(set_path, tuple(only), Plan(runs, until_confident, precision, min(min_runs, runs),
+                                                         timeout), shard_text, out, batch, jobs,
+                             Judging(db, alpha, window, bisect_on_change, jobs), submitit, bool(verbose))
+    _finish(nightly(request, _say(quiet)), as_json)
 
 
 @main.command("merge", epilog=NIGHTLY_EXIT_HELP)
@@ -394,22 +342,9 @@ def nightly_cmd(set_path, only, runs, until_confident, precision, min_runs, jobs
 @_judging_options
 def merge_cmd(records, out, jobs, db, alpha, window, bisect_on_change, as_json, quiet):
     """Fold shard record files (or folders holding them) into the history and summarise the night."""
-    import glob
+    from .nightly.command import Judging, merge
 
-    files = []
-    for path in records:
-        if os.path.isdir(path):
-            found = sorted(glob.glob(os.path.join(path, "**", "shard-*.jsonl"), recursive=True))
-            if not found:
-                raise UsageFailure(f"{path} holds no shard-*.jsonl record files")
-            files += found
-        elif os.path.isfile(path):
-            files.append(path)
-        else:
-            raise UsageFailure(f"no such file or folder: {path}")
-    out = _prepare_out(out or os.path.join("aoti-bisect-runs", "merge-" + _dt.datetime.now().strftime(
-        "%Y%m%d-%H%M%S")))
-    _judge(files, out, db, alpha, window, bisect_on_change, jobs, as_json, _say(quiet))
+    _finish(merge(records, out, Judging(db, alpha, window, bisect_on_change, jobs), _say(quiet)), as_json)
 
 
 @main.command("history")
@@ -420,35 +355,14 @@ def merge_cmd(records, out, jobs, db, alpha, window, bisect_on_change, as_json, 
 @click.option("--plot", type=str, metavar="PNG", help="Also draw the rates over time (needs aoti-bisect[plot]).")
 def history_cmd(repros, db, nights, as_json, plot):
     """The trend of each repro's rate over the recorded nights."""
-    from .nightly.history import History, default_path
+    from .nightly.command import history
+    from .nightly.render import render_history
 
-    path = db or default_path()
-    if not os.path.isfile(path):
-        raise UsageFailure(f"no history database at {path} (run `aoti-bisect nightly` first, or give --db)")
-    history = History(path)
-    try:
-        rows = history.trend(tuple(repros), nights)
-    finally:
-        history.close()
-    if repros and not rows:
-        raise UsageFailure(f"no nights recorded for {', '.join(repros)} in {path}")
-    if plot:
-        from .nightly.plot import plot_trend
+    if nights < 1:
+        raise UsageFailure(f"--nights must be at least 1, got {nights}")
 
-        plot_trend(rows, plot)
-        print(f"aoti-bisect: plot: {plot}", file=sys.stderr)
-    if as_json:
-        print(json.dumps(rows, indent=2))
-        return
-    from tabulate import tabulate
-
-    from .report.markdown import rate_cell
-
-    print(tabulate([(r["repro"], r["started"][:16].replace("T", " "), r["batch"], r["torch"],
-                     (r["torch_git"] or "")[:10], r["gpu"] or "-", rate_cell(r), r["signatures"], r["infra_errors"])
-                    for r in rows],
-                   headers=["repro", "night (UTC)", "batch", "torch", "git", "gpu", "failed (rate, 95% CI)",
-                            "signatures", "infra"]))
+    rows = history(tuple(repros), db, nights, plot, _say(0))
+    print(json.dumps(rows, indent=2) if as_json else render_history(rows))
 
 
 def entry() -> None:

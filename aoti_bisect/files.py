@@ -4,6 +4,8 @@ from __future__ import annotations
 import getpass
 import os
 
+from .exits import UsageFailure
+
 MAX_LOG_READ = 64 << 20
 
 
@@ -32,3 +34,17 @@ def user_name() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return f"uid_{os.getuid()}"
+
+
+def prepare_out(path: str) -> str:
+    """Makes the run folder and proves it writable before any work goes into it; returns its absolute path."""
+    path = os.path.abspath(path)
+    try:
+        os.makedirs(path, exist_ok=True)
+        probe = os.path.join(path, ".writable")
+        with open(probe, "w"):
+            pass
+        os.remove(probe)
+    except OSError as exc:
+        raise UsageFailure(f"cannot write to --out {path}: {exc.strerror}")
+    return path

@@ -1,15 +1,22 @@
 """The nightly history: one SQLite row per run, keyed by repro, torch build, GPU/driver and environment."""
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
+import time
+import urllib.parse
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterator, Optional
 
+from ..exits import UsageFailure
+from ..run.types import Outcome
 from ..stats import Rate
-from .records import Night, SetError
+from .records import Night
 
 SCHEMA_VERSION = 1
+# Writers wait this long for each other (two nightly jobs on one host) before "database is locked" counts.
+BUSY_TIMEOUT_S = 60
 
 _SCHEMA = """
 CREATE TABLE batches (
@@ -36,6 +43,15 @@ def default_path() -> str:
     return os.path.join(data, "aoti-bisect", "history.sqlite3")
 
 
+class HistoryError(UsageFailure):
+    """A history database that cannot be opened, read or written, said in one line."""
+
+
+def reused_batch(batch: str, path: str) -> str:
+    return (f"batch {batch} is already in the history {path} (another night ran under that name); "
+            "give a fresh --batch")
+
+
 @dataclass(frozen=True)
 class Baseline:
     """Earlier nights of one repro, pooled."""
@@ -46,28 +62,78 @@ class Baseline:
     torch_git: Optional[str]
 
 
+@dataclass(frozen=True)
+class Past:
+    """What the history knows of one repro before tonight: all a night's judging asks of it."""
+
+    baseline: Optional[Baseline]
+    known_fingerprints: frozenset[str]
+    # fingerprint -> (first, last) time any run showed it, tonight's runs included
+    seen: dict[str, tuple[str, str]]
+
+
 class History:
-    def __init__(self, path: str) -> None:
+    """The history database. `readonly` (for `aoti-bisect history`) opens it with SQLite's mode=ro: it never
+    writes, so it works on a read-only file and leaves a file that is not a history exactly as it was."""
+
+    def __init__(self, path: str, readonly: bool = False) -> None:
         self.path = os.path.abspath(path)
         try:
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            # Two nightly jobs on one host may write at once: WAL lets readers go on, and writers wait for
-            # each other for up to a minute instead of failing with "database is locked".
-            self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self._upgrade()
+            if readonly:
+                uri = f"file:{urllib.parse.quote(self.path)}?mode=ro"
+                self.db = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+                self._check_version(self.db.execute("PRAGMA user_version").fetchone()[0], readonly=True)
+            else:
+                os.makedirs(os.path.dirname(self.path), exist_ok=True)
+                self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+                self._open_for_writing()
         except sqlite3.DatabaseError as exc:
-            raise SetError(f"history database {self.path}: {exc}")
+            raise HistoryError(f"history database {self.path}: {exc}")
         except OSError as exc:
-            raise SetError(f"history database {self.path}: {exc.strerror}")
+            raise HistoryError(f"history database {self.path}: {exc.strerror}")
 
-    def _upgrade(self) -> None:
+    def _open_for_writing(self) -> None:
+        # Two jobs opening one new database at once race to create its schema and to switch it to WAL; the
+        # switch needs the database to itself and answers "locked" at once, without waiting for the busy
+        # timeout. So "locked" during these two steps is retried until the timeout.
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        while True:
+            try:
+                self._upgrade()
+                # WAL lets readers (`history`) go on while a night is written.
+                self.db.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def _check_version(self, version: int, readonly: bool = False) -> None:
+        if version == 0 and (readonly or self.db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]):
+            raise HistoryError(f"{self.path} is not an aoti-bisect history (it has no history schema)")
+        if version > SCHEMA_VERSION:
+            raise HistoryError(f"history database {self.path} has schema v{version}; this aoti-bisect "
+                               f"knows up to v{SCHEMA_VERSION} (upgrade aoti-bisect)")
+        if readonly and version < SCHEMA_VERSION:
+            raise HistoryError(f"history database {self.path} has schema v{version}; a nightly or merge "
+                               f"upgrades it to v{SCHEMA_VERSION}")
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        # IMMEDIATE takes the write lock up front, so two writers queue on the busy timeout instead of one
+        # failing halfway with "database is locked".
         self.db.execute("BEGIN IMMEDIATE")
         try:
+            yield
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    def _upgrade(self) -> None:
+        with self._transaction():
             version = self.db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise SetError(f"history database {self.path} has schema v{version}; this aoti-bisect "
-                               f"knows up to v{SCHEMA_VERSION} (upgrade aoti-bisect)")
+            self._check_version(version)
             if version == 0:
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
@@ -76,18 +142,22 @@ class History:
             for migration in _MIGRATIONS[version - 1:]:
                 self.db.execute(migration)
             self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            self.db.execute("COMMIT")
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
 
     def close(self) -> None:
         self.db.close()
 
+    def has_batch(self, batch: str) -> bool:
+        return self.db.execute("SELECT 1 FROM batches WHERE batch = ?", (batch,)).fetchone() is not None
+
     def add(self, night: Night) -> int:
-        """Stores a night's runs; adding the same night again (a re-merge) adds nothing. Returns rows added."""
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
+        """Stores a night's runs; adding the same night again (a re-merge) adds nothing. Returns rows added.
+        Another night under a batch name already stored is refused: its runs would be dropped as duplicates."""
+        with self._transaction():
+            for r in night.runs:
+                stored = self.db.execute("SELECT started FROM runs WHERE batch = ? AND repro = ? AND run_index = ?",
+                                         (night.batch, r["repro"], r["index"])).fetchone()
+                if stored and stored[0] != r["started"]:
+                    raise HistoryError(reused_batch(night.batch, self.path))
             self.db.execute(
                 "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(batch) DO UPDATE SET "
                 "finished = excluded.finished, shards = excluded.shards, complete = excluded.complete",
@@ -99,14 +169,10 @@ class History:
                 " phase, fingerprint, message, torch, torch_git, gpu, driver, env_fp, host, log)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [(night.batch, r["repro"], r["index"], r["started"], r["outcome"],
-                  int(r["outcome"] in ("failed", "crashed", "timeout")), r["duration_s"], r["kind"], r["phase"],
+                  int(Outcome(r["outcome"]).is_failure), r["duration_s"], r["kind"], r["phase"],
                   r["fingerprint"], r["message"], r["torch"], r["torch_git"], r["gpu"], r["driver"],
                   r["env_fp"], r["host"], r["log"]) for r in night.runs])
             added = self.db.total_changes - before
-            self.db.execute("COMMIT")
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
         return added
 
     def _earlier_batches(self, repro: str, night: Night, window: int) -> list[str]:
@@ -116,7 +182,11 @@ class History:
             "ORDER BY b.started DESC LIMIT ?", (night.batch, night.started, repro, window)).fetchall()
         return [b for (b,) in rows]
 
-    def baseline(self, repro: str, night: Night, window: int) -> Optional[Baseline]:
+    def past(self, repro: str, night: Night, window: int) -> Past:
+        return Past(self._baseline(repro, night, window), frozenset(self._known_fingerprints(repro, night)),
+                    self._seen(repro))
+
+    def _baseline(self, repro: str, night: Night, window: int) -> Optional[Baseline]:
         """The last `window` nights before this one that ran the repro, pooled; None on its first night."""
         batches = self._earlier_batches(repro, night, window)
         if not batches:
@@ -129,14 +199,14 @@ class History:
             "SELECT torch, torch_git FROM runs WHERE repro = ? AND batch = ? LIMIT 1", (repro, batches[0])).fetchone()
         return Baseline(Rate(failures or 0, runs), len(batches), torch, git)
 
-    def known_fingerprints(self, repro: str, night: Night) -> set[str]:
+    def _known_fingerprints(self, repro: str, night: Night) -> set[str]:
         rows = self.db.execute(
             "SELECT DISTINCT r.fingerprint FROM runs r JOIN batches b ON b.batch = r.batch "
             "WHERE r.repro = ? AND r.failed = 1 AND r.batch != ? AND b.started < ?",
             (repro, night.batch, night.started)).fetchall()
         return {fp for (fp,) in rows}
 
-    def seen(self, repro: str) -> dict[str, tuple[str, str]]:
+    def _seen(self, repro: str) -> dict[str, tuple[str, str]]:
         """Each failure fingerprint of a repro, with the first and last time any run showed it."""
         rows = self.db.execute(
             "SELECT fingerprint, MIN(started), MAX(started) FROM runs WHERE repro = ? AND failed = 1 "

@@ -1,12 +1,20 @@
-"""Change detection: tonight's rate and signatures against a repro's earlier nights, by a statistical test."""
+"""Judging a night: each repro's rate and signatures against its earlier nights (a statistical test), the
+summary that says so, and the night's exit code."""
 from __future__ import annotations
 
 import enum
+from collections import Counter
 from dataclasses import dataclass
 from typing import Optional
 
+from .. import __version__
+from ..exits import EXIT_INFRA, EXIT_NOT_REPRODUCED, EXIT_REPRODUCED
+from ..run.types import Outcome
 from ..stats import Rate, fisher_exact
-from .history import Baseline
+from .history import Baseline, History
+from .records import Night
+
+SUMMARY_SCHEMA = 1
 
 
 class Change(str, enum.Enum):
@@ -18,7 +26,7 @@ class Change(str, enum.Enum):
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Judgement:
     change: Change
     text: str
     p_value: Optional[float] = None
@@ -38,13 +46,13 @@ def _p(p: float) -> str:
     return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
 
 
-def judge(now: Rate, before: Optional[Baseline], new_signatures: tuple[str, ...], alpha: float) -> Verdict:
+def judge(now: Rate, before: Optional[Baseline], new_signatures: tuple[str, ...], alpha: float) -> Judgement:
     """A rate change counts only when Fisher's exact test rejects "same rate" at `alpha` (two-sided); a
     failure signature never seen on this repro before is news on its own, whatever the rate does."""
     if now.runs == 0:
-        return Verdict(Change.NO_DATA, "no runs counted (all skipped or infrastructure errors)")
+        return Judgement(Change.NO_DATA, "no runs counted (all skipped or infrastructure errors)")
     if before is None or before.rate.runs == 0:
-        return Verdict(Change.FIRST_NIGHT, f"first night: {now.describe()}")
+        return Judgement(Change.FIRST_NIGHT, f"first night: {now.describe()}")
     nights = f"{before.nights} night{'s' if before.nights > 1 else ''}"
     p = fisher_exact(now.failures, now.runs, before.rate.failures, before.rate.runs)
     rate = f"{_pct(now)} ({now.failures}/{now.runs}; was {_pct(before.rate)}, " \
@@ -61,4 +69,79 @@ def judge(now: Rate, before: Optional[Baseline], new_signatures: tuple[str, ...]
     if new_signatures:
         change = Change.WORSE
         text += f"; new signature{'s' if len(new_signatures) > 1 else ''}: {', '.join(new_signatures)}"
-    return Verdict(change, text, p, new_signatures)
+    return Judgement(change, text, p, new_signatures)
+
+
+def signature_label(s: dict) -> str:
+    return f"{s['kind']}/{s['phase']} {s['fingerprint']}"
+
+
+def _status(rate: Rate, skipped: Optional[str]) -> str:
+    if skipped:
+        return "skipped"
+    if rate.runs == 0:
+        return "infra_error"
+    if rate.failures == 0:
+        return "not_reproduced"
+    return "reproduced" if rate.failures == rate.runs else "flaky"
+
+
+def summarize(night: Night, history: History, alpha: float = 0.01, window: int = 7) -> dict:
+    """Judges every repro of the night against its history; the night must already be in the history."""
+    repros = []
+    for name, meta in night.repros.items():
+        runs = [r for r in night.runs if r["repro"] == name]
+        counted = [r for r in runs if r["outcome"] != Outcome.INFRA_ERROR.value]
+        failed = [r for r in counted if Outcome(r["outcome"]).is_failure]
+        rate = Rate(len(failed), len(counted))
+        past = history.past(name, night, window)
+        baseline = past.baseline
+        signatures = []
+        for fp, count in Counter(r["fingerprint"] for r in failed).most_common():
+            example = next(r for r in failed if r["fingerprint"] == fp)
+            first, last = past.seen.get(fp, (None, None))
+            signatures.append({"fingerprint": fp, "kind": example["kind"], "phase": example["phase"],
+                               "message": example["message"], "kernel": example["kernel"], "count": count,
+                               "first_seen": first, "last_seen": last,
+                               "new": baseline is not None and fp not in past.known_fingerprints,
+                               "example_log": example["log"]})
+        new = tuple(signature_label(s) for s in signatures if s["new"])
+        change = judge(rate, baseline, new, alpha).to_json()
+        if meta.get("skipped"):
+            change["text"] = f"not run: {meta['skipped']}"
+        repros.append({
+            "name": name, "argv": meta["argv"], "status": _status(rate, meta.get("skipped")),
+            "skipped": meta.get("skipped"), "rate": rate.to_json(), "infra_errors": len(runs) - len(counted),
+            "duration_s": round(sum(r["duration_s"] or 0 for r in runs), 1), "signatures": signatures,
+            "change": change,
+            "baseline": None if baseline is None else {**baseline.rate.to_json(), "nights": baseline.nights,
+                                                       "torch": baseline.torch, "torch_git": baseline.torch_git},
+            "torch": sorted({r["torch"] or "?" for r in runs}),
+            "bisect_report": None})
+    worse = [r["name"] for r in repros if r["change"]["change"] == Change.WORSE.value]
+    return {"schema": SUMMARY_SCHEMA, "tool": f"aoti-bisect {__version__}", "batch": night.batch,
+            "set": night.set_path, "started": night.started, "finished": night.finished,
+            "complete": night.complete, "problems": night.problems, "shards": night.shards, "plan": night.plan,
+            "hosts": night.hosts, "db": history.path, "alpha": alpha, "window": window, "worse": worse,
+            "exit_code": exit_code(repros), "repros": repros}
+
+
+def exit_code(repros: list[dict]) -> int:
+    """1 when anything changed for the worse, else 3 when a repro had only infrastructure errors, else 0."""
+    if any(r["change"]["change"] == Change.WORSE.value for r in repros):
+        return EXIT_REPRODUCED
+    if any(r["status"] == "infra_error" for r in repros):
+        return EXIT_INFRA
+    return EXIT_NOT_REPRODUCED
+
+
+def changed(data: dict) -> list[str]:
+    """Repros whose signature is new or whose rate changed either way: the ones worth a full ladder."""
+    return [r["name"] for r in data["repros"]
+            if r["change"]["change"] in (Change.WORSE.value, Change.BETTER.value)]
+
+
+def attach_reports(data: dict, reports: dict[str, str]) -> None:
+    """Links each bisected repro's ladder report (a path relative to the night folder) into the summary."""
+    for r in data["repros"]:
+        r["bisect_report"] = reports.get(r["name"], r["bisect_report"])

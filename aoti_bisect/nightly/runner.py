@@ -1,31 +1,42 @@
-"""One `aoti-bisect nightly`, shard or merge: wires the harness, the history, the summaries and the ladder."""
+"""This host's share of a night: the environment it records, the GPUs it pins runs to, and the runs."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import socket
-import sys
-from dataclasses import dataclass
 from typing import Callable, Optional
 
-from ..files import atomic_write, read_log
+from ..files import read_log
 from ..run import process
 from ..run.harness import Harness
 from ..run.probe import probe_environment, relevant_env
-from .history import History, default_path
-from .records import (
-    Plan,
-    RecordWriter,
-    Repro,
-    host_environment,
-    now_iso,
-    read_records,
-    run_set,
-)
-from .summary import build, changed, render_junit, render_markdown
+from ..run.types import Outcome, RunResult, RunSpec
+from ..stats import wilson
+from .plan import Plan
+from .records import RecordWriter, now_iso, record_path, records_dir
+from .sets import Repro
 
 Say = Callable[[str], None]
+
+
+def environment_fingerprint(environment: dict, env: dict[str, str]) -> str:
+    """Hash of what, besides the torch build and the GPU, can change a repro's behaviour."""
+    keys = ("python", "platform", "cuda_runtime", "cxx_version", "libstdcxx")
+    basis = {k: environment.get(k) for k in keys}
+    basis["env"] = env
+    return hashlib.sha1(json.dumps(basis, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def host_environment(probe: dict, relevant_env: dict[str, str]) -> dict:
+    gpu, driver = None, None
+    if probe.get("gpu"):
+        gpu, _, driver = (part.strip() for part in probe["gpu"].partition(","))
+    return {"host": socket.gethostname(), "torch": probe.get("torch"), "torch_git": probe.get("torch_git"),
+            "cuda_runtime": probe.get("cuda_runtime"), "gpu": gpu, "driver": driver or None,
+            "python": probe.get("python"), "env_fp": environment_fingerprint(probe, relevant_env),
+            "probe_error": probe.get("probe_error") or probe.get("torch_error")}
 
 
 def visible_gpus(env: dict[str, str], scratch: str) -> list[str]:
@@ -49,17 +60,36 @@ def default_batch(env: dict[str, str]) -> str:
     return f"{socket.gethostname()}-{now_iso()}"
 
 
-@dataclass(frozen=True)
-class Judging:
-    db: Optional[str] = None
-    alpha: float = 0.01
-    window: int = 7
-    bisect_on_change: bool = False
-    jobs: Optional[int] = None
+RunBatch = Callable[[list[RunSpec], Callable[[RunResult], None], Callable[[list[RunResult]], bool]], None]
 
 
-def record_path(out: str, plan: Plan) -> str:
-    return os.path.join(out, "records", f"shard-{plan.shard.index}-of-{plan.shard.count}.jsonl")
+def run_set(repros: list[Repro], plan: Plan, run_batch: RunBatch, writer: RecordWriter, has_cuda: bool,
+            say: Callable[[str], None]) -> None:
+    for repro in repros:
+        if repro.device == "cuda" and not has_cuda:
+            writer.repro(repro, skipped="no CUDA GPU visible")
+            say(f"{repro.name}: skipped (no CUDA GPU visible)")
+            continue
+        writer.repro(repro)
+        specs = [RunSpec(repro.argv, repro.slug, i, timeout=plan.timeout or repro.timeout)
+                 for i in plan.shard.indices(plan.runs)]
+        results: list[RunResult] = []
+
+        def keep(r: RunResult, repro=repro) -> None:
+            results.append(r)
+            writer.run(repro, r)
+
+        def stop(done: list[RunResult]) -> bool:
+            counted = [r for r in done if r.outcome is not Outcome.INFRA_ERROR]
+            return plan.enough(sum(r.failed for r in counted), len(counted))
+
+        run_batch(specs, keep, stop)
+        counted = [r for r in results if r.outcome is not Outcome.INFRA_ERROR]
+        failures = sum(r.failed for r in counted)
+        lo, hi = wilson(failures, len(counted))
+        say(f"{repro.name}: {failures}/{len(counted)} failed "
+            f"(95% CI {lo:.0%}-{hi:.0%})" + (f", {len(results) - len(counted)} infra errors"
+                                              if len(results) > len(counted) else ""))
 
 
 def run_records(repros: list[Repro], plan: Plan, set_path: str, out: str, batch: str, jobs: Optional[int],
@@ -67,7 +97,7 @@ def run_records(repros: list[Repro], plan: Plan, set_path: str, out: str, batch:
     """Runs this host's share of the night; returns its record file. Ctrl-C keeps every finished run."""
     scratch = os.path.join(out, "probe")
     os.makedirs(scratch, exist_ok=True)
-    os.makedirs(os.path.dirname(record_path(out, plan)), exist_ok=True)
+    os.makedirs(records_dir(out), exist_ok=True)
     gpus = visible_gpus(dict(os.environ), scratch)
     slots = jobs or len(gpus) or os.cpu_count() or 1
     # The cache stays inside the shard's own folder: shards of one night may run at once into one --out
@@ -88,7 +118,7 @@ def run_records(repros: list[Repro], plan: Plan, set_path: str, out: str, batch:
             on_run(r)
         harness.run_many(specs, on_result=landed, stop=stop)
 
-    writer = RecordWriter(record_path(out, plan), header)
+    writer = RecordWriter(record_path(out, plan.shard), header)
     interrupted = True
     try:
         run_set(repros, plan, run_batch, writer, bool(gpus), say)
@@ -99,47 +129,3 @@ def run_records(repros: list[Repro], plan: Plan, set_path: str, out: str, batch:
     finally:
         writer.close(interrupted)
     return writer.path
-
-
-def judge_night(record_files: list[str], out: str, judging: Judging, say: Say) -> dict:
-    """Folds record files into the history and writes summary.json, summary.md and junit.xml under out."""
-    night = read_records(record_files)
-    history = History(judging.db or default_path())
-    try:
-        added = history.add(night)
-        say(f"aoti-bisect: {added} run(s) added to {history.path}")
-        data = build(night, history, judging.alpha, judging.window)
-        _write_summaries(out, data)
-        if judging.bisect_on_change and changed(data):
-            reports = _bisect(night, changed(data), out, judging.jobs, say)
-            data = build(night, history, judging.alpha, judging.window, reports)
-            _write_summaries(out, data)
-    finally:
-        history.close()
-    for r in data["repros"]:
-        say(f"  {r['name']}: {r['status']}, {r['change']['text']}")
-    say(f"aoti-bisect: summary: {os.path.join(out, 'summary.md')}")
-    return data
-
-
-def _write_summaries(out: str, data: dict) -> None:
-    for name, text in (("summary.json", json.dumps(data, indent=2) + "\n"), ("summary.md", render_markdown(data)),
-                       ("junit.xml", render_junit(data))):
-        atomic_write(os.path.join(out, name), text)
-
-
-def _bisect(night, names: list[str], out: str, jobs: Optional[int], say: Say) -> dict[str, str]:
-    """The full ladder on each changed repro; returns report.md paths, relative to out."""
-    from ..diagnose.session import Session
-    from ..progress import Progress
-
-    reports = {}
-    for name in names:
-        argv = night.repros[name]["argv"]
-        run_dir = os.path.join(out, "bisect", Repro(name, tuple(argv)).slug)
-        say(f"aoti-bisect: {name} changed; running the ladder in {run_dir}")
-        session = Session(run_dir, list(argv), Progress(indent="    ", write=say), jobs=jobs or 1,
-                          cache_root=os.path.join(out, "cache"), python_script=argv[0] == sys.executable)
-        session.execute()
-        reports[name] = os.path.relpath(os.path.join(run_dir, "report.md"), out)
-    return reports

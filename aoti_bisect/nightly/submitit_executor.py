@@ -6,12 +6,14 @@ record file), and this host then merges the records. submitit brings the schedul
 from __future__ import annotations
 
 import dataclasses
-import glob
 import os
+import sys
 from dataclasses import dataclass
 from typing import Optional
 
-from .records import Plan, Repro, SetError, Shard
+from .plan import Plan, Shard
+from .records import records_in
+from .sets import Repro, SetError
 
 
 @dataclass(frozen=True)
@@ -26,12 +28,21 @@ class ShardTask:
 
 def run_shard(task: ShardTask) -> str:
     """The body of one array task, on whichever host the scheduler picked."""
-    import sys
-
     from .runner import run_records
 
     return run_records(list(task.repros), task.plan, task.set_path, task.out, task.batch, task.jobs,
                        lambda text: print(text, file=sys.stderr, flush=True))
+
+
+def route_logging_to_stderr() -> None:
+    """submitit logs INFO and below to stdout, which carries only data here (--json): send all of it to stderr,
+    once (its own stderr handler already takes WARNING and up)."""
+    import logging
+
+    for handler in list(logging.getLogger("submitit").handlers):
+        if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stdout:
+            handler.setStream(sys.stderr)
+            handler.addFilter(lambda record: record.levelno < logging.WARNING)
 
 
 def run_on_submitit(repros: list[Repro], plan: Plan, shards: int, set_path: str, out: str, batch: str,
@@ -42,6 +53,7 @@ def run_on_submitit(repros: list[Repro], plan: Plan, shards: int, set_path: str,
         import submitit
     except ImportError:
         raise SetError("--executor submitit needs submitit: pip install 'aoti-bisect[submitit]'")
+    route_logging_to_stderr()
     executor = submitit.AutoExecutor(folder=os.path.join(out, "submitit", "%j"), cluster=cluster)
     params = {"timeout_min": timeout_min, "gpus_per_node": gpus_per_shard, "tasks_per_node": 1,
               "name": f"aoti-bisect-{batch}"}
@@ -66,4 +78,4 @@ def run_on_submitit(repros: list[Repro], plan: Plan, shards: int, set_path: str,
             job.cancel(check=False)
         raise
     # A shard that died still left the runs it finished; merging says which shards are missing or torn.
-    return sorted(glob.glob(os.path.join(out, "records", "*.jsonl")))
+    return records_in(out)

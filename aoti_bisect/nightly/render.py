@@ -1,90 +1,17 @@
-"""A night's verdicts: per-repro rates, signatures and changes, as JSON, Markdown and JUnit XML."""
+"""A judged night's summary written out: summary.json, summary.md (a CI step summary) and junit.xml."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import xml.etree.ElementTree as ET
 from collections import Counter
-from typing import Optional
 
 from tabulate import tabulate
 
-from .. import __version__
-from ..exits import EXIT_INFRA, EXIT_NOT_REPRODUCED, EXIT_REPRODUCED
+from ..files import atomic_write
 from ..report.markdown import md_cell, rate_cell
-from ..stats import Rate
-from .history import History
-from .judge import Change, judge
-from .records import Night
-
-SUMMARY_SCHEMA = 1
-
-
-def signature_label(s: dict) -> str:
-    return f"{s['kind']}/{s['phase']} {s['fingerprint']}"
-
-
-def _status(rate: Rate, skipped: Optional[str]) -> str:
-    if skipped:
-        return "skipped"
-    if rate.runs == 0:
-        return "infra_error"
-    if rate.failures == 0:
-        return "not_reproduced"
-    return "reproduced" if rate.failures == rate.runs else "flaky"
-
-
-def build(night: Night, history: History, alpha: float = 0.01, window: int = 7,
-          bisect_reports: Optional[dict[str, str]] = None) -> dict:
-    """Judges every repro of the night against its history; the night must already be in the history."""
-    repros = []
-    for name, meta in night.repros.items():
-        runs = [r for r in night.runs if r["repro"] == name]
-        counted = [r for r in runs if r["outcome"] != "infra_error"]
-        failed = [r for r in counted if r["outcome"] in ("failed", "crashed", "timeout")]
-        rate = Rate(len(failed), len(counted))
-        seen = history.seen(name)
-        known = history.known_fingerprints(name, night)
-        baseline = history.baseline(name, night, window)
-        signatures = []
-        for fp, count in Counter(r["fingerprint"] for r in failed).most_common():
-            example = next(r for r in failed if r["fingerprint"] == fp)
-            first, last = seen.get(fp, (None, None))
-            signatures.append({"fingerprint": fp, "kind": example["kind"], "phase": example["phase"],
-                               "message": example["message"], "kernel": example["kernel"], "count": count,
-                               "first_seen": first, "last_seen": last,
-                               "new": baseline is not None and fp not in known, "example_log": example["log"]})
-        new = tuple(signature_label(s) for s in signatures if s["new"])
-        change = judge(rate, baseline, new, alpha).to_json()
-        if meta.get("skipped"):
-            change["text"] = f"not run: {meta['skipped']}"
-        repros.append({
-            "name": name, "argv": meta["argv"], "status": _status(rate, meta.get("skipped")),
-            "skipped": meta.get("skipped"), "rate": rate.to_json(), "infra_errors": len(runs) - len(counted),
-            "duration_s": round(sum(r["duration_s"] or 0 for r in runs), 1), "signatures": signatures,
-            "change": change,
-            "baseline": None if baseline is None else {**baseline.rate.to_json(), "nights": baseline.nights,
-                                                       "torch": baseline.torch, "torch_git": baseline.torch_git},
-            "torch": sorted({r["torch"] or "?" for r in runs}),
-            "bisect_report": (bisect_reports or {}).get(name)})
-    worse = [r["name"] for r in repros if r["change"]["change"] == Change.WORSE.value]
-    if worse:
-        code = EXIT_REPRODUCED
-    elif any(r["status"] == "infra_error" for r in repros):
-        code = EXIT_INFRA
-    else:
-        code = EXIT_NOT_REPRODUCED
-    return {"schema": SUMMARY_SCHEMA, "tool": f"aoti-bisect {__version__}", "batch": night.batch,
-            "set": night.set_path, "started": night.started, "finished": night.finished,
-            "complete": night.complete, "problems": night.problems, "shards": night.shards, "plan": night.plan,
-            "hosts": night.hosts, "db": history.path, "alpha": alpha, "window": window, "worse": worse,
-            "exit_code": code, "repros": repros}
-
-
-def changed(data: dict) -> list[str]:
-    """Repros whose signature is new or whose rate changed either way: the ones worth a full ladder."""
-    return [r["name"] for r in data["repros"]
-            if r["change"]["change"] in (Change.WORSE.value, Change.BETTER.value)]
+from .judge import Change, signature_label
 
 
 def _hosts_line(data: dict) -> str:
@@ -135,9 +62,10 @@ def _x(text: object) -> str:
 
 
 def render_junit(data: dict) -> str:
-    """One testcase per repro. A repro that fails every run is a failure; one that fails some runs is marked
-    flaky the way Maven Surefire and Jenkins read it (<flakyFailure> in a passing case), unless it changed
-    for the worse, which is a failure either way."""
+    """One testcase per repro, failing exactly when the exit code does: a change for the worse is a
+    <failure>, a repro that had only infrastructure errors an <error>. A repro that still fails, unchanged,
+    is a known failure and reported the way pytest reports an expected failure (xfail): <skipped>, never
+    passed, with type known_failure or flaky (plus Surefire's <flakyFailure> for readers that know it)."""
     suite = ET.Element("testsuite", name=_x(f"aoti-bisect nightly {data['batch']}"), timestamp=data["started"],
                        hostname=",".join(sorted({h.get("host") or "?" for h in data["hosts"]})))
     props = ET.SubElement(suite, "properties")
@@ -160,10 +88,14 @@ def render_junit(data: dict) -> str:
             ET.SubElement(case, "failure", type="changed_for_the_worse", message=_x(change["text"])).text = rate
             counts["failures"] += 1
         elif r["status"] == "reproduced":
-            ET.SubElement(case, "failure", type="reproduced", message=f"reproduced in every run: {rate}")
-            counts["failures"] += 1
+            ET.SubElement(case, "skipped", type="known_failure",
+                          message=_x(f"known failure, reproduced in every run: {rate}; {change['text']}"))
+            counts["skipped"] += 1
         elif r["status"] == "flaky":
-            ET.SubElement(case, "flakyFailure", type="flaky", message=_x(f"flaky: {rate}; {change['text']}"))
+            message = _x(f"flaky: {rate}; {change['text']}")
+            ET.SubElement(case, "flakyFailure", type="flaky", message=message)
+            ET.SubElement(case, "skipped", type="flaky", message=message)
+            counts["skipped"] += 1
         ET.SubElement(case, "system-out").text = _x("\n".join(
             [f"rate: {rate}", f"change: {change['text']}"]
             + [f"signature {signature_label(s)} x{s['count']}: {s['message']}" for s in r["signatures"]]))
@@ -175,3 +107,18 @@ def render_junit(data: dict) -> str:
     root.append(suite)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def write_summaries(out: str, data: dict) -> None:
+    for name, text in (("summary.json", json.dumps(data, indent=2) + "\n"), ("summary.md", render_markdown(data)),
+                       ("junit.xml", render_junit(data))):
+        atomic_write(os.path.join(out, name), text)
+
+
+def render_history(rows: list[dict]) -> str:
+    """`aoti-bisect history`'s table: one row per repro and night."""
+    return tabulate([(r["repro"], r["started"][:16].replace("T", " "), r["batch"], r["torch"],
+                      (r["torch_git"] or "")[:10], r["gpu"] or "-", rate_cell(r), r["signatures"], r["infra_errors"])
+                     for r in rows],
+                    headers=["repro", "night (UTC)", "batch", "torch", "git", "gpu", "failed (rate, 95% CI)",
+                             "signatures", "infra"])

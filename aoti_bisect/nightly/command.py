@@ -1,0 +1,190 @@
+"""The nightly commands end to end (`nightly`, `merge`, `history`): what runs, in which order, and what it
+returns to the CLI. Each piece of work lives in its own module; this one only sequences them."""
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import os
+import sys
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from ..exits import EXIT_INTERRUPTED, UsageFailure
+from ..files import prepare_out
+from .history import History, HistoryError, default_path, reused_batch
+from .plan import Plan, parse_shard
+from .records import find_records, read_records, record_path, records_dir
+from .sets import Repro, load_set
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Judging:
+    db: Optional[str] = None
+    alpha: float = 0.01
+    window: int = 7
+    bisect_on_change: bool = False
+    jobs: Optional[int] = None
+
+    def check(self) -> None:
+        if not 0 < self.alpha < 1:
+            raise UsageFailure(f"--alpha must be between 0 and 1, got {self.alpha}")
+        if self.window < 1:
+            raise UsageFailure(f"--window must be at least 1, got {self.window}")
+
+
+@dataclass(frozen=True)
+class Submitit:
+    """--executor submitit: the night runs as an array of `shards` tasks, then this host merges them."""
+
+    shards: int
+    cluster: Optional[str]  # None: submitit picks (Slurm where sbatch exists, else local)
+    gpus_per_shard: Optional[int]
+    partition: Optional[str]
+    timeout_min: int
+
+
+@dataclass(frozen=True)
+class NightlyRequest:
+    set_path: str
+    only: tuple[str, ...]
+    plan: Plan  # its shard is replaced by the one --shard or the scheduler gives
+    shard_text: Optional[str]
+    out: Optional[str]
+    batch: Optional[str]
+    jobs: Optional[int]
+    judging: Judging
+    submitit: Optional[Submitit] = None
+    verbose: bool = False
+
+
+@dataclass(frozen=True)
+class Finished:
+    """What the CLI needs from a command: its exit code and, where a night was judged, the summary."""
+
+    exit_code: int
+    summary: Optional[dict] = None
+
+
+def _night_folder(out: Optional[str], prefix: str) -> str:
+    return prepare_out(out or os.path.join("aoti-bisect-runs",
+                                           f"{prefix}-" + _dt.datetime.now().strftime("%Y%m%d-%H%M%S")))
+
+
+def nightly(req: NightlyRequest, say: Say) -> Finished:
+    req.judging.check()
+    shard = parse_shard(req.shard_text, dict(os.environ))
+    if req.plan.until_confident and (shard.count > 1 or req.submitit):
+        raise UsageFailure("--until-confident cannot be sharded: its stopping rule needs every run of a repro "
+                           "in one place; give --runs N")
+    repros = load_set(req.set_path, sys.executable, req.only)
+    from .runner import default_batch, run_records, visible_gpus
+
+    batch = req.batch or default_batch(dict(os.environ))
+    if shard.count == 1:
+        # A database this night could not be judged into should stop it before its hours of runs, not after.
+        store = History(req.judging.db or default_path())
+        try:
+            if store.has_batch(batch):
+                raise HistoryError(reused_batch(batch, store.path))
+        finally:
+            store.close()
+    plan = dataclasses.replace(req.plan, shard=shard)
+    out = _night_folder(req.out, "nightly")
+
+    # Shards of one night may share a folder (one --out on a shared disk); a second night may not reuse it.
+    taken = record_path(out, plan.shard) if req.submitit is None else records_dir(out)
+    if os.path.isfile(taken) or (os.path.isdir(taken) and os.listdir(taken)):
+        raise UsageFailure(f"{out} already holds this night's records; give a fresh --out")
+    if req.submitit:
+        from .submitit_executor import run_on_submitit
+
+        sub = req.submitit
+        gpus = sub.gpus_per_shard
+        if gpus is None:
+            gpus = 1 if sub.cluster == "slurm" else len(visible_gpus(dict(os.environ), out))
+        records = run_on_submitit(repros, plan, sub.shards, req.set_path, out, batch, req.jobs, sub.cluster, gpus,
+                                  sub.timeout_min, sub.partition, say)
+        return judge_night(records, out, req.judging, say)
+    from ..progress import run_line
+
+    on_run = (lambda r: say("    " + run_line(r))) if req.verbose else (lambda r: None)
+    try:
+        record = run_records(repros, plan, req.set_path, out, batch, req.jobs, say, on_run)
+    except KeyboardInterrupt:
+        say("aoti-bisect: interrupted; summarising the runs that finished")
+        record, interrupted = record_path(out, plan.shard), True
+    else:
+        interrupted = False
+    if shard.count > 1:
+        say(f"aoti-bisect: shard {shard} recorded in {record}; fold the shards with `aoti-bisect merge`")
+        return Finished(EXIT_INTERRUPTED if interrupted else 0)
+    return judge_night([record], out, req.judging, say, interrupted)
+
+
+def merge(paths: tuple[str, ...], out: Optional[str], judging: Judging, say: Say) -> Finished:
+    judging.check()
+    files = find_records(paths)
+    return judge_night(files, _night_folder(out, "merge"), judging, say)
+
+
+def history(repros: tuple[str, ...], db: Optional[str], nights: int, plot: Optional[str], say: Say) -> list[dict]:
+    """The trend rows of `aoti-bisect history`; draws them too when plot names a PNG."""
+    path = db or default_path()
+    if not os.path.isfile(path):
+        raise UsageFailure(f"no history database at {path} (run `aoti-bisect nightly` first, or give --db)")
+    store = History(path, readonly=True)
+    try:
+        rows = store.trend(repros, nights)
+    finally:
+        store.close()
+    if repros and not rows:
+        raise UsageFailure(f"no nights recorded for {', '.join(repros)} in {path}")
+    if plot:
+        from .plot import plot_trend
+
+        plot_trend(rows, plot)
+        say(f"aoti-bisect: plot: {plot}")
+    return rows
+
+
+def judge_night(record_files: list[str], out: str, judging: Judging, say: Say, interrupted: bool = False) -> Finished:
+    """Folds record files into the history and writes summary.json, summary.md and junit.xml under out; an
+    interrupted night is summarised but not bisected."""
+    from .judge import attach_reports, changed, summarize
+    from .render import write_summaries
+
+    night = read_records(record_files)
+    store = History(judging.db or default_path())
+    try:
+        added = store.add(night)
+        say(f"aoti-bisect: {added} run(s) added to {store.path}")
+        data = summarize(night, store, judging.alpha, judging.window)
+    finally:
+        store.close()
+    write_summaries(out, data)
+    if judging.bisect_on_change and not interrupted and changed(data):
+        attach_reports(data, _bisect(night, changed(data), out, judging.jobs, say))
+        write_summaries(out, data)
+    for r in data["repros"]:
+        say(f"  {r['name']}: {r['status']}, {r['change']['text']}")
+    say(f"aoti-bisect: summary: {os.path.join(out, 'summary.md')}")
+    return Finished(EXIT_INTERRUPTED if interrupted else data["exit_code"], data)
+
+
+def _bisect(night, names: list[str], out: str, jobs: Optional[int], say: Say) -> dict[str, str]:
+    """The full ladder on each changed repro; returns report.md paths, relative to out."""
+    from ..diagnose.session import Session
+    from ..progress import Progress
+
+    reports = {}
+    for name in names:
+        argv = night.repros[name]["argv"]
+        run_dir = os.path.join(out, "bisect", Repro(name, tuple(argv)).slug)
+        say(f"aoti-bisect: {name} changed; running the ladder in {run_dir}")
+        session = Session(run_dir, list(argv), Progress(indent="    ", write=say), jobs=jobs or 1,
+                          cache_root=os.path.join(out, "cache"), python_script=argv[0] == sys.executable)
+        session.execute()
+        reports[name] = os.path.relpath(os.path.join(run_dir, "report.md"), out)
+    return reports

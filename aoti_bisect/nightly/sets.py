@@ -1,0 +1,81 @@
+"""The SET a night runs: its repros, from a manifest, a folder holding one, or a folder of *.py scripts."""
+from __future__ import annotations
+
+import glob
+import os
+import re
+import tomllib
+from dataclasses import dataclass
+
+from ..exits import UsageFailure
+
+
+class SetError(UsageFailure):
+    """A problem with the SET or the shard, said in one line."""
+
+
+@dataclass(frozen=True)
+class Repro:
+    name: str
+    argv: tuple[str, ...]
+    device: str = "auto"
+    timeout: float = 600.0
+
+    @property
+    def slug(self) -> str:
+        return re.sub(r"[^A-Za-z0-9_.-]+", "_", self.name)
+
+
+def load_set(path: str, python: str, only: tuple[str, ...] = ()) -> list[Repro]:
+    """A manifest (`scenarios/manifest.toml` format), a folder holding one, or a folder of *.py repros."""
+    if os.path.isdir(path):
+        manifest = os.path.join(path, "manifest.toml")
+        if os.path.isfile(manifest):
+            repros = _from_manifest(manifest, python)
+        else:
+            scripts = sorted(p for p in glob.glob(os.path.join(path, "**", "*.py"), recursive=True)
+                             if not os.path.basename(p).startswith("_"))
+            if not scripts:
+                raise SetError(f"{path} holds no manifest.toml and no *.py repros")
+            repros = [Repro(os.path.relpath(p, path)[:-3], (python, os.path.abspath(p))) for p in scripts]
+    elif os.path.isfile(path):
+        if not path.endswith(".toml"):
+            raise SetError(f"{path} is neither a folder of repros nor a manifest (.toml)")
+        repros = _from_manifest(path, python)
+    else:
+        raise SetError(f"no such file or folder: {path}")
+    if only:
+        unknown = sorted(set(only) - {r.name for r in repros})
+        if unknown:
+            raise SetError(f"not in {path}: {', '.join(unknown)}")
+        repros = [r for r in repros if r.name in only]
+    return repros
+
+
+def _from_manifest(path: str, python: str) -> list[Repro]:
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise SetError(f"{path}: not valid TOML: {exc}")
+    entries = data.get("scenario") or data.get("repro") or []
+    if not entries:
+        raise SetError(f"{path} lists no [[scenario]] or [[repro]] entries")
+    base = os.path.dirname(os.path.abspath(path))
+    repros, seen = [], set()
+    for t in entries:
+        name, script = t.get("name"), t.get("script")
+        if not name or not script:
+            raise SetError(f"{path}: every entry needs a name and a script")
+        if name in seen:
+            raise SetError(f"{path}: the name {name} is used twice")
+        seen.add(name)
+        script_path = os.path.join(base, script)
+        if not os.path.isfile(script_path):
+            raise SetError(f"{path}: {name}: no such script {script}")
+        device = t.get("device", "auto")
+        if device not in ("cpu", "cuda", "auto"):
+            raise SetError(f"{path}: {name}: device must be cpu, cuda or auto, not {device}")
+        args = tuple(str(a) for a in t.get("args", ()))
+        repros.append(Repro(name, (python, script_path, *args), device, float(t.get("timeout", 600))))
+    return repros
