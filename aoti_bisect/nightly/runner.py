@@ -12,7 +12,7 @@ from ..files import read_log
 from ..run import process
 from ..run.harness import Harness
 from ..run.probe import probe_environment, relevant_env
-from ..run.types import Outcome, RunResult, RunSpec
+from ..run.types import Outcome, RunBatch, RunResult, RunSpec
 from ..stats import wilson
 from .plan import Plan
 from .records import RecordWriter, now_iso, record_path, records_dir
@@ -58,9 +58,6 @@ def default_batch(env: dict[str, str]) -> str:
     if env.get("SLURM_ARRAY_JOB_ID"):
         return f"slurm-{env['SLURM_ARRAY_JOB_ID']}"
     return f"{socket.gethostname()}-{now_iso()}"
-
-
-RunBatch = Callable[[list[RunSpec], Callable[[RunResult], None], Callable[[list[RunResult]], bool]], None]
 
 
 def run_set(repros: list[Repro], plan: Plan, run_batch: RunBatch, writer: RecordWriter, has_cuda: bool,
