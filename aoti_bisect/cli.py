@@ -176,9 +176,8 @@ def report_cmd(run_dir, fmt, bundle, redact_paths):
     from .report.markdown import render_markdown
     from .report.model import Report, redact_data
     from .report.redact import Redactor
+    from .text import printable
 
-    if not os.path.isfile(os.path.join(run_dir, "report.json")):
-        raise UsageFailure(f"{run_dir} holds no report.json (not an aoti-bisect run directory?)")
     rep = Report.load(run_dir)
     redactor = Redactor.from_env(dict(os.environ), redact_paths)
     data = redact_data(rep.data, redactor)
@@ -195,7 +194,7 @@ def report_cmd(run_dir, fmt, bundle, redact_paths):
     else:
         print(rep.headline())
         for e in (data.get("culprit") or {}).get("evidence") or []:
-            print(f"  - {e}")
+            print(printable(f"  - {e}"))
     sys.exit(rep.exit_code)
 
 
