@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
 import shlex
 import shutil
 import signal
+import stat
 import sys
+import tempfile
 from typing import Optional
 
 import click
@@ -49,16 +52,52 @@ def main() -> None:
     """
 
 
+# Bounds on what one `run` may ask for. Runs: the ladder builds each stage's run list up front, and 10,000
+# runs already see a 1-in-2,000 failure with 99% odds (runs_to_observe) at hours of wall time; 10^9 would be
+# gigabytes of specs before the first run. Jobs: each one is a thread and a private compile cache.
+MAX_RUNS = 10_000
+MAX_JOBS = 1024
+# A repro is a script someone reads; beyond this it is a data file or a device, not a script.
+MAX_SCRIPT_BYTES = 64 << 20
+# Claims a run directory: created with O_EXCL and never removed, so a second run (at the same time or
+# later) cannot share the folder.
+LOCK_NAME = ".aoti-bisect.lock"
+
+
+def check_count(name: str, value: Optional[int], high: int, low: int = 1) -> None:
+    """The one check of a count option (`--runs`, `--jobs`, ...): every command shares it."""
+    if value is not None and not low <= value <= high:
+        raise UsageFailure(f"{name} must be at least {low}, got {value}" if value < low
+                           else f"{name} must be at most {high}, got {value}")
+
+
+def check_seconds(name: str, value: Optional[float]) -> None:
+    """A time limit: NaN compares false with everything and inf never expires, so both would disable it."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise UsageFailure(f"{name} must be a finite number of seconds above 0, got {value}")
+
+
 def _validate_script(script: str) -> None:
-    if not os.path.exists(script):
-        raise UsageFailure(f"no such file: {script}")
-    if os.path.isdir(script):
-        raise UsageFailure(f"{script} is a directory, not a Python script")
+    """Only a regular file, read with a bound: a FIFO would block the open, /dev/zero never ends."""
     try:
-        with open(script, "rb") as f:
-            source = f.read()
+        fd = os.open(script, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise UsageFailure(f"no such file: {script}")
     except OSError as exc:
         raise UsageFailure(f"cannot read {script}: {exc.strerror}")
+    with os.fdopen(fd, "rb") as f:
+        mode, size = os.fstat(fd).st_mode, os.fstat(fd).st_size
+        if stat.S_ISDIR(mode):
+            raise UsageFailure(f"{script} is a directory, not a Python script")
+        if not stat.S_ISREG(mode):
+            raise UsageFailure(f"{script} is not a regular file (a pipe or a device cannot be rerun)")
+        if size > MAX_SCRIPT_BYTES:
+            raise UsageFailure(f"{script} is too large for a Python script ({size >> 20} MiB; the limit is "
+                               f"{MAX_SCRIPT_BYTES >> 20} MiB)")
+        try:
+            source = f.read(MAX_SCRIPT_BYTES)
+        except OSError as exc:
+            raise UsageFailure(f"cannot read {script}: {exc.strerror}")
     try:
         compile(source, script, "exec")
     except SyntaxError as exc:
@@ -69,33 +108,45 @@ def _validate_script(script: str) -> None:
         raise UsageFailure(f"{script} is not a Python script (it contains NUL bytes)")
 
 
-def _prepare_out(out: Optional[str]) -> str:
-    path = out or os.path.join("aoti-bisect-runs", _dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f"))
-    path = os.path.abspath(path)
+def _default_out(prefix: str) -> str:
+    return os.path.join("aoti-bisect-runs", prefix + _dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f"))
+
+
+def _prepare_out(out: str) -> str:
+    """A writable folder, created if need be; shared use is allowed (shards of one night share one)."""
+    path = os.path.realpath(out)
     try:
         os.makedirs(path, exist_ok=True)
-        probe = os.path.join(path, ".writable")
-        with open(probe, "w"):
-            pass
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".writable")  # O_EXCL: never through a planted link
+        os.close(fd)
         os.remove(probe)
     except OSError as exc:
         raise UsageFailure(f"cannot write to --out {path}: {exc.strerror}")
     return path
 
 
-    def run(self, r) -> None:
-        self.done += 1
-        if self.verbosity < 0:
-            return
-        sig = r.signature
-        text = f"[{r.spec.name}] {r.outcome.value} in {r.exit.duration:.1f}s"
-        if sig:
-            text += f": {sig.kind}/{sig.phase}" + (f": {sig.message}" if self.verbosity > 0 else "")
-        if self.live:
-            sys.stderr.write("\r\033[K" + text[: shutil.get_terminal_size().columns - 1])
-            sys.stderr.flush()
-        else:
-            print(text, file=sys.stderr, flush=True)
+def _claim_out(out: str) -> str:
+    """A run directory of our own: new or empty, and locked against every other run, now and later.
+
+    The lock is taken before the folder is looked at, so two runs started at once cannot both find it empty.
+    """
+    path = _prepare_out(out)
+    lock = os.path.join(path, LOCK_NAME)
+    try:
+        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    except FileExistsError:
+        raise UsageFailure(f"--out {path} already holds an aoti-bisect run (running or finished); "
+                           "give a new or empty folder")
+    except OSError as exc:
+        raise UsageFailure(f"cannot write to --out {path}: {exc.strerror}")
+    with os.fdopen(fd, "w") as f:
+        f.write(f"{os.getpid()}\n")
+    others = sorted(set(os.listdir(path)) - {LOCK_NAME})
+    if others:
+        os.remove(lock)
+        raise UsageFailure(f"--out {path} is not empty (it holds {others[0]!r}{' and more' if others[1:] else ''}); "
+                           "give a new or empty folder")
+    return path
 
 
 def _raise_interrupt(signum, frame):
@@ -125,12 +176,11 @@ def run_cmd(script, script_args, cmd, runs, max_runs, timeout, out, as_json, job
     unknown = [s for s in wanted if s not in STAGE_NAMES]
     if unknown:
         raise UsageFailure(f"unknown stage(s): {', '.join(unknown)} (known: {', '.join(STAGE_NAMES)})")
-    for name, value, low in (("--runs", runs, 1), ("--max-runs", max_runs, 1), ("--jobs", jobs, 1)):
-        if value is not None and value < low:
-            raise UsageFailure(f"{name} must be at least {low}, got {value}")
-    if timeout <= 0:
-        raise UsageFailure(f"--timeout must be positive, got {timeout}")
-    run_dir = _prepare_out(out)
+    check_count("--runs", runs, MAX_RUNS)
+    check_count("--max-runs", max_runs, MAX_RUNS)
+    check_count("--jobs", jobs, MAX_JOBS)
+    check_seconds("--timeout", timeout)
+    run_dir = _claim_out(out or _default_out(""))
     from .diagnose.session import (
         Session,  # psutil, the harness and the ladder load only for a real run
     )
@@ -185,7 +235,10 @@ def report_cmd(run_dir, fmt, bundle, redact_paths):
         from .report.bundle import write_bundle
 
         dest = bundle or os.path.join(run_dir, "bundle.tar.gz")
-        write_bundle(run_dir, dest, data, redactor)
+        try:
+            write_bundle(run_dir, dest, data, redactor)
+        except OSError as exc:
+            raise UsageFailure(f"cannot write the bundle {dest}: {exc.strerror or exc}")
         print(f"aoti-bisect: bundle: {dest}", file=sys.stderr)
     if fmt == "json":
         print(json.dumps(data, indent=2))
@@ -226,8 +279,8 @@ def scenarios_check(names, jobs, out, stages, device):
     unknown = [n for n in names if n not in {s.name for s in scenarios}]
     if unknown:
         raise UsageFailure(f"unknown scenario(s): {', '.join(unknown)}; see `aoti-bisect scenarios list`")
-    run_dir = _prepare_out(out or os.path.join("aoti-bisect-runs",
-                                               "scenarios-" + _dt.datetime.now().strftime("%Y%m%d-%H%M%S")))
+    check_count("--jobs", jobs, MAX_JOBS)
+    run_dir = _claim_out(out or _default_out("scenarios-"))
     chosen = [s for s in scenarios if not names or s.name in names]
     ok = check(chosen, run_dir, jobs=jobs, stages=tuple(s for s in stages.split(",") if s), device=device)
     sys.exit(0 if ok else 1)
