@@ -85,19 +85,20 @@ def _validate_script(script: str) -> None:
         raise UsageFailure(f"no such file: {script}")
     except OSError as exc:
         raise UsageFailure(f"cannot read {script}: {exc.strerror}")
-    with os.fdopen(fd, "rb") as f:
-        mode, size = os.fstat(fd).st_mode, os.fstat(fd).st_size
-        if stat.S_ISDIR(mode):
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
             raise UsageFailure(f"{script} is a directory, not a Python script")
-        if not stat.S_ISREG(mode):
+        if not stat.S_ISREG(st.st_mode):
             raise UsageFailure(f"{script} is not a regular file (a pipe or a device cannot be rerun)")
-        if size > MAX_SCRIPT_BYTES:
-            raise UsageFailure(f"{script} is too large for a Python script ({size >> 20} MiB; the limit is "
-                               f"{MAX_SCRIPT_BYTES >> 20} MiB)")
-        try:
-            source = f.read(MAX_SCRIPT_BYTES)
-        except OSError as exc:
-            raise UsageFailure(f"cannot read {script}: {exc.strerror}")
+        if st.st_size > MAX_SCRIPT_BYTES:
+            raise UsageFailure(f"{script} is too large for a Python script ({st.st_size >> 20} MiB; the limit "
+                               f"is {MAX_SCRIPT_BYTES >> 20} MiB)")
+        source = os.read(fd, MAX_SCRIPT_BYTES)  # a regular file: one read returns all of it
+    except OSError as exc:
+        raise UsageFailure(f"cannot read {script}: {exc.strerror}")
+    finally:
+        os.close(fd)
     try:
         compile(source, script, "exec")
     except SyntaxError as exc:
