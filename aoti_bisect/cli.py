@@ -1,12 +1,12 @@
 """Command line. Human chatter goes to stderr; stdout carries only machine output (--json)."""
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
 import shlex
 import shutil
 import signal
+import stat
 import sys
 from typing import Optional
 
@@ -14,7 +14,8 @@ import click
 
 from .diagnose.stages import STAGES as STAGE_NAMES
 from .exits import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_USAGE, UsageFailure
-from .files import prepare_out
+from .files import claim_out, default_out
+from .validate import MAX_JOBS, MAX_RUNS, check_count, check_seconds
 
 EXIT_CODES_HELP = """\b
 Exit codes (usable as a `git bisect run` predicate):
@@ -53,16 +54,34 @@ def main() -> None:
     """
 
 
+
+
+# A repro is a script someone reads; beyond this it is a data file or a device, not a script.
+MAX_SCRIPT_BYTES = 64 << 20
+
+
 def _validate_script(script: str) -> None:
-    if not os.path.exists(script):
-        raise UsageFailure(f"no such file: {script}")
-    if os.path.isdir(script):
-        raise UsageFailure(f"{script} is a directory, not a Python script")
+    """Only a regular file, read with a bound: a FIFO would block the open, /dev/zero never ends."""
     try:
-        with open(script, "rb") as f:
-            source = f.read()
+        fd = os.open(script, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise UsageFailure(f"no such file: {script}")
     except OSError as exc:
         raise UsageFailure(f"cannot read {script}: {exc.strerror}")
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise UsageFailure(f"{script} is a directory, not a Python script")
+        if not stat.S_ISREG(st.st_mode):
+            raise UsageFailure(f"{script} is not a regular file (a pipe or a device cannot be rerun)")
+        if st.st_size > MAX_SCRIPT_BYTES:
+            raise UsageFailure(f"{script} is too large for a Python script ({st.st_size >> 20} MiB; the limit "
+                               f"is {MAX_SCRIPT_BYTES >> 20} MiB)")
+        source = os.read(fd, MAX_SCRIPT_BYTES)  # a regular file: one read returns all of it
+    except OSError as exc:
+        raise UsageFailure(f"cannot read {script}: {exc.strerror}")
+    finally:
+        os.close(fd)
     try:
         compile(source, script, "exec")
     except SyntaxError as exc:
@@ -73,23 +92,7 @@ def _validate_script(script: str) -> None:
         raise UsageFailure(f"{script} is not a Python script (it contains NUL bytes)")
 
 
-def _prepare_out(out: Optional[str]) -> str:
-    return prepare_out(out or os.path.join("aoti-bisect-runs", _dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")))
 
-
-    def run(self, r) -> None:
-        self.done += 1
-        if self.verbosity < 0:
-            return
-        sig = r.signature
-        text = f"[{r.spec.name}] {r.outcome.value} in {r.exit.duration:.1f}s"
-        if sig:
-            text += f": {sig.kind}/{sig.phase}" + (f": {sig.message}" if self.verbosity > 0 else "")
-        if self.live:
-            sys.stderr.write("\r\033[K" + text[: shutil.get_terminal_size().columns - 1])
-            sys.stderr.flush()
-        else:
-            print(text, file=sys.stderr, flush=True)
 
 
 def _raise_interrupt(signum, frame):
@@ -124,11 +127,10 @@ def run_cmd(script, script_args, cmd, runs, max_runs, timeout, out, as_json, job
     unknown = [s for s in wanted if s not in STAGE_NAMES]
     if unknown:
         raise UsageFailure(f"unknown stage(s): {', '.join(unknown)} (known: {', '.join(STAGE_NAMES)})")
-    for name, value, low in (("--runs", runs, 1), ("--max-runs", max_runs, 1), ("--jobs", jobs, 1)):
-        if value is not None and value < low:
-            raise UsageFailure(f"{name} must be at least {low}, got {value}")
-    if timeout <= 0:
-        raise UsageFailure(f"--timeout must be positive, got {timeout}")
+    check_count("--runs", runs, MAX_RUNS)
+    check_count("--max-runs", max_runs, MAX_RUNS)
+    check_count("--jobs", jobs, MAX_JOBS)
+    check_seconds("--timeout", timeout)
     tools = tuple(s.strip() for s in sanitizer_tools.split(",") if s.strip())
     bad_tools = [s for s in tools if s not in SANITIZER_TOOLS]
     if bad_tools or not tools:
@@ -136,7 +138,7 @@ def run_cmd(script, script_args, cmd, runs, max_runs, timeout, out, as_json, job
                            f"(known: {', '.join(SANITIZER_TOOLS)})")
     if sanitizer and not (os.path.isfile(sanitizer) and os.access(sanitizer, os.X_OK)):
         raise UsageFailure(f"--sanitizer {sanitizer}: not an executable file")
-    run_dir = _prepare_out(out)
+    run_dir = claim_out(out or default_out(""))
     # psutil, the harness and the ladder load only for a real run
     from .diagnose.session import Session
     from .progress import Progress
@@ -181,9 +183,8 @@ def report_cmd(run_dir, fmt, bundle, redact_paths):
     from .report.markdown import render_markdown
     from .report.model import Report, redact_data
     from .report.redact import Redactor
+    from .text import printable
 
-    if not os.path.isfile(os.path.join(run_dir, "report.json")):
-        raise UsageFailure(f"{run_dir} holds no report.json (not an aoti-bisect run directory?)")
     rep = Report.load(run_dir)
     redactor = Redactor.from_env(dict(os.environ), redact_paths)
     data = redact_data(rep.data, redactor)
@@ -191,7 +192,10 @@ def report_cmd(run_dir, fmt, bundle, redact_paths):
         from .report.bundle import write_bundle
 
         dest = bundle or os.path.join(run_dir, "bundle.tar.gz")
-        write_bundle(run_dir, dest, data, redactor)
+        try:
+            write_bundle(run_dir, dest, data, redactor)
+        except OSError as exc:
+            raise UsageFailure(f"cannot write the bundle {dest}: {exc.strerror or exc}")
         print(f"aoti-bisect: bundle: {dest}", file=sys.stderr)
     if fmt == "json":
         print(json.dumps(data, indent=2))
@@ -200,7 +204,7 @@ def report_cmd(run_dir, fmt, bundle, redact_paths):
     else:
         print(rep.headline())
         for e in (data.get("culprit") or {}).get("evidence") or []:
-            print(f"  - {e}")
+            print(printable(f"  - {e}"))
     sys.exit(rep.exit_code)
 
 
@@ -232,8 +236,8 @@ def scenarios_check(names, jobs, out, stages, device):
     unknown = [n for n in names if n not in {s.name for s in scenarios}]
     if unknown:
         raise UsageFailure(f"unknown scenario(s): {', '.join(unknown)}; see `aoti-bisect scenarios list`")
-    run_dir = _prepare_out(out or os.path.join("aoti-bisect-runs",
-                                               "scenarios-" + _dt.datetime.now().strftime("%Y%m%d-%H%M%S")))
+    check_count("--jobs", jobs, MAX_JOBS)
+    run_dir = claim_out(out or default_out("scenarios-"))
     chosen = [s for s in scenarios if not names or s.name in names]
     ok = check(chosen, run_dir, jobs=jobs, stages=tuple(s for s in stages.split(",") if s), device=device)
     sys.exit(0 if ok else 1)
@@ -317,12 +321,10 @@ def nightly_cmd(set_path, only, runs, until_confident, precision, min_runs, jobs
     from .nightly.command import Judging, NightlyRequest, Submitit, nightly
     from .nightly.plan import Plan
 
-    for name, value, low in (("--runs", runs, 1), ("--jobs", jobs, 1), ("--min-runs", min_runs, 1),
-                             ("--shards", shards, 1)):
-        if value is not None and value < low:
-            raise UsageFailure(f"{name} must be at least {low}, got {value}")
-    if timeout is not None and timeout <= 0:
-        raise UsageFailure(f"--timeout must be positive, got {timeout}")
+    for name, value, high in (("--runs", runs, MAX_RUNS), ("--jobs", jobs, MAX_JOBS), ("--min-runs", min_runs, MAX_RUNS),
+                              ("--shards", shards, MAX_JOBS)):
+        check_count(name, value, high)
+    check_seconds("--timeout", timeout)
     if not 0 < precision < 0.5:
         raise UsageFailure(f"--precision must be between 0 and 0.5, got {precision}")
     submitit = None

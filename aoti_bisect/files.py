@@ -1,8 +1,10 @@
 """Small file helpers every wing shares: bounded log reads, whole-file reads, atomic writes, the user's name."""
 from __future__ import annotations
 
+import datetime as _dt
 import getpass
 import os
+import tempfile
 
 from .exits import UsageFailure
 
@@ -22,11 +24,32 @@ def read_text(path: str) -> str:
 
 
 def atomic_write(path: str, text: str) -> None:
-    """Readers see the old file or the new one, never half of one (a report, a summary)."""
-    tmp = os.path.join(os.path.dirname(path) or ".", f".{os.path.basename(path)}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    """Readers see the old file or the new one, never half of one (a report, a summary).
+
+    The temporary file is new (O_EXCL, a random name), so a link planted under a fixed name is never written
+    through; os.replace swaps a link at `path` itself for the file, never its target.
+    """
+    tmp = os.path.join(os.path.dirname(path) or ".", f".{os.path.basename(path)}.{os.urandom(4).hex()}.tmp")
+    try:
+        _write(tmp, text, os.O_EXCL)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_file(path: str, text: str, executable: bool = False) -> None:
+    """Creates or truncates `path` in a run directory, never through a symbolic link (that raises OSError)."""
+    _write(path, text, os.O_TRUNC, executable)
+
+
+def _write(path: str, text: str, flags: int, executable: bool = False) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | flags, 0o777 if executable else 0o666)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
-    os.replace(tmp, path)
+        if executable:
+            os.fchmod(fd, 0o755)
 
 
 def user_name() -> str:
@@ -36,15 +59,47 @@ def user_name() -> str:
         return f"uid_{os.getuid()}"
 
 
-def prepare_out(path: str) -> str:
-    """Makes the run folder and proves it writable before any work goes into it; returns its absolute path."""
-    path = os.path.abspath(path)
+def default_out(prefix: str) -> str:
+    """Where a command writes when --out is not given: a new folder under ./aoti-bisect-runs/."""
+    return os.path.join("aoti-bisect-runs", prefix + _dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f"))
+
+
+def prepare_out(out: str) -> str:
+    """A writable folder, created if need be; shared use is allowed (shards of one night share one)."""
+    path = os.path.realpath(out)
     try:
         os.makedirs(path, exist_ok=True)
-        probe = os.path.join(path, ".writable")
-        with open(probe, "w"):
-            pass
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".writable")  # O_EXCL: never through a planted link
+        os.close(fd)
         os.remove(probe)
     except OSError as exc:
         raise UsageFailure(f"cannot write to --out {path}: {exc.strerror}")
+    return path
+
+# Claims a run directory: created with O_EXCL and never removed, so a second run (at the same time or
+# later) cannot share the folder.
+LOCK_NAME = ".aoti-bisect.lock"
+
+
+def claim_out(out: str) -> str:
+    """A run directory of our own: new or empty, and locked against every other run, now and later.
+
+    The lock is taken before the folder is looked at, so two runs started at once cannot both find it empty.
+    """
+    path = prepare_out(out)
+    lock = os.path.join(path, LOCK_NAME)
+    try:
+        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    except FileExistsError:
+        raise UsageFailure(f"--out {path} already holds an aoti-bisect run (running or finished); "
+                           "give a new or empty folder")
+    except OSError as exc:
+        raise UsageFailure(f"cannot write to --out {path}: {exc.strerror}")
+    with os.fdopen(fd, "w") as f:
+        f.write(f"{os.getpid()}\n")
+    others = sorted(set(os.listdir(path)) - {LOCK_NAME})
+    if others:
+        os.remove(lock)
+        raise UsageFailure(f"--out {path} is not empty (it holds {others[0]!r}{' and more' if others[1:] else ''}); "
+                           "give a new or empty folder")
     return path

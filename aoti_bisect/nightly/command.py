@@ -3,14 +3,13 @@ returns to the CLI. Each piece of work lives in its own module; this one only se
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
 import os
 import sys
 from dataclasses import dataclass
 from typing import Callable, Optional
 
 from ..exits import EXIT_INTERRUPTED, UsageFailure
-from ..files import prepare_out
+from ..files import default_out, prepare_out
 from .history import History, HistoryError, default_path, reused_batch
 from .plan import Plan, parse_shard
 from .records import find_records, read_records, record_path, records_dir
@@ -68,8 +67,7 @@ class Finished:
 
 
 def _night_folder(out: Optional[str], prefix: str) -> str:
-    return prepare_out(out or os.path.join("aoti-bisect-runs",
-                                           f"{prefix}-" + _dt.datetime.now().strftime("%Y%m%d-%H%M%S")))
+    return prepare_out(out or default_out(f"{prefix}-"))
 
 
 def nightly(req: NightlyRequest, say: Say) -> Finished:

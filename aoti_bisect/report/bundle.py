@@ -5,6 +5,7 @@ import glob
 import io
 import json
 import os
+import stat
 import tarfile
 
 from ..files import read_text
@@ -17,7 +18,9 @@ _RUN_FILES = ("output.log", "rerun.sh", "spec.json", "result.json")
 def write_bundle(run_dir: str, dest: str, data: dict, redactor: Redactor) -> str:
     """Everything goes through the redactor on its way in: the bundle never holds a raw byte of a log."""
     root = os.path.basename(os.path.abspath(run_dir)) or "aoti-bisect-run"
-    with tarfile.open(dest, "w:gz") as tar:
+    # O_NOFOLLOW: the default destination lies in the run directory, where a link may wait.
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666)
+    with os.fdopen(fd, "wb") as blob, tarfile.open(fileobj=blob, mode="w:gz") as tar:
         def add(name: str, text: str) -> None:
             blob = redactor(text).encode()
             info = tarfile.TarInfo(f"{root}/{name}")
@@ -29,7 +32,7 @@ def write_bundle(run_dir: str, dest: str, data: dict, redactor: Redactor) -> str
         for path in sorted(glob.glob(os.path.join(run_dir, "runs", "*", ""))):
             for name in _RUN_FILES:
                 f = os.path.join(path, name)
-                if os.path.isfile(f):
+                if _packable(run_dir, f):
                     add(f"runs/{os.path.basename(os.path.dirname(path))}/{name}", read_text(f))
         for path in _culprit_sources(run_dir, data):
             add(f"generated/{os.path.basename(path)}", read_text(path))
@@ -40,7 +43,7 @@ def _culprit_sources(run_dir: str, data: dict) -> list[str]:
     """The culprit kernel's source file and the generated wrappers of the runs that localised it."""
     found = []
     source = ((data.get("culprit") or {}).get("source") or {}).get("path")
-    if source and os.path.isfile(source):
+    if source:
         found.append(source)
     for stage in data.get("stages", []):
         if stage["name"] in ("trace", "inspect") and stage.get("logs"):
@@ -51,4 +54,15 @@ def _culprit_sources(run_dir: str, data: dict) -> list[str]:
             except (OSError, KeyError, ValueError):
                 continue
             found += glob.glob(os.path.join(cache, "*", "*.wrapper.cpp"))
-    return list(dict.fromkeys(found))
+    return [f for f in dict.fromkeys(found) if _packable(run_dir, f)]
+
+
+def _packable(run_dir: str, path: str) -> bool:
+    """A regular file inside the run directory: a link, or a path in report.json, could name any file the
+    user can read (one bundle shipped /etc/shadow)."""
+    try:
+        regular = stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+    root = os.path.realpath(run_dir)
+    return regular and os.path.commonpath([os.path.realpath(path), root]) == root

@@ -5,6 +5,8 @@ import os
 
 from tabulate import tabulate
 
+from ..text import printable
+
 MD_LIMIT = 65536
 
 
@@ -12,6 +14,11 @@ def md_cell(text: object) -> str:
     """Table cell text that cannot break a GFM table or open a code span."""
     s = " ".join(str(text if text is not None else "").split())
     return s.replace("\\", "\\\\").replace("|", "\\|").replace("`", "\\`").replace("<", "&lt;")
+
+
+def _table(rows: list, headers: list[str]) -> str:
+    # disable_numparse: a cell is shown as given; tabulate would print a Python version "3.10" as 3.1.
+    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
 
 
 def _fence(text: str) -> str:
@@ -38,7 +45,7 @@ def rate_cell(r: dict) -> str:
 def render_markdown(d: dict) -> str:
     c = d.get("culprit") or {}
     sig = d.get("signature") or {}
-    out = [f"# aoti-bisect report: {d['verdict']}", ""]
+    out = [f"# aoti-bisect report: {md_cell(d['verdict'])}", ""]
     if not d.get("complete", True):
         out += ["> **Interrupted**: this report covers only the runs that finished; later stages are missing.", ""]
     summary = [("Verdict", d["verdict"]), ("Failure", f"{sig.get('kind', '-')} in phase {sig.get('phase', '-')}"),
@@ -51,15 +58,14 @@ def render_markdown(d: dict) -> str:
         summary.append(("Culprit", f"{c['kind']}: {who}"))
         if c.get("summary"):
             summary.append(("Evidence", c["summary"]))
-    out.append(tabulate([(k, md_cell(v)) for k, v in summary], headers=["", ""], tablefmt="github"))
+    out.append(_table([(k, md_cell(v)) for k, v in summary], headers=["", ""]))
     out += ["", "## Stages", ""]
     rows = []
     for s in d["stages"]:
         env = " ".join(f"{k}={v}" for k, v in s["env"].items()) or "(none)"
-        rows.append((s["name"], md_cell(env), "yes" if s["recompiled"] else "no",
+        rows.append((md_cell(s["name"]), md_cell(env), "yes" if s["recompiled"] else "no",
                      s["runs"], s["failures"], md_cell(s["skipped"] and f"skipped: {s['skipped']}" or s["finding"])))
-    out.append(tabulate(rows, headers=["stage", "flags", "recompiled", "runs", "failures", "finding"],
-                        tablefmt="github"))
+    out.append(_table(rows, headers=["stage", "flags", "recompiled", "runs", "failures", "finding"]))
     if c.get("evidence"):
         out += ["", "## Evidence chain", ""] + [f"{i}. {md_cell(e)}" for i, e in enumerate(c["evidence"], 1)]
     if c.get("source_nodes"):
@@ -72,12 +78,13 @@ def render_markdown(d: dict) -> str:
     out += ["", "## Reproduce each stage", ""]
     for s in d["stages"]:
         if s.get("rerun_script"):
-            out += [f"**{s['name']}**", "", _code(s["rerun_script"], "sh"), ""]
+            out += [f"**{md_cell(s['name'])}**", "", _code(s["rerun_script"], "sh"), ""]
     env = d.get("environment") or {}
     if env:
-        out += ["## Environment", "", tabulate([(k, md_cell(v)) for k, v in env.items()], headers=["", ""],
-                                               tablefmt="github"), ""]
-    text = "\n".join(out) + "\n"
+        out += ["## Environment", "", _table([(md_cell(k), md_cell(v)) for k, v in env.items()], headers=["", ""]),
+                ""]
+    # Logs and messages are the child's bytes: escaped here, a report shown with cat cannot drive the terminal.
+    text = printable("\n".join(out) + "\n")
     logs = [_details(s) for s in d["stages"] if s.get("excerpt")]
     if logs:
         text += "\n## Log excerpts\n\n"
@@ -86,7 +93,7 @@ def render_markdown(d: dict) -> str:
         if len(text) + len(block) + 200 < MD_LIMIT:
             text += block
         else:
-            text += f"- log excerpt of stage {name} left out: the report is at GitHub's issue size limit\n"
+            text += f"- log excerpt of stage {md_cell(name)} left out: the report is at GitHub's issue size limit\n"
     if len(text) > MD_LIMIT:
         text = text[: MD_LIMIT - 200] + "\n\n*(report truncated to fit a GitHub issue body)*\n"
     return text
@@ -101,4 +108,4 @@ def _details(stage: dict) -> tuple[str, str]:
     if e["head"]:
         parts += ["Head:", "", _code(e["head"], "text"), ""]
     parts += ["Tail:", "", _code(e["tail"], "text"), "", "</details>", "", ""]
-    return stage["name"], "\n".join(parts)
+    return stage["name"], printable("\n".join(parts))

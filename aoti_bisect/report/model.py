@@ -14,13 +14,17 @@ from ..exits import (
     EXIT_INTERRUPTED,
     EXIT_NOT_REPRODUCED,
     EXIT_REPRODUCED,
+    UsageFailure,
 )
 from ..files import atomic_write, read_text
+from ..text import printable
 from .excerpt import log_excerpt
 from .markdown import render_markdown
 from .redact import Redactor
 
 SCHEMA_VERSION = 1
+# A report holds excerpts, not logs: even 10,000 runs' paths make a few MB. More is not a report.
+MAX_REPORT_BYTES = 64 << 20
 
 VERDICT_EXIT = {
     Verdict.NOT_REPRODUCED: EXIT_NOT_REPRODUCED,
@@ -75,9 +79,29 @@ class Report:
 
     @classmethod
     def load(cls, run_dir: str) -> "Report":
-        with open(os.path.join(run_dir, "report.json")) as f:
-            data = json.load(f)
-        return cls(run_dir, data.get("command", []), data)
+        """The run's report.json, checked against the schema; anything else is one line (UsageFailure)."""
+        path = os.path.join(run_dir, "report.json")
+        if not os.path.isfile(path):
+            raise UsageFailure(f"{run_dir} holds no report.json (not an aoti-bisect run directory?)")
+        try:
+            with open(path, "rb") as f:
+                blob = f.read(MAX_REPORT_BYTES + 1)
+        except OSError as exc:
+            raise UsageFailure(f"cannot read {path}: {exc.strerror}")
+        if len(blob) > MAX_REPORT_BYTES:
+            raise UsageFailure(f"{path} is over {MAX_REPORT_BYTES >> 20} MiB: not a report aoti-bisect wrote")
+        try:
+            data = json.loads(blob)
+        except (ValueError, RecursionError) as exc:  # bad JSON or bad UTF-8; absurd nesting
+            raise UsageFailure(f"{path} is not valid JSON: {printable(str(exc))}")
+        version = data.get("schema_version") if isinstance(data, dict) else None
+        if type(version) is int and version > SCHEMA_VERSION:
+            raise UsageFailure(f"{path} has schema_version {version}, newer than this aoti-bisect reads "
+                               f"({SCHEMA_VERSION}): upgrade aoti-bisect")
+        problem = _schema_problem(data)
+        if problem:
+            raise UsageFailure(f"{path} is malformed: {printable(problem)}")
+        return cls(run_dir, data.get("command") or [], data)
 
     @property
     def exit_code(self) -> int:
@@ -90,8 +114,9 @@ class Report:
         atomic_write(os.path.join(self.run_dir, "report.md"), render_markdown(self.data))
 
     def headline(self) -> str:
+        """One line for the terminal; control characters from the child are escaped."""
         d = self.data
-        c = d["culprit"]
+        c = d.get("culprit")
         line = f"verdict: {d['verdict']}"
         if d.get("signature"):
             s = d["signature"]
@@ -101,14 +126,14 @@ class Report:
         if d.get("masked"):
             line += " | masked at baseline"
         if c and c.get("kind") == "kernel":
-            line += f" | culprit kernel: {c['kernel']}"
+            line += f" | culprit kernel: {c.get('kernel')}"
         elif c and c.get("kind") == "model_input":
-            line += f" | culprit: model input {c['input_index']} ({c['input_name']})"
+            line += f" | culprit: model input {c.get('input_index')} ({c.get('input_name')})"
         elif c and c.get("kind"):
             line += f" | culprit: {c['kind']}" + (f" ({c['kernel']})" if c.get("kernel") else "")
         if not d.get("complete", True):
             line += " | INTERRUPTED: partial report"
-        return line
+        return printable(line)
 
 
 def _read(path: str) -> str:
@@ -123,3 +148,61 @@ def redact_data(data: dict, redactor: Redactor) -> dict:
     return json.loads(redactor(json.dumps(data)))
 
 
+@dataclass(frozen=True)
+class _Opt:
+    """The key may be missing, the value null."""
+    shape: object
+
+
+@dataclass(frozen=True)
+class _List:
+    item: object
+    length: Optional[int] = None
+
+
+_NUM = (int, float)
+_RATE = {"runs": int, "failures": int, "rate": _NUM, "ci95": _List(_NUM, 2)}
+_EXCERPT = {"log": str, "bytes": int, "key_lines": _List(str), "head": str, "tail": str}
+_STAGE = {"name": str, "env": dict, "recompiled": bool, "runs": int, "failures": int, "skipped": _Opt(str),
+          "finding": str, "rerun_script": _Opt(str), "excerpt": _Opt(_EXCERPT), "logs": _Opt(_List(str))}
+_CULPRIT = {"kind": _Opt(str), "kernel": _Opt(str), "evidence": _Opt(list),
+            "source": _Opt({"path": str, "excerpt": str})}
+# What the renderers and the bundle index: a report.json edited by hand, or written by a bug, is refused
+# in one line instead of failing somewhere in the rendering.
+_REPORT = {"schema_version": int, "verdict": str, "complete": _Opt(bool), "command": _Opt(list),
+           "reproduction": _RATE, "stages": _List(_STAGE), "culprit": _Opt(_CULPRIT),
+           "signature": _Opt({"kind": str, "phase": str}), "next_steps": _Opt(list), "environment": _Opt(dict)}
+
+
+def _schema_problem(data: object) -> Optional[str]:
+    try:
+        _check(data, _REPORT, "the report")
+    except ValueError as exc:
+        return str(exc)
+    if data["verdict"] not in {v.value for v in Verdict}:
+        return f"verdict {data['verdict']!r} is none of {', '.join(v.value for v in Verdict)}"
+    return None
+
+
+def _check(value: object, shape: object, where: str) -> None:
+    if isinstance(shape, _Opt):
+        if value is not None:
+            _check(value, shape.shape, where)
+    elif isinstance(shape, _List):
+        if not isinstance(value, list) or shape.length not in (None, len(value)):
+            raise ValueError(f"{where} is not a list" + (f" of {shape.length}" if shape.length else ""))
+        for i, item in enumerate(value):
+            _check(item, shape.item, f"{where}[{i}]")
+    elif isinstance(shape, dict):
+        if not isinstance(value, dict):
+            raise ValueError(f"{where} is not an object")
+        for key, sub in shape.items():
+            if key not in value and not isinstance(sub, _Opt):
+                raise ValueError(f"{where} has no {key!r}")
+            _check(value.get(key), sub, f"{key}" if where == "the report" else f"{where}.{key}")
+    elif not isinstance(value, shape):
+        raise ValueError(f"{where} is {type(value).__name__}, not {_name(shape)}")
+
+
+def _name(shape: object) -> str:
+    return "number" if shape == _NUM else shape.__name__

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from ..aoti.printer import parse_trace
+from ..text import printable
 from .types import Outcome, ProcessExit, Signature
 
 _TB_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+,? in (?P<func>\S+)')
@@ -38,6 +39,10 @@ _TEXT_KINDS: list[tuple[str, re.Pattern]] = [
 _INFRA = re.compile(
     r"No module named 'torch'|Found no NVIDIA driver|Torch not compiled with CUDA enabled|"
     r"No CUDA GPUs are available|CUDA driver version is insufficient")
+# CPython reports a script that does not compile without a "Traceback" header: the file and line, the
+# source line, a caret, then the error. Only the main script fails like this; a compile() inside it has one.
+_UNCOMPILABLE = re.compile(r'^  File "[^"]*", line \d+\n(?:    .*\n){0,3}(?P<line>(?:SyntaxError|IndentationError|'
+                           r'TabError): .*)$', re.M)
 _SCRIPT_ERRORS = ("SyntaxError", "IndentationError", "TabError", "ModuleNotFoundError", "ImportError",
                   "FileNotFoundError", "NameError")
 
@@ -101,11 +106,13 @@ def parse_frames(text: str) -> list[Frame]:
 
 
 def final_exception(text: str) -> Optional[tuple[str, str]]:
-    """(type, message) of the last traceback's exception, if the log has one."""
+    """(type, message) of the last traceback's exception, if the log has one (a script that does not compile
+    has one without a traceback)."""
     lines = text.splitlines()
     start = _last_index(lines, "Traceback (most recent call last)")
     if start < 0:
-        return None
+        m = _UNCOMPILABLE.search(text)
+        return tuple(m["line"].split(": ", 1)) if m else None
     for line in lines[start + 1:]:
         if line.startswith((" ", "\t")):
             continue
@@ -252,4 +259,6 @@ def _is_script_error(text: str, exc: Optional[tuple[str, str]], frames: list[Fra
 
 
 def _sig(kind: str, phase: str, message: str, kernel: Optional[str]) -> Signature:
+    # The message is the child's text and ends up on the terminal (the run line) and in every summary.
+    message = printable(message)
     return Signature(kind, phase, message, kernel, fingerprint(kind, phase, message, kernel))

@@ -14,10 +14,10 @@ from typing import Callable, Iterable, Optional
 
 from ..aoti import flags
 from ..aoti.wrapper import triton_kernel_name
-from ..files import read_log, user_name
+from ..files import read_log, user_name, write_file
 from . import process
 from .classify import classify
-from .types import Outcome, RunResult, RunSpec, Signature
+from .types import Outcome, ProcessExit, RunResult, RunSpec, Signature
 
 CHILD_ENV = {"PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1", "TORCH_SHOW_CPP_STACKTRACES": "1"}
 
@@ -47,9 +47,10 @@ class Harness:
                  limits: process.OutputLimits = process.OutputLimits(),
                  cancel: Optional[process.Cancel] = None, cache_root: Optional[str] = None,
                  gpu_slots: Optional[list[str]] = None) -> None:
-        self.run_dir = os.path.abspath(run_dir)
+        # Real paths: a run's folder is checked against them for links (see _prepare).
+        self.run_dir = os.path.realpath(run_dir)
         # Several sessions (a scenario check) may share one cache root: keys include the flags and the graph.
-        self.cache_root = os.path.abspath(cache_root or os.path.join(self.run_dir, "cache"))
+        self.cache_root = os.path.realpath(cache_root or os.path.join(self.run_dir, "cache"))
         self.base_env = {k: v for k, v in (base_env if base_env is not None else os.environ).items()
                          if not k.startswith(flags.OWNED)}
         self.jobs = max(1, jobs)
@@ -91,10 +92,13 @@ class Harness:
         env.update(spec.env_dict)
         return env
 
-    def _prepare(self, spec: RunSpec, slot: int) -> tuple[str, dict[str, str]]:
-        run_path = os.path.join(self.run_dir, "runs", spec.name)
+    def _prepare(self, spec: RunSpec, run_path: str, slot: int) -> dict[str, str]:
         cwd = os.path.join(run_path, "cwd")
         tmp = os.path.join(run_path, "tmp")
+        # An earlier run's child (or whoever filled the folder) may have put a link where this run's folders
+        # go: following it would write this run's files, and its child's, outside the run directory.
+        if any(os.path.realpath(d) != d for d in (cwd, tmp)):
+            raise OSError(f"a symbolic link lies on the way to {cwd} or {tmp}")
         cache = self.cache_dir(spec.env_dict, slot)
         self._sync_slot(spec, slot, cache)
         headers = os.path.join(self.cache_root, "precompiled-headers")
@@ -108,20 +112,18 @@ class Harness:
             os.symlink(headers, link)
         overlay = self.overlay(spec, run_path, slot)
         self._write_rerun(spec, run_path, cwd, overlay)
-        return run_path, {**self.base_env, **overlay}
+        write_file(os.path.join(run_path, "output.log"), "")  # refuses a link; the child appends to a file
+        return {**self.base_env, **overlay}
 
     def _write_rerun(self, spec: RunSpec, run_path: str, cwd: str, overlay: dict[str, str]) -> None:
-        with open(os.path.join(run_path, "spec.json"), "w") as f:
-            json.dump({"argv": list(spec.argv), "cwd": cwd, "env_overlay": overlay, "stage": spec.stage,
-                       "timeout_s": spec.timeout}, f, indent=2)
+        write_file(os.path.join(run_path, "spec.json"), json.dumps(
+            {"argv": list(spec.argv), "cwd": cwd, "env_overlay": overlay, "stage": spec.stage,
+             "timeout_s": spec.timeout}, indent=2))
         lines = ["#!/bin/sh", f"# aoti-bisect run {spec.name}: rerun exactly as aoti-bisect ran it",
                  f"cd {shlex.quote(cwd)} || exit 3"]
         lines.append("env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(overlay.items()))
                      + " \\\n  " + " ".join(shlex.quote(a) for a in spec.argv))
-        path = os.path.join(run_path, "rerun.sh")
-        with open(path, "w") as f:
-            f.write("\n".join(lines) + "\n")
-        os.chmod(path, 0o755)
+        write_file(os.path.join(run_path, "rerun.sh"), "\n".join(lines) + "\n", executable=True)
 
     def _sync_slot(self, spec: RunSpec, slot: int, cache: str) -> None:
         """Brings a slot's private cache up to the key's snapshot, once per repro and key; the slot is ours."""
@@ -134,23 +136,30 @@ class Harness:
             shutil.copytree(snapshot, cache, symlinks=True, dirs_exist_ok=True)
 
     def run(self, spec: RunSpec) -> RunResult:
+        run_path = os.path.join(self.run_dir, "runs", spec.name)
+        log_path = os.path.join(run_path, "output.log")
         slot = self._slots.get()
         try:
-            run_path, env = self._prepare(spec, slot)
-            log_path = os.path.join(run_path, "output.log")
-            exit = process.execute(list(spec.argv), env, os.path.join(run_path, "cwd"), log_path, spec.timeout,
-                                   self.limits, self.cancel)
+            problem = None
+            try:
+                env = self._prepare(spec, run_path, slot)
+            except OSError as exc:
+                # A link where this run's folder or files go (refused), a full disk: this run cannot happen.
+                problem = f"cannot set up {run_path}: {exc}"
+            exit = (ProcessExit(None, None, False, 0.0, 0, launch_error=problem) if problem else
+                    process.execute(list(spec.argv), env, os.path.join(run_path, "cwd"), log_path, spec.timeout,
+                                    self.limits, self.cancel))
             cache = self.cache_dir(spec.env_dict, slot)
             if exit.launch_error != "cancelled" and self.jobs > 1:
                 self._snapshot_if_first(spec, cache)
         finally:
             self._slots.put(slot)
-        outcome, signature = classify(read_log(log_path), exit)
+        outcome, signature = classify("" if exit.launch_error else read_log(log_path), exit)
         if signature and signature.kernel and signature.kernel.endswith(".py"):
             signature = _resolve_triton_source(signature)
         result = RunResult(spec, outcome, exit, run_path, log_path, signature, cache)
-        with open(os.path.join(run_path, "result.json"), "w") as f:
-            json.dump(result.to_json(), f, indent=2)
+        if not problem:
+            write_file(os.path.join(run_path, "result.json"), json.dumps(result.to_json(), indent=2))
         if outcome is not Outcome.INFRA_ERROR:
             with self._lock:
                 self._warm.add(_warm_key(spec))

@@ -173,7 +173,8 @@ def execute(
     cancel: Optional[Cancel] = None,
 ) -> ProcessExit:
     """Run argv to completion (or timeout/cancel) with stdout+stderr in log_path."""
-    fd = os.open(log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+    # O_NOFOLLOW: a link planted at log_path would have the child's output written over its target.
+    fd = os.open(log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_NOFOLLOW, 0o644)
     start = time.monotonic()
     try:
         try:
