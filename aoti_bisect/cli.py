@@ -186,7 +186,10 @@ def report_cmd(run_dir, fmt, bundle, redact_paths):
         from .report.bundle import write_bundle
 
         dest = bundle or os.path.join(run_dir, "bundle.tar.gz")
-        write_bundle(run_dir, dest, data, redactor)
+        left_out = write_bundle(run_dir, dest, rep.data, redactor)
+        if left_out:
+            print(f"aoti-bisect: warning: {len(left_out)} file(s) left out of the bundle: the run recorded no "
+                  "redactions for them, or they changed since (see LEFT_OUT.txt in the bundle)", file=sys.stderr)
         print(f"aoti-bisect: bundle: {dest}", file=sys.stderr)
     if fmt == "json":
         print(json.dumps(data, indent=2))
