@@ -96,7 +96,7 @@ def test_long_secret_values_are_masked_even_inside_other_text():
 
 
 def test_argv_flag_then_value_is_masked_in_the_data():
-    data = {"command": ["python", "repro.py", "--password", "hunter2", "--api-key=k3y", "--steps", "3"]}
+    data = {"verdict": "reproduced", "command": ["python", "repro.py", "--password", "hunter2", "--api-key=k3y", "--steps", "3"]}
     assert redact_data(data, Redactor())["command"] == ["python", "repro.py", "--password", MASK,
                                                       f"--api-key={MASK}", "--steps", "3"]
 
