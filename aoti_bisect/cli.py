@@ -193,9 +193,12 @@ def report_cmd(run_dir, fmt, bundle, redact_paths):
 
         dest = bundle or os.path.join(run_dir, "bundle.tar.gz")
         try:
-            write_bundle(run_dir, dest, data, redactor)
+            left_out = write_bundle(run_dir, dest, rep.data, redactor)
         except OSError as exc:
             raise UsageFailure(f"cannot write the bundle {dest}: {exc.strerror or exc}")
+        if left_out:
+            print(f"aoti-bisect: warning: {len(left_out)} file(s) left out of the bundle: the run recorded no "
+                  "redactions for them, or they changed since (see LEFT_OUT.txt in the bundle)", file=sys.stderr)
         print(f"aoti-bisect: bundle: {dest}", file=sys.stderr)
     if fmt == "json":
         print(json.dumps(data, indent=2))

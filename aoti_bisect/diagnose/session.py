@@ -6,6 +6,7 @@ import sys
 import threading
 from typing import Optional
 
+from ..report.bundle import record_secret_spans
 from ..report.model import Report
 from ..report.redact import Redactor
 from ..run import checkers, process
@@ -72,6 +73,7 @@ class Session:
             self.progress.say(f"aoti-bisect: error: {problem}")
         report = Report.from_findings(self.run_dir, self.argv, outcome, self.environment, self.redactor)
         report.write()
+        record_secret_spans(self.run_dir, report.data, self.redactor)  # a later bundle knows this run's secrets
         self.progress.say(f"aoti-bisect: {report.headline()}")
         self.progress.say(f"aoti-bisect: report: {os.path.join(self.run_dir, 'report.md')}")
         return report

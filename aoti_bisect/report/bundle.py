@@ -1,42 +1,100 @@
-"""One .tar.gz to attach to a ticket: the report, every run's log and command, and the culprit's sources."""
+"""One .tar.gz to attach to a ticket: the report, every run's log and command, and the culprit's sources.
+
+A bundle is often made later, from another shell, whose environment no longer holds the run's secrets. So the
+run itself, while it still holds them, records where its secret values occur in each file a bundle may take
+(redactions.json: offsets and a digest of each file, never a value nor a hash of one); the bundle masks those
+spans, then redacts as usual. A file that changed since, or that the record does not cover, is left out."""
 from __future__ import annotations
 
 import glob
+import hashlib
 import io
 import json
 import os
 import stat
 import tarfile
 
-from ..files import read_text
+from ..files import atomic_write, read_text
 from .markdown import render_markdown
-from .redact import Redactor
+from .model import redact_data
+from .redact import Redactor, mask_spans
 
 _RUN_FILES = ("output.log", "rerun.sh", "spec.json", "result.json")
+RECORD = "redactions.json"
 
 
-def write_bundle(run_dir: str, dest: str, data: dict, redactor: Redactor) -> str:
-    """Everything goes through the redactor on its way in: the bundle never holds a raw byte of a log."""
+def bundle_files(run_dir: str, data: dict) -> list[tuple[str, str]]:
+    """(name in the bundle, path) of every run file and culprit source a bundle takes."""
+    files = []
+    for path in sorted(glob.glob(os.path.join(run_dir, "runs", "*", ""))):
+        for name in _RUN_FILES:
+            f = os.path.join(path, name)
+            if _packable(run_dir, f):
+                files.append((f"runs/{os.path.basename(os.path.dirname(path))}/{name}", f))
+    files += [(f"generated/{os.path.basename(p)}", p) for p in _culprit_sources(run_dir, data)]
+    return files
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def record_secret_spans(run_dir: str, data: dict, redactor: Redactor) -> None:
+    """Called at the end of a run, by the process whose environment holds the secrets."""
+    record = {}
+    for name, path in bundle_files(run_dir, data):
+        text = read_text(path)
+        record[name] = {"sha256": _digest(text), "spans": redactor.value_spans(text)}
+    atomic_write(os.path.join(run_dir, RECORD), json.dumps({"version": 1, "files": record}))
+
+
+def _load_record(run_dir: str) -> dict:
+    try:
+        with open(os.path.join(run_dir, RECORD)) as f:
+            return json.load(f)["files"]
+    except (OSError, KeyError, ValueError):
+        return {}
+
+
+def _redact_file(name: str, text: str, redactor: Redactor) -> str:
+    if name.endswith(".json"):
+        try:
+            return json.dumps(redactor.data(json.loads(text)), indent=2)
+        except ValueError:
+            pass
+    return redactor(text)
+
+
+def write_bundle(run_dir: str, dest: str, data: dict, redactor: Redactor) -> list[str]:
+    """Everything goes through the redactor on its way in: the bundle never holds a raw byte of a log.
+    `data` is report.json as the run wrote it; returns the names left out (changed since the run, or a run
+    that recorded no redactions: an older aoti-bisect, or one killed before its report)."""
     root = os.path.basename(os.path.abspath(run_dir)) or "aoti-bisect-run"
+    record = _load_record(run_dir)
+    left_out = []
     # O_NOFOLLOW: the default destination lies in the run directory, where a link may wait.
     fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666)
     with os.fdopen(fd, "wb") as blob, tarfile.open(fileobj=blob, mode="w:gz") as tar:
         def add(name: str, text: str) -> None:
-            blob = redactor(text).encode()
+            blob = text.encode()
             info = tarfile.TarInfo(f"{root}/{name}")
             info.size = len(blob)
             tar.addfile(info, io.BytesIO(blob))
 
-        add("report.json", json.dumps(data, indent=2))
-        add("report.md", render_markdown(data))
-        for path in sorted(glob.glob(os.path.join(run_dir, "runs", "*", ""))):
-            for name in _RUN_FILES:
-                f = os.path.join(path, name)
-                if _packable(run_dir, f):
-                    add(f"runs/{os.path.basename(os.path.dirname(path))}/{name}", read_text(f))
-        for path in _culprit_sources(run_dir, data):
-            add(f"generated/{os.path.basename(path)}", read_text(path))
-    return dest
+        shown = redact_data(data, redactor)
+        add("report.json", json.dumps(shown, indent=2))
+        add("report.md", render_markdown(shown))
+        for name, path in bundle_files(run_dir, data):
+            text = read_text(path)
+            entry = record.get(name)
+            if entry is None or entry["sha256"] != _digest(text):
+                left_out.append(name)
+                continue
+            add(name, _redact_file(name, mask_spans(text, [tuple(s) for s in entry["spans"]]), redactor))
+        if left_out:
+            add("LEFT_OUT.txt", "Left out: the run recorded no redactions for these files, or they changed "
+                                "after it, so their secrets cannot be known:\n" + "\n".join(left_out) + "\n")
+    return left_out
 
 
 def _culprit_sources(run_dir: str, data: dict) -> list[str]:
