@@ -10,7 +10,6 @@ import select
 import shutil
 import subprocess
 import sys
-import time
 import zipfile
 
 import pytest
@@ -206,32 +205,41 @@ def test_report_carries_collect_env_of_the_repros_interpreter(tmp_path):
 
 # -- 34: progress that shows life ---------------------------------------------------------------------------
 
-def test_a_terminal_gets_a_live_line_while_a_run_is_still_going(tmp_path):
-    (tmp_path / "slow.py").write_text("import time\ntime.sleep(4)\n")
+def _on_a_terminal(*args) -> str:
+    """What aoti-bisect writes to stderr when stderr is a terminal (a pty), up to its exit."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "aoti_bisect", str(tmp_path / "slow.py"), "--runs", "1",
-                             "--stages", "baseline", "--out", str(tmp_path / "o")], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=slave, env=_env())
+    proc = subprocess.Popen([sys.executable, "-m", "aoti_bisect", *args], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=slave, env=_env(COLUMNS="80"))
     os.close(slave)
-    seen, deadline = b"", time.monotonic() + 120
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([master], [], [], 0.5)
-        if ready:
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            seen += chunk
-        if b"passed in" in seen or proc.poll() is not None and not ready:
+    seen = b""
+    while select.select([master], [], [], 120)[0]:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the other end closed: aoti-bisect exited
             break
+        if not chunk:
+            break
+        seen += chunk
     proc.wait(timeout=60)
     os.close(master)
-    text = seen.decode(errors="replace")
+    return seen.decode(errors="replace")
+
+
+def test_a_terminal_gets_a_live_line_while_a_run_is_still_going(tmp_path):
+    (tmp_path / "slow.py").write_text("import time\ntime.sleep(4)\n")
+    text = _on_a_terminal(str(tmp_path / "slow.py"), "--runs", "1", "--stages", "baseline", "--out",
+                          str(tmp_path / "o"))
     live = re.search(r"\[baseline-000\] running (\d+)s \(baseline run 1/1\)", text)
     assert live and int(live.group(1)) >= 1, text
     assert text.index(live.group(0)) < text.index("passed in"), text
+
+
+def test_verbose_lines_on_a_terminal_are_not_cut_at_its_width(tmp_path):
+    message = "the output differs from the reference " + "x" * 120 + " END"
+    (tmp_path / "fails.py").write_text(f"raise SystemExit({message!r})\n")
+    text = _on_a_terminal(str(tmp_path / "fails.py"), "--runs", "1", "--stages", "baseline", "-v", "--out",
+                          str(tmp_path / "o"))
+    assert message in text, text
 
 
 def test_plain_logs_get_a_line_per_run_start_at_verbose(tmp_path):
