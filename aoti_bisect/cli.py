@@ -13,18 +13,20 @@ from typing import Optional
 import click
 
 from .diagnose.stages import STAGES as STAGE_NAMES
-from .exits import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_USAGE, UsageFailure
+from .exits import EXIT_BROKEN_PIPE, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_USAGE, UsageFailure, report_crash
 from .files import claim_out, default_out
 from .validate import MAX_JOBS, MAX_RUNS, check_count, check_seconds
 
 EXIT_CODES_HELP = """\b
-Exit codes (usable as a `git bisect run` predicate):
+Exit codes (a `git bisect run` predicate: 0 good, 1 bad, 125 skip, above 127 stop):
   0    did not reproduce
   1    reproduced
-  2    usage error (bad arguments, missing or broken script)
-  3    infrastructure error (torch not importable, no GPU for a CUDA repro)
-  125  inconclusive
+  2    bad command line (unknown option, bad --runs, bad --python): check it once by hand
+  125  cannot decide at this commit: the repro cannot run (torch not importable, no GPU, script
+       missing or broken, command not found) or runs were inconclusive; report.json's
+       exit_reason says which
   130  interrupted (a partial report is still written)
+  255  internal error of aoti-bisect (one line; the traceback is saved in the run directory)
 """
 
 SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
@@ -54,45 +56,82 @@ def main() -> None:
     """
 
 
-
-
 # A repro is a script someone reads; beyond this it is a data file or a device, not a script.
 MAX_SCRIPT_BYTES = 64 << 20
 
 
-def _validate_script(script: str) -> None:
-    """Only a regular file, read with a bound: a FIFO would block the open, /dev/zero never ends."""
+def _validate_script(script: str, syntax: bool = True) -> None:
+    """Only a regular file, read with a bound: a FIFO would block the open, /dev/zero never ends.
+
+    A script that cannot run at this commit (missing, unreadable, not Python) says 125, not 2: under
+    `git bisect run` it is the commit's state, like a build that failed. `syntax` is off when the repro runs
+    in another interpreter (--python), whose grammar may differ from ours: its own run then says."""
+    def cannot(message: str) -> UsageFailure:
+        return UsageFailure(message, EXIT_INCONCLUSIVE)
+
     try:
         fd = os.open(script, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
-        raise UsageFailure(f"no such file: {script}")
+        raise cannot(f"no such file: {script}")
     except OSError as exc:
-        raise UsageFailure(f"cannot read {script}: {exc.strerror}")
+        raise cannot(f"cannot read {script}: {exc.strerror}")
     try:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
-            raise UsageFailure(f"{script} is a directory, not a Python script")
+            raise cannot(f"{script} is a directory, not a Python script")
         if not stat.S_ISREG(st.st_mode):
             raise UsageFailure(f"{script} is not a regular file (a pipe or a device cannot be rerun)")
         if st.st_size > MAX_SCRIPT_BYTES:
             raise UsageFailure(f"{script} is too large for a Python script ({st.st_size >> 20} MiB; the limit "
                                f"is {MAX_SCRIPT_BYTES >> 20} MiB)")
-        source = os.read(fd, MAX_SCRIPT_BYTES)  # a regular file: one read returns all of it
+        source = os.read(fd, MAX_SCRIPT_BYTES) if syntax else b""  # a regular file: one read returns all
     except OSError as exc:
-        raise UsageFailure(f"cannot read {script}: {exc.strerror}")
+        raise cannot(f"cannot read {script}: {exc.strerror}")
     finally:
         os.close(fd)
+    if not syntax:
+        return
     try:
         compile(source, script, "exec")
     except SyntaxError as exc:
         if not script.endswith(".py") and (b"\0" in source or exc.lineno in (None, 1)):
-            raise UsageFailure(f"{script} is not a Python script")
-        raise UsageFailure(f"{script}:{exc.lineno}: syntax error: {exc.msg}")
+            raise cannot(f"{script} is not a Python script")
+        raise cannot(f"{script}:{exc.lineno}: syntax error: {exc.msg}")
     except ValueError:
-        raise UsageFailure(f"{script} is not a Python script (it contains NUL bytes)")
+        raise cannot(f"{script} is not a Python script (it contains NUL bytes)")
 
 
+def _validate_python(python: str) -> str:
+    """--python as an absolute path (runs have a private cwd), not resolved: a venv's python is a symlink
+    whose target would lose the venv."""
+    path = shutil.which(python) if os.sep not in python else python
+    if not path or not os.path.exists(path):
+        raise UsageFailure(f"--python {python}: no such file")
+    if os.path.isdir(path) or not os.access(path, os.X_OK):
+        raise UsageFailure(f"--python {python} is not an executable file")
+    return os.path.abspath(path)
 
+
+def _check_python_runs(python: str, run_dir: str) -> None:
+    from .files import read_log
+    from .run import process
+
+    log = os.path.join(run_dir, "python-check.log")
+    exit = process.execute([python, "-c", "import sys; print(sys.version_info[0])"], dict(os.environ), run_dir,
+                           log, timeout=60)
+    if exit.returncode != 0 or read_log(log).strip() != "3":
+        raise UsageFailure(f"--python {python} does not run as Python 3 (exit {exit.returncode}); see {log}")
+
+
+def _claim(out: Optional[str], prefix: str) -> str:
+    """The command's own run directory; from here on an internal error's traceback is saved in it."""
+    global _run_dir
+    _run_dir = claim_out(out or default_out(prefix))
+    return _run_dir
+
+
+# Where an internal error's traceback goes (entry); set once this command has a run directory.
+_run_dir: Optional[str] = None
 
 
 def _raise_interrupt(signum, frame):
@@ -102,7 +141,11 @@ def _raise_interrupt(signum, frame):
 @main.command("run", epilog=EXIT_CODES_HELP)
 @click.argument("script", required=False)
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
-@click.option("--cmd", help="Run this command (argv-split, no shell) instead of SCRIPT.")
+@click.option("--cmd", help="Run this command (argv-split, no shell) instead of SCRIPT. Its arguments that name "
+                           "existing files or folders, relative to the current directory, are made absolute.")
+@click.option("--python", "python", metavar="PATH",
+              help="The repro's interpreter: it runs SCRIPT and the environment probe (default: the one running "
+                   "aoti-bisect).")
 @click.option("--runs", type=int, help="Exactly N baseline runs (default: adaptive, 2 to --max-runs).")
 @click.option("--max-runs", type=int, default=10, show_default=True, help="Cap on runs of any one stage.")
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds per run.")
@@ -119,10 +162,9 @@ def _raise_interrupt(signum, frame):
               help="compute-sanitizer tools to run, comma-separated: memcheck, racecheck, initcheck, synccheck.")
 @click.option("-q", "--quiet", count=True, help="Less on stderr.")
 @click.option("-v", "--verbose", count=True, help="More on stderr.")
-def run_cmd(script, script_args, cmd, runs, max_runs, timeout, out, as_json, jobs, stages, redact_paths, sanitize,
-            sanitizer, sanitizer_tools, quiet, verbose):
+def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, as_json, jobs, stages, redact_paths,
+            sanitize, sanitizer, sanitizer_tools, quiet, verbose):
     """Rerun a failing repro under the debugging ladder and localise the fault."""
-    argv = _argv(script, script_args, cmd)
     wanted = tuple(s.strip() for s in stages.split(",") if s.strip())
     unknown = [s for s in wanted if s not in STAGE_NAMES]
     if unknown:
@@ -138,21 +180,30 @@ def run_cmd(script, script_args, cmd, runs, max_runs, timeout, out, as_json, job
                            f"(known: {', '.join(SANITIZER_TOOLS)})")
     if sanitizer and not (os.path.isfile(sanitizer) and os.access(sanitizer, os.X_OK)):
         raise UsageFailure(f"--sanitizer {sanitizer}: not an executable file")
-    run_dir = claim_out(out or default_out(""))
+    if python:
+        python = _validate_python(python)
+    # After every check of the command line: its faults (2) are the same at every commit, the script's (125) not.
+    argv = _argv(script, script_args, cmd, python)
+    run_dir = _claim(out, "")
+    if python:
+        _check_python_runs(python, run_dir)
     # psutil, the harness and the ladder load only for a real run
     from .diagnose.session import Session
     from .progress import Progress
+    from .run.probe import interpreter_of
 
     session = Session(run_dir, argv, Progress(verbose - quiet), jobs=jobs, runs=runs, max_runs=max_runs,
                       timeout=timeout, stages=("baseline", *wanted), python_script=cmd is None,
-                      redact_paths=redact_paths, sanitize=sanitize, sanitizer=sanitizer, sanitizer_tools=tools)
+                      redact_paths=redact_paths, python=interpreter_of(argv, python), sanitize=sanitize,
+                      sanitizer=sanitizer, sanitizer_tools=tools)
     report = session.execute()
     if as_json:
         print(json.dumps(report.data, indent=2))
     sys.exit(report.exit_code)
 
 
-def _argv(script: Optional[str], script_args: tuple[str, ...], cmd: Optional[str]) -> list[str]:
+def _argv(script: Optional[str], script_args: tuple[str, ...], cmd: Optional[str],
+          python: Optional[str] = None) -> list[str]:
     if cmd and script:
         raise UsageFailure("give either SCRIPT or --cmd, not both")
     if cmd:
@@ -163,12 +214,20 @@ def _argv(script: Optional[str], script_args: tuple[str, ...], cmd: Optional[str
         if not argv:
             raise UsageFailure("--cmd is empty")
         if shutil.which(argv[0]) is None and not os.path.isfile(argv[0]):
-            raise UsageFailure(f"command not found: {argv[0]}")
-        return argv
+            raise UsageFailure(f"command not found: {argv[0]}", EXIT_INCONCLUSIVE)
+        # A bare name (`python`, `torchrun`) is looked up on PATH, as a shell would; a path is the user's.
+        head = os.path.abspath(argv[0]) if os.sep in argv[0] else argv[0]
+        return [head, *_absolute_paths(argv[1:])]
     if not script:
         raise UsageFailure("missing SCRIPT (or --cmd); see --help")
-    _validate_script(script)
-    return [sys.executable, os.path.abspath(script), *script_args]
+    _validate_script(script, syntax=python is None)
+    return [python or sys.executable, os.path.abspath(script), *_absolute_paths(script_args)]
+
+
+def _absolute_paths(args) -> list[str]:
+    """Every run has a private working directory, so an argument naming an existing file or folder relative to
+    the user's directory would miss it there: such arguments become absolute. `--opt=path` forms stay as given."""
+    return [os.path.abspath(a) if a and not os.path.isabs(a) and os.path.exists(a) else a for a in args]
 
 
 @main.command("report")
@@ -219,9 +278,9 @@ def scenarios_group():
 @scenarios_group.command("list")
 def scenarios_list():
     """List bundled scenarios."""
-    from .scenarios import list_table, load_manifest
+    from .scenarios import list_table, load_bundled
 
-    print(list_table(load_manifest()))
+    print(list_table(load_bundled()))
 
 
 @scenarios_group.command("check")
@@ -233,14 +292,14 @@ def scenarios_list():
               help="Which scenarios to run: auto = CPU ones, plus CUDA ones where a GPU is visible.")
 def scenarios_check(names, jobs, out, stages, device):
     """Run aoti-bisect on scenarios and compare with the manifest; non-zero exit on any mismatch."""
-    from .scenarios import check, load_manifest
+    from .scenarios import check, load_bundled
 
-    scenarios = load_manifest()
+    scenarios = load_bundled()
     unknown = [n for n in names if n not in {s.name for s in scenarios}]
     if unknown:
         raise UsageFailure(f"unknown scenario(s): {', '.join(unknown)}; see `aoti-bisect scenarios list`")
     check_count("--jobs", jobs, MAX_JOBS)
-    run_dir = claim_out(out or default_out("scenarios-"))
+    run_dir = _claim(out, "scenarios-")
     chosen = [s for s in scenarios if not names or s.name in names]
     ok = check(chosen, run_dir, jobs=jobs, stages=tuple(s for s in stages.split(",") if s), device=device)
     sys.exit(0 if ok else 1)
@@ -377,7 +436,6 @@ def entry() -> None:
     except UsageFailure as exc:
         print(f"aoti-bisect: error: {exc}", file=sys.stderr)
         sys.exit(exc.code)
-
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
@@ -388,4 +446,7 @@ def entry() -> None:
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
     except BrokenPipeError:
-        sys.exit(EXIT_INFRA)
+        sys.exit(EXIT_BROKEN_PIPE)
+    except Exception as exc:
+        # Python's own exit status for an uncaught exception is 1, which `git bisect run` reads as "bad".
+        sys.exit(report_crash(exc, _run_dir))

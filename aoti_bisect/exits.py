@@ -1,12 +1,26 @@
-"""Exit codes (one table for every command) and the one-line usage failure the CLI prints."""
-# Exit codes double as a `git bisect run` predicate: 0 good, 1 bad, 125 skip.
+"""Exit codes (one table for every command), the one-line usage failure, and the crash line.
+
+`aoti-bisect run` is a `git bisect run` predicate: git reads 0 as good, 1-127 except 125 as bad, 125 as "skip
+this commit", and anything above 127 as "stop bisecting". So only a decision about the repro may use 0 or 1;
+a commit where the repro cannot run says 125; a fault of aoti-bisect itself says 255, which stops the
+bisection instead of marking a commit bad.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import traceback
+from typing import Optional
+
 EXIT_NOT_REPRODUCED = 0
 EXIT_REPRODUCED = 1
-EXIT_USAGE = 2
-EXIT_INFRA = 3
+EXIT_USAGE = 2  # a bad command line: the same at every commit (click and argparse use 2 too)
+EXIT_INFRA = 3  # the nightly's "only infrastructure errors"; `run` says 125 for those
 EXIT_INCONCLUSIVE = 125
 EXIT_INTERRUPTED = 130
-
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer killed by a closed pipe
+EXIT_INTERNAL = 255
 
 
 class UsageFailure(Exception):
@@ -15,3 +29,24 @@ class UsageFailure(Exception):
     def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
         super().__init__(message)
         self.code = code
+
+
+def report_crash(exc: BaseException, run_dir: Optional[str]) -> int:
+    """An uncaught exception: one line on stderr naming the saved traceback, and EXIT_INTERNAL."""
+    text = "".join(traceback.format_exception(exc))
+    try:
+        if run_dir and os.path.isdir(run_dir):
+            path = os.path.join(run_dir, "crash-traceback.txt")
+            with open(path, "w") as f:
+                f.write(text)
+        else:
+            # No run directory yet: the system's temporary folder is the only place left.
+            fd, path = tempfile.mkstemp(prefix="aoti-bisect-crash-", suffix=".txt")
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+        where = f"traceback saved in {path}"
+    except OSError as write_error:
+        where = f"traceback not saved ({write_error.strerror})"
+    line = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+    print(f"aoti-bisect: internal error: {line}; {where}; please report it", file=sys.stderr)
+    return EXIT_INTERNAL

@@ -11,10 +11,15 @@ from typing import Optional
 
 from tabulate import tabulate
 
+from .exits import UsageFailure
 from .files import read_log
 from .run import process
 
-SCENARIO_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scenarios")
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# A wheel carries the scenarios as aoti_bisect/scenario_data (setup.py maps the folder there); a source
+# checkout, editable installs included, keeps them at the repository root, where the README runs them.
+_PLACES = (os.path.join(_HERE, "scenario_data"), os.path.join(os.path.dirname(_HERE), "scenarios"))
+SCENARIO_DIR = next((d for d in _PLACES if os.path.isfile(os.path.join(d, "manifest.toml"))), _PLACES[0])
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,14 @@ def load_manifest(path: Optional[str] = None) -> list[Scenario]:
             runs=t.get("runs", 2), timeout=t.get("timeout", 300), observed=t.get("observed", ""),
             args=tuple(t.get("args", ()))))
     return out
+
+
+def load_bundled() -> list[Scenario]:
+    path = os.path.join(SCENARIO_DIR, "manifest.toml")
+    if not os.path.isfile(path):
+        raise UsageFailure(f"this installation of aoti-bisect lacks its scenarios ({path} is missing); "
+                           "reinstall it, or run it from a source checkout")
+    return load_manifest(path)
 
 
 def list_table(scenarios: list[Scenario]) -> str:

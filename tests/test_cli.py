@@ -43,11 +43,12 @@ def test_sigint_kills_children_and_writes_partial_report(tmp_path, write_script)
 
 
 @pytest.mark.parametrize("args, code, words", [
-    (["missing.py"], 2, "no such file"),
-    (["{tmp}"], 2, "is a directory"),
-    (["{tmp}/data.bin"], 2, "not a Python script"),
-    (["{tmp}/broken.py"], 2, "syntax error"),
-    (["--cmd", "no-such-command-xyz --flag"], 2, "command not found"),
+    # A repro that cannot run at this commit: 125, so that `git bisect run` skips the commit.
+    (["missing.py"], 125, "no such file"),
+    (["{tmp}"], 125, "is a directory"),
+    (["{tmp}/data.bin"], 125, "not a Python script"),
+    (["{tmp}/broken.py"], 125, "syntax error"),
+    (["--cmd", "no-such-command-xyz --flag"], 125, "command not found"),
     (["{tmp}/ok.py", "--runs", "0"], 2, "--runs must be at least 1"),
     (["{tmp}/ok.py", "--out", "/proc/forbidden"], 2, "cannot write to --out"),
     (["--bogus-option"], 2, "No such option"),
@@ -93,7 +94,7 @@ def test_cuda_repro_without_gpu_is_an_infrastructure_error(tmp_path):
     (tmp_path / "needs_gpu.py").write_text("import torch\nx = torch.ones(2, device='cuda')\nprint(x)\n")
     out = subprocess.run([sys.executable, "-m", "aoti_bisect", str(tmp_path / "needs_gpu.py"), "--runs", "2",
                           "--json", "--out", str(tmp_path / "out")], capture_output=True, text=True)
-    assert out.returncode == 3, out.stderr
+    assert out.returncode == 125, out.stderr
     report = json.loads(out.stdout)
     assert report["verdict"] == "error" and report["signature"]["kind"] == "infra"
 
@@ -103,7 +104,7 @@ def test_torch_not_importable_is_an_infrastructure_error(tmp_path):
     cmd = f"{sys.executable} -S {tmp_path / 'r.py'}"  # -S: no site-packages, so no torch
     out = subprocess.run([sys.executable, "-m", "aoti_bisect", "--cmd", cmd, "--runs", "1", "--out",
                           str(tmp_path / "out")], capture_output=True, text=True)
-    assert out.returncode == 3, out.stderr
+    assert out.returncode == 125, out.stderr
     assert "No module named 'torch'" in json.loads((tmp_path / "out" / "report.json").read_text())["summary"]
 
 
@@ -111,7 +112,7 @@ def test_broken_repro_is_an_error_not_a_reproduction(tmp_path):
     (tmp_path / "r.py").write_text("import not_a_real_module_xyz\n")
     out = subprocess.run([sys.executable, "-m", "aoti_bisect", str(tmp_path / "r.py"), "--json", "--out",
                           str(tmp_path / "out")], capture_output=True, text=True)
-    assert out.returncode == 3, out.stderr
+    assert out.returncode == 125, out.stderr
     report = json.loads(out.stdout)
     assert report["verdict"] == "error" and report["signature"]["kind"] == "script_error"
     assert report["reproduction"]["runs"] == 2  # adaptive: stops once every run failed the same way

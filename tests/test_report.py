@@ -77,7 +77,7 @@ def test_hostile_log_renders_as_intended_in_gfm(tmp_path):
     tables = [t for t in tokens if t.type == "table_open"]
     assert len(tables) == 3  # summary, stages, environment: the log's "| a | b |" made none
     details = [t for t in tokens if t.type == "html_block" and t.content.startswith("<details>")]
-    assert len(details) == 1  # ours; the log's <details> stayed text inside a fence
+    assert len(details) == 2  # ours (the log excerpt, collect_env); the log's <details> stayed text in a fence
     fences = [t.content for t in tokens if t.type == "fence"]
     assert any("<details><summary>x</summary>" in f and "````python" in f for f in fences)
     cells = [t.content for t in tokens if t.type == "inline"]

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import sys
 import threading
 from typing import Optional
 
@@ -11,7 +10,7 @@ from ..report.model import Report
 from ..report.redact import Redactor
 from ..run import checkers, process
 from ..run.harness import Harness
-from ..run.probe import probe_environment, relevant_env
+from ..run.probe import interpreter_of, probe_environment, relevant_env
 from ..run.types import RunResult
 from .evidence import RunEvidence
 from .findings import Verdict
@@ -22,10 +21,13 @@ class Session:
     def __init__(self, run_dir: str, argv: list[str], progress, jobs: int = 1, runs: Optional[int] = None,
                  max_runs: int = 10, timeout: float = 600.0, stages: tuple[str, ...] = (),
                  python_script: bool = True, limits: process.OutputLimits = process.OutputLimits(),
-                 cache_root: Optional[str] = None, redact_paths: bool = False, sanitize: bool = False,
-                 sanitizer: Optional[str] = None, sanitizer_tools: tuple[str, ...] = ("memcheck",)) -> None:
+                 cache_root: Optional[str] = None, redact_paths: bool = False, python: Optional[str] = None,
+                 sanitize: bool = False, sanitizer: Optional[str] = None,
+                 sanitizer_tools: tuple[str, ...] = ("memcheck",)) -> None:
         self.run_dir = run_dir
         self.argv = argv
+        # The interpreter the probe describes: the repro's, never aoti-bisect's own (see interpreter_of).
+        self.python = python or interpreter_of(argv)
         self.progress = progress
         self.python_script = python_script
         self.harness = Harness(run_dir, jobs=jobs, limits=limits, cache_root=cache_root)
@@ -36,22 +38,20 @@ class Session:
 
     def probe(self) -> Optional[str]:
         """Fills self.environment; returns an error line when the repro's Python cannot import torch."""
-        python = self.argv[0] if self.python_script else sys.executable
-        self.environment = probe_environment(python, os.path.join(self.run_dir, "probe"), self.harness.base_env,
-                                             self.harness.cancel)
-        if "probe_error" in self.environment:
-            # Not fatal: the runs say for themselves whether the repro can run.
-            return None
+        # A probe_error is not fatal: the runs say for themselves whether the repro can run.
+        self.environment = probe_environment(self.python, os.path.join(self.run_dir, "probe"),
+                                             self.harness.base_env, self.harness.cancel)
         self.environment["env"] = self.redactor.env(relevant_env(dict(os.environ)))
         if "torch_error" in self.environment and self.python_script:
-            return f"torch is not importable by {python}: {self.environment['torch_error']}"
+            return f"torch is not importable by {self.python}: {self.environment['torch_error']}"
         return None
 
     def _run_batch(self, specs, on_result, stop) -> None:
         def landed(r: RunResult) -> None:
             on_result(r)
             self.progress.run(r)
-        self.harness.run_many(specs, on_result=landed, stop=stop)
+        self.progress.batch(specs)
+        self.harness.run_many(specs, on_result=landed, stop=stop, on_start=self.progress.start)
 
     def execute(self) -> Report:
         ladder = Ladder(self.argv, self._run_batch, RunEvidence(), self.options)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 from tabulate import tabulate
 
@@ -79,10 +80,8 @@ def render_markdown(d: dict) -> str:
     for s in d["stages"]:
         if s.get("rerun_script"):
             out += [f"**{md_cell(s['name'])}**", "", _code(s["rerun_script"], "sh"), ""]
-    env = d.get("environment") or {}
-    if env:
-        out += ["## Environment", "", _table([(md_cell(k), md_cell(v)) for k, v in env.items()], headers=["", ""]),
-                ""]
+    if d.get("environment"):
+        out += ["## Environment", "", *_environment(d["environment"], d.get("tool_version")), ""]
     # Logs and messages are the child's bytes: escaped here, a report shown with cat cannot drive the terminal.
     text = printable("\n".join(out) + "\n")
     logs = [_details(s) for s in d["stages"] if s.get("excerpt")]
@@ -97,6 +96,35 @@ def render_markdown(d: dict) -> str:
     if len(text) > MD_LIMIT:
         text = text[: MD_LIMIT - 200] + "\n\n*(report truncated to fit a GitHub issue body)*\n"
     return text
+
+
+_SYSTEM_CUDA = re.compile(r"^CUDA runtime version: (?!Could not collect|No CUDA|N/A)(.+)$", re.M)
+
+
+def _environment(env: dict, tool_version: str | None) -> list[str]:
+    """What PyTorch's bug template asks for: collect_env's report, from the repro's interpreter, whole."""
+    torch = env.get("torch")
+    if torch and env.get("torch_git"):
+        torch += f" (git {env['torch_git'][:12]})"
+    rows = [("PyTorch", torch), ("CUDA used to build PyTorch", torch and (env.get("cuda_runtime") or "None")),
+            ("GPU, driver", env.get("gpu")),
+            ("Python", env.get("python") and f"{env['python']} ({env.get('executable', '?')})"),
+            ("C++ compiler", env.get("cxx_version")), ("libstdc++", env.get("libstdcxx")),
+            ("aoti-bisect", tool_version), ("torch error", env.get("torch_error")),
+            ("probe error", env.get("probe_error")), ("collect_env error", env.get("collect_env_error"))]
+    out = [_table([(k, md_cell(v)) for k, v in rows if v], headers=["", ""])]
+    text = env.get("collect_env")
+    nvcc = _SYSTEM_CUDA.search(text or "")
+    if env.get("torch") and not env.get("cuda_runtime") and nvcc:
+        out += ["", f"This torch is a CPU-only build (CUDA used to build PyTorch: None): the CUDA runtime "
+                    f"{md_cell(nvcc.group(1))} in collect_env below is the system's nvcc, which it does not use."]
+    if env.get("env"):
+        out += ["", "Variables that change AOTI, Inductor or CUDA:", "",
+                _code("\n".join(f"{k}={v}" for k, v in env["env"].items()), "sh")]
+    if text:
+        out += ["", "<details><summary>collect_env (python -m torch.utils.collect_env)</summary>", "",
+                _code(text, "text"), "", "</details>"]
+    return out
 
 
 def _details(stage: dict) -> tuple[str, str]:

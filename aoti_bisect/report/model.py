@@ -7,10 +7,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional
 
+from .. import __version__
 from ..diagnose.findings import Verdict
 from ..exits import (
     EXIT_INCONCLUSIVE,
-    EXIT_INFRA,
     EXIT_INTERRUPTED,
     EXIT_NOT_REPRODUCED,
     EXIT_REPRODUCED,
@@ -30,8 +30,20 @@ VERDICT_EXIT = {
     Verdict.NOT_REPRODUCED: EXIT_NOT_REPRODUCED,
     Verdict.REPRODUCED: EXIT_REPRODUCED,
     Verdict.INCONCLUSIVE: EXIT_INCONCLUSIVE,
-    Verdict.ERROR: EXIT_INFRA,
+    # The repro cannot run at this commit (or here): `git bisect run` must skip it, not call it bad.
+    Verdict.ERROR: EXIT_INCONCLUSIVE,
 }
+
+
+def exit_reason(data: dict) -> str:
+    """The finer reason behind the exit code: not_reproduced, reproduced, inconclusive (some runs could not
+    run, none failed), infra (no run could run here: torch not importable, no GPU), script_broken (the repro
+    fails before it tests anything: a syntax or import error), interrupted."""
+    if not data.get("complete", True):
+        return "interrupted"
+    if data["verdict"] != Verdict.ERROR.value:
+        return data["verdict"]
+    return "script_broken" if (data.get("signature") or {}).get("kind") == "script_error" else "infra"
 
 
 @dataclass
@@ -61,10 +73,12 @@ class Report:
         data = {
             "schema_version": SCHEMA_VERSION,
             "tool": "aoti-bisect",
+            "tool_version": __version__,
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "command": command,
             "verdict": outcome.verdict.value,
             "complete": not outcome.interrupted,
+            "exit_reason": None,
             "summary": outcome.summary,
             "signature": sig.to_json() if sig else None,
             "reproduction": outcome.baseline.to_json(),
@@ -75,6 +89,7 @@ class Report:
             "environment": environment or {},
             "run_dir": run_dir,
         }
+        data["exit_reason"] = exit_reason(data)
         return cls(run_dir, command, redact_data(data, redactor))
 
     @classmethod

@@ -173,7 +173,8 @@ class Harness:
         shutil.copytree(cache, self.cache_dir(spec.env_dict) + ".warm", symlinks=True, dirs_exist_ok=True)
 
     def run_many(self, specs: Iterable[RunSpec], on_result: Callable[[RunResult], None] = lambda r: None,
-                 stop: Callable[[list[RunResult]], bool] = lambda rs: False) -> list[RunResult]:
+                 stop: Callable[[list[RunResult]], bool] = lambda rs: False,
+                 on_start: Callable[[RunSpec], None] = lambda spec: None) -> list[RunResult]:
         """Runs specs, up to `jobs` at a time, until all ran or `stop(results so far)` says enough.
 
         The first run of a cold compile key runs alone: parallel runs would all compile the same thing.
@@ -183,7 +184,7 @@ class Harness:
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
             running = set()
             try:
-                self._drive(pool, pending, running, results, on_result, stop)
+                self._drive(pool, pending, running, results, on_result, stop, on_start)
             except KeyboardInterrupt:
                 # Set before the pool's exit waits on its threads: each one then kills its child tree.
                 self.cancel.set()
@@ -191,12 +192,13 @@ class Harness:
         results.sort(key=lambda r: r.spec.index)
         return results
 
-    def _drive(self, pool, pending, running, results, on_result, stop) -> None:
+    def _drive(self, pool, pending, running, results, on_result, stop, on_start) -> None:
         while (pending or running) and not self.cancel.is_set():
             while pending and len(running) < self.jobs and not stop(results):
                 cold = _warm_key(pending[0]) not in self._warm
                 if cold and running:
                     break
+                on_start(pending[0])
                 running.add(pool.submit(self.run, pending.pop(0)))
                 if cold:
                     break
