@@ -1,11 +1,13 @@
 """One `aoti-bisect run`: probe the environment, climb the ladder, write the report (even when interrupted)."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import threading
 from typing import Optional
 
+from ..exits import EXIT_INFRA, UsageFailure
 from ..report.model import Report
 from ..report.redact import Redactor
 from ..run import process
@@ -56,19 +58,31 @@ class Session:
         probe: dict = {}
         thread = threading.Thread(target=lambda: probe.setdefault("problem", self.probe()), daemon=True)
         thread.start()
+        failure = None
         try:
             outcome = ladder.run()
             thread.join()
         except KeyboardInterrupt:
             self.harness.cancel.set()
+            thread.join()  # the probe's kill, too, finishes before we exit
             outcome = ladder.partial()
             self.progress.say("aoti-bisect: interrupted; writing a partial report")
+        except OSError as exc:  # the run directory: full disk, quota, read-only, I/O error
+            self.harness.cancel.set()
+            failure = f"{exc.strerror or exc}: {exc.filename or self.run_dir}"
+            outcome = dataclasses.replace(ladder.partial(), verdict=Verdict.ERROR, summary=f"stopped: {failure}")
         problem = probe.get("problem")
         if problem and not outcome.interrupted:
             outcome = Findings(Verdict.ERROR, outcome.signature, outcome.baseline, outcome.stages, summary=problem)
             self.progress.say(f"aoti-bisect: error: {problem}")
         report = Report.from_findings(self.run_dir, self.argv, outcome, self.environment, self.redactor)
-        report.write()
+        try:
+            report.write()
+        except OSError as exc:
+            failure = failure or f"{exc.strerror or exc}: {exc.filename or self.run_dir}"
+            raise UsageFailure(f"{failure}; no report could be written", EXIT_INFRA)
+        if failure:
+            raise UsageFailure(f"{failure}; partial report: {os.path.join(self.run_dir, 'report.md')}", EXIT_INFRA)
         self.progress.say(f"aoti-bisect: {report.headline()}")
         self.progress.say(f"aoti-bisect: report: {os.path.join(self.run_dir, 'report.md')}")
         return report
