@@ -35,8 +35,11 @@ class Session:
     def probe(self) -> Optional[str]:
         """Fills self.environment; returns an error line when the repro's Python cannot import torch."""
         python = self.argv[0] if self.python_script else sys.executable
-        self.environment = probe_environment(python, os.path.join(self.run_dir, "probe"), self.harness.base_env,
-                                             self.harness.cancel)
+        try:
+            self.environment = probe_environment(python, os.path.join(self.run_dir, "probe"),
+                                                 self.harness.base_env, self.harness.cancel)
+        except OSError as exc:  # in a thread: the runs meet the same full or read-only disk and say so
+            self.environment = {"probe_error": f"{exc.strerror or exc}: {exc.filename or self.run_dir}"}
         if "probe_error" in self.environment:
             # Not fatal: the runs say for themselves whether the repro can run.
             return None

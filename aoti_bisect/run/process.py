@@ -62,6 +62,7 @@ _lock = threading.Lock()
 _session = secrets.token_hex(6)
 _runs = itertools.count()
 _hurry = threading.Event()
+_contained = False
 _watchdog: Optional[subprocess.Popen] = None
 
 
@@ -165,7 +166,7 @@ def kill_tree(pgid: int, known: list[psutil.Process], grace: float = KILL_GRACE_
     The run's processes are looked up afresh on every pass (members), so a child started during the kill,
     or one that called setsid a moment ago, is signalled too; `known` adds those seen earlier.
     """
-    found = {p: None for p in known}
+    found = set(known)
     termed: set[psutil.Process] = set()
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, KILL_SWEEP_S)):
         deadline = time.monotonic() + wait
@@ -173,7 +174,7 @@ def kill_tree(pgid: int, known: list[psutil.Process], grace: float = KILL_GRACE_
             _signal_group(pgid, sig)
             for pid in members(pgid, token):
                 try:
-                    found.setdefault(psutil.Process(pid), None)
+                    found.add(psutil.Process(pid))
                 except psutil.Error:
                     pass
             procs = _living(list(found))
@@ -189,7 +190,7 @@ def kill_tree(pgid: int, known: list[psutil.Process], grace: float = KILL_GRACE_
             time.sleep(0.01)
         if not procs:
             break
-    _reap(list(found), pgid)
+    _reap(found, pgid)
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -212,7 +213,7 @@ def _living(procs: list[psutil.Process]) -> list[psutil.Process]:
     return alive
 
 
-def _reap(procs: list[psutil.Process], root: int) -> None:
+def _reap(procs: set[psutil.Process], root: int) -> None:
     """Collects the exit status of a run's orphans, reparented to us, or a night of runs piles up zombies.
 
     Only processes seen as the run's: we start no process of a run but its root (whose status belongs to
@@ -220,11 +221,11 @@ def _reap(procs: list[psutil.Process], root: int) -> None:
     outside the run's group, stays a zombie until we exit.
     """
     for p in procs:
-        if p.pid == root:
-            continue
         try:
-            os.waitpid(p.pid, os.WNOHANG)
-        except ChildProcessError:  # not ours: still under a living parent of the run's
+            # is_running() compares start times: a pid reused since (another run's root) is not taken.
+            if p.pid != root and p.is_running():
+                os.waitpid(p.pid, os.WNOHANG)
+        except (ChildProcessError, psutil.Error):  # not ours: still under a living parent of the run's
             pass
 
 
@@ -258,16 +259,20 @@ def hurry() -> None:
 
 def _contain() -> None:
     """Once per process, before its first run (hold _lock): become the runs' subreaper, start the watchdog."""
-    global _watchdog
-    if _watchdog is not None:
+    global _contained, _watchdog
+    if _contained:
         return
+    _contained = True
     _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     # Unmarked, and in its own session: it must outlive us, and an outer aoti-bisect's watchdog (where a
     # repro runs aoti-bisect) must not kill it before it has swept our runs.
     env = {k: v for k, v in os.environ.items() if k != RUN_MARK}
-    _watchdog = subprocess.Popen([sys.executable, "-I", "-S", WATCHDOG, f"{RUN_MARK}={_session}."],
-                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                 env=env, start_new_session=True, close_fds=True)
+    try:
+        _watchdog = subprocess.Popen([sys.executable, "-I", "-S", WATCHDOG, f"{RUN_MARK}={_session}."],
+                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     env=env, start_new_session=True, close_fds=True)
+    except OSError:  # no process to spare: the runs are still contained while we live
+        pass
 
 
 def _tell_watchdog(line: str) -> None:
