@@ -246,3 +246,24 @@ def test_full_disk_is_one_line_and_an_infrastructure_exit(tmp_path, full_disk):
     errors = [line for line in out.stderr.splitlines() if line.startswith("aoti-bisect: error:")]
     assert len(errors) == 1, out.stderr
     assert "No space left on device" in errors[0] and "no report could be written" in errors[0], out.stderr
+
+
+def test_closing_the_terminal_kills_the_tree_and_writes_a_partial_report(tmp_path, pidfile):
+    # A real hangup: aoti-bisect on a pseudo-terminal whose far end closes (ssh dropped, window closed).
+    import pty
+    import select
+
+    child = _script(tmp_path, "stubborn.py", STUBBORN_TREE, pidfile)
+    pid, master = pty.fork()
+    if pid == 0:
+        os.execv(sys.executable, [sys.executable, "-m", "aoti_bisect", child, "--runs", "1", "--out",
+                                  str(tmp_path / "out")])
+    deadline = time.monotonic() + 90
+    while len(_pids(pidfile)) < 2 and time.monotonic() < deadline:
+        if select.select([master], [], [], 0.1)[0]:
+            os.read(master, 4096)
+    os.close(master)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 130
+    assert _survivors(pidfile, within=0.3) == []
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["complete"] is False
