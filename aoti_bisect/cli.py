@@ -134,9 +134,6 @@ def _claim(out: Optional[str], prefix: str) -> str:
 _run_dir: Optional[str] = None
 
 
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
-
 
 @main.command("run", epilog=EXIT_CODES_HELP)
 @click.argument("script", required=False)
@@ -429,8 +426,48 @@ def history_cmd(repros, db, nights, as_json, plot):
     print(json.dumps(rows, indent=2) if as_json else render_history(rows))
 
 
+# Ctrl-C, a scheduler's SIGTERM and a closed terminal's SIGHUP all stop the same way: kill the runs, write
+# the partial report, exit 130. A signal already ignored when we start (nohup, `cmd &` in a script) stays so.
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_terminal_fds: tuple[int, ...] = ()
+
+
+def _stop(signum, frame):
+    for sig in _STOP_SIGNALS:
+        if signal.getsignal(sig) is _stop:
+            signal.signal(sig, _stop_again)
+    _leave_dead_terminal(signum)
+    raise KeyboardInterrupt
+
+
+def _stop_again(signum, frame):
+    """A second signal must not abandon the kill under way (TERM-ignoring repros would outlive us): it only
+    cuts the SIGTERM grace short."""
+    _leave_dead_terminal(signum)
+    process = sys.modules.get("aoti_bisect.run.process")  # not loaded: no run to hurry
+    if process is not None:
+        process.hurry()
+        try:
+            os.write(2, b"aoti-bisect: stopping: killing the runs now, then writing the partial report\n")
+        except OSError:
+            pass
+
+
+def _leave_dead_terminal(signum: int) -> None:
+    # After a hangup, writing to the terminal fails with EIO, which would lose the report's last lines.
+    if signum == signal.SIGHUP:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for fd in _terminal_fds:
+            os.dup2(devnull, fd)
+        os.close(devnull)
+
+
 def entry() -> None:
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    global _terminal_fds
+    _terminal_fds = tuple(fd for fd in (1, 2) if os.isatty(fd))
+    for sig in _STOP_SIGNALS:
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, _stop)
     try:
         main.main(standalone_mode=False, prog_name="aoti-bisect")
     except UsageFailure as exc:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 import traceback
 from typing import Optional
 
@@ -20,7 +19,7 @@ EXIT_INFRA = 3  # the nightly's "only infrastructure errors"; `run` says 125 for
 EXIT_INCONCLUSIVE = 125
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer killed by a closed pipe
-EXIT_INTERNAL = 255
+EXIT_INTERNAL = 255  # aoti-bisect could not go on: its own bug, or a full or read-only run directory
 
 
 class UsageFailure(Exception):
@@ -32,21 +31,20 @@ class UsageFailure(Exception):
 
 
 def report_crash(exc: BaseException, run_dir: Optional[str]) -> int:
-    """An uncaught exception: one line on stderr naming the saved traceback, and EXIT_INTERNAL."""
+    """An uncaught exception: one line on stderr and EXIT_INTERNAL. The traceback is saved in the run
+    directory; before there is one, it follows the line on stderr (nothing is written outside a run)."""
     text = "".join(traceback.format_exception(exc))
-    try:
-        if run_dir and os.path.isdir(run_dir):
-            path = os.path.join(run_dir, "crash-traceback.txt")
+    line = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+    where = "traceback below"
+    if run_dir and os.path.isdir(run_dir):
+        path = os.path.join(run_dir, "crash-traceback.txt")
+        try:
             with open(path, "w") as f:
                 f.write(text)
-        else:
-            # No run directory yet: the system's temporary folder is the only place left.
-            fd, path = tempfile.mkstemp(prefix="aoti-bisect-crash-", suffix=".txt")
-            with os.fdopen(fd, "w") as f:
-                f.write(text)
-        where = f"traceback saved in {path}"
-    except OSError as write_error:
-        where = f"traceback not saved ({write_error.strerror})"
-    line = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+            where, text = f"traceback saved in {path}", ""
+        except OSError as write_error:
+            where = f"traceback not saved ({write_error.strerror}), below"
     print(f"aoti-bisect: internal error: {line}; {where}; please report it", file=sys.stderr)
+    if text:
+        print(text, file=sys.stderr, end="")
     return EXIT_INTERNAL

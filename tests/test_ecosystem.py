@@ -94,9 +94,11 @@ def test_a_repro_that_cannot_run_says_125_with_its_reason(tmp_path, torchless_py
 def test_an_internal_error_exits_255_with_one_line_and_a_saved_traceback(tmp_path):
     (tmp_path / "ok.py").write_text("print('ok')\n")
     out_dir = tmp_path / "out"
-    out_dir.mkdir()
-    (out_dir / "runs").write_text("a file where the run folders go: the harness cannot make them")
-    out = _tool(str(tmp_path / "ok.py"), "--runs", "1", "--out", str(out_dir))
+    # A bug planted in the session, as a real one would surface: an exception nobody catches.
+    bug = ("import sys; from aoti_bisect import cli; from aoti_bisect.diagnose import session; "
+           "session.Session.execute = lambda self: 1 / 0; sys.argv[0] = 'aoti-bisect'; cli.entry()")
+    out = subprocess.run([sys.executable, "-c", bug, str(tmp_path / "ok.py"), "--runs", "1", "--out", str(out_dir)],
+                         capture_output=True, text=True, timeout=120, env=_env())
     assert out.returncode == 255, out.stderr
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("aoti-bisect: internal error: ") and "Traceback" not in out.stderr

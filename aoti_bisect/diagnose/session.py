@@ -1,10 +1,12 @@
 """One `aoti-bisect run`: probe the environment, climb the ladder, write the report (even when interrupted)."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from typing import Optional
 
+from ..exits import EXIT_INTERNAL, UsageFailure
 from ..report.bundle import record_secret_spans
 from ..report.model import Report
 from ..report.redact import Redactor
@@ -38,9 +40,12 @@ class Session:
 
     def probe(self) -> Optional[str]:
         """Fills self.environment; returns an error line when the repro's Python cannot import torch."""
+        try:
+            self.environment = probe_environment(self.python, os.path.join(self.run_dir, "probe"),
+                                                 self.harness.base_env, self.harness.cancel)
+        except OSError as exc:  # in a thread: the runs meet the same full or read-only disk and say so
+            self.environment = {"probe_error": f"{exc.strerror or exc}: {exc.filename or self.run_dir}"}
         # A probe_error is not fatal: the runs say for themselves whether the repro can run.
-        self.environment = probe_environment(self.python, os.path.join(self.run_dir, "probe"),
-                                             self.harness.base_env, self.harness.cancel)
         self.environment["env"] = self.redactor.env(relevant_env(dict(os.environ)))
         if "torch_error" in self.environment and self.python_script:
             return f"torch is not importable by {self.python}: {self.environment['torch_error']}"
@@ -60,20 +65,32 @@ class Session:
         probe: dict = {}
         thread = threading.Thread(target=lambda: probe.setdefault("problem", self.probe()), daemon=True)
         thread.start()
+        failure = None
         try:
             outcome = ladder.run()
             thread.join()
         except KeyboardInterrupt:
             self.harness.cancel.set()
+            thread.join()  # the probe's kill, too, finishes before we exit
             outcome = ladder.partial()
             self.progress.say("aoti-bisect: interrupted; writing a partial report")
+        except OSError as exc:  # the run directory: full disk, quota, read-only, I/O error
+            self.harness.cancel.set()
+            failure = f"{exc.strerror or exc}: {exc.filename or self.run_dir}"
+            outcome = dataclasses.replace(ladder.partial(), verdict=Verdict.ERROR, summary=f"stopped: {failure}")
         problem = probe.get("problem")
         if problem and not outcome.interrupted:
             outcome = Findings(Verdict.ERROR, outcome.signature, outcome.baseline, outcome.stages, summary=problem)
             self.progress.say(f"aoti-bisect: error: {problem}")
         report = Report.from_findings(self.run_dir, self.argv, outcome, self.environment, self.redactor)
-        report.write()
-        record_secret_spans(self.run_dir, report.data, self.redactor)  # a later bundle knows this run's secrets
+        try:
+            report.write()
+            record_secret_spans(self.run_dir, report.data, self.redactor)  # a later bundle knows this run's secrets
+        except OSError as exc:
+            failure = failure or f"{exc.strerror or exc}: {exc.filename or self.run_dir}"
+            raise UsageFailure(f"{failure}; no report could be written", EXIT_INTERNAL)
+        if failure:
+            raise UsageFailure(f"{failure}; partial report: {os.path.join(self.run_dir, 'report.md')}", EXIT_INTERNAL)
         self.progress.say(f"aoti-bisect: {report.headline()}")
         self.progress.say(f"aoti-bisect: report: {os.path.join(self.run_dir, 'report.md')}")
         return report

@@ -185,8 +185,9 @@ class Harness:
             running = set()
             try:
                 self._drive(pool, pending, running, results, on_result, stop, on_start)
-            except KeyboardInterrupt:
-                # Set before the pool's exit waits on its threads: each one then kills its child tree.
+            except BaseException:
+                # Set before the pool's exit waits on its threads (an interrupt, or a full disk in another
+                # run): each one then kills its child tree instead of running on.
                 self.cancel.set()
                 raise
         results.sort(key=lambda r: r.spec.index)

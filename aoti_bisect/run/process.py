@@ -1,14 +1,21 @@
-"""All child-process I/O: launch in a new session, log to a capped file, kill whole trees.
+"""All child-process I/O: launch in a new session, log to a capped file, contain and kill whole trees.
 
 Nothing else in aoti_bisect starts a process; the search logic receives a callable instead.
+Containment: we are the child subreaper of our runs, so what a run orphans (a double-forked daemon, a setsid
+child of a dead parent) is reparented to us, not to init, and stays findable; each run's processes inherit
+RUN_MARK=<token> in their environment, which tells whose an orphan is when runs go in parallel; a watchdog
+process (watchdog.py) kills every marked process once we die, even of SIGKILL.
 """
 from __future__ import annotations
 
 import ctypes
+import itertools
 import os
+import secrets
 import select
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -21,7 +28,11 @@ from .types import ProcessExit
 POLL_S = 0.05
 TREE_SCAN_S = 0.5
 KILL_GRACE_S = 3.0
+KILL_SWEEP_S = 5.0
 ABORT_GRACE_S = 2.0
+RUN_MARK = "AOTI_BISECT_RUN"
+WATCHDOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "watchdog.py")
+PR_SET_CHILD_SUBREAPER = 36
 
 
 @dataclass(frozen=True)
@@ -45,6 +56,14 @@ class Cancel:
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _PUNCH_HOLE = 0x01 | 0x02  # FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE
+
+# One containment per aoti-bisect process (README "Process containment").
+_lock = threading.Lock()
+_session = secrets.token_hex(6)
+_runs = itertools.count()
+_hurry = threading.Event()
+_contained = False
+_watchdog: Optional[subprocess.Popen] = None
 
 
 class _CappedLog:
@@ -82,33 +101,103 @@ class _CappedLog:
         return head + len(marker) + len(kept), dropped
 
 
-def _descendants(proc: psutil.Process) -> list[psutil.Process]:
+def _children(pid: int) -> list[int]:
+    """Direct children of pid, from /proc/PID/task/*/children: no scan of every process on the host."""
+    kids: list[int] = []
     try:
-        return proc.children(recursive=True)
-    except psutil.Error:
-        return []
-
-
-def kill_tree(pgid: int, known: list[psutil.Process], grace: float = KILL_GRACE_S) -> None:
-    """SIGTERM the process group and every descendant we ever saw, then SIGKILL what is left.
-
-    Descendants that called setsid() left the group; we only find them because we snapshot the tree
-    while they still hang off our child (after its death they are reparented to init).
-    """
-    procs = _living(known)
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                kids += map(int, f.read().split())
+    except FileNotFoundError:  # gone, or a kernel without CONFIG_PROC_CHILDREN
         try:
-            os.killpg(pgid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-        for p in procs:
-            try:
-                p.send_signal(sig)
-            except psutil.Error:
-                pass
-        procs = _wait_gone(procs, grace if sig == signal.SIGTERM else 1.0)
-        if not procs and not _group_alive(pgid):
-            return
+            return [p.pid for p in psutil.Process(pid).children()]
+        except psutil.Error:
+            return []
+    except OSError:
+        pass
+    return kids
+
+
+def _tree(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        todo += _children(p)
+    return found
+
+
+def _stat_pgid(pid: int) -> Optional[int]:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[2])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _carries(pid: int, token: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read()
+    except OSError:
+        return False
+    entry = f"{RUN_MARK}={token}".encode()
+    return env.startswith(entry + b"\0") or b"\0" + entry + b"\0" in env
+
+
+def members(pgid: int, token: Optional[str]) -> list[int]:
+    """Every process of one run, however it left the run's tree: a fresh look, never a snapshot.
+
+    A run's root and whatever its processes orphan (a double-forked daemon, a setsid child of a dead
+    parent) are all our direct children, since we are their subreaper; the run's own are those carrying
+    its mark or still in its process group, and everything below them.
+    """
+    pids: list[int] = []
+    for kid in _children(os.getpid()):
+        if kid == pgid or _stat_pgid(kid) == pgid or (token is not None and _carries(kid, token)):
+            pids += _tree(kid)
+    return pids
+
+
+def kill_tree(pgid: int, known: list[psutil.Process], grace: float = KILL_GRACE_S,
+              token: Optional[str] = None) -> None:
+    """SIGTERM a run's processes, SIGKILL those left after `grace`; returns when none is left.
+
+    The run's processes are looked up afresh on every pass (members), so a child started during the kill,
+    or one that called setsid a moment ago, is signalled too; `known` adds those seen earlier.
+    """
+    found = set(known)
+    termed: set[psutil.Process] = set()
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, KILL_SWEEP_S)):
+        deadline = time.monotonic() + wait
+        while True:
+            _signal_group(pgid, sig)
+            for pid in members(pgid, token):
+                try:
+                    found.add(psutil.Process(pid))
+                except psutil.Error:
+                    pass
+            procs = _living(list(found))
+            for p in procs:
+                if sig == signal.SIGKILL or p not in termed:
+                    try:
+                        p.send_signal(sig)
+                    except psutil.Error:
+                        pass
+                    termed.add(p)
+            if not procs or time.monotonic() >= deadline or (sig == signal.SIGTERM and _hurry.is_set()):
+                break
+            time.sleep(0.01)
+        if not procs:
+            break
+    _reap(found, pgid)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _living(procs: list[psutil.Process]) -> list[psutil.Process]:
@@ -124,12 +213,20 @@ def _living(procs: list[psutil.Process]) -> list[psutil.Process]:
     return alive
 
 
-def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
-    """The processes still living after at most `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while (procs := _living(procs)) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return procs
+def _reap(procs: set[psutil.Process], root: int) -> None:
+    """Collects the exit status of a run's orphans, reparented to us, or a night of runs piles up zombies.
+
+    Only processes seen as the run's: we start no process of a run but its root (whose status belongs to
+    its Popen), so any other of them that is our child is an orphan. One that died before it was ever seen,
+    outside the run's group, stays a zombie until we exit.
+    """
+    for p in procs:
+        try:
+            # is_running() compares start times: a pid reused since (another run's root) is not taken.
+            if p.pid != root and p.is_running():
+                os.waitpid(p.pid, os.WNOHANG)
+        except (ChildProcessError, psutil.Error):  # not ours: still under a living parent of the run's
+            pass
 
 
 def _pidfd(pid: int) -> Optional[int]:
@@ -155,12 +252,44 @@ def _signal_and_wait(child: subprocess.Popen, sig: int, grace: float) -> None:
         pass
 
 
-def _group_alive(pgid: int) -> bool:
+def hurry() -> None:
+    """Skip what is left of every kill's SIGTERM grace (a second Ctrl-C): SIGKILL at once."""
+    _hurry.set()
+
+
+def _contain() -> None:
+    """Once per process, before its first run (hold _lock): become the runs' subreaper, start the watchdog."""
+    global _contained, _watchdog
+    if _contained:
+        return
+    _contained = True
+    _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    # Unmarked, and in its own session: it must outlive us, and an outer aoti-bisect's watchdog (where a
+    # repro runs aoti-bisect) must not kill it before it has swept our runs.
+    env = {k: v for k, v in os.environ.items() if k != RUN_MARK}
     try:
-        os.killpg(pgid, 0)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
+        _watchdog = subprocess.Popen([sys.executable, "-I", "-S", WATCHDOG, f"{RUN_MARK}={_session}."],
+                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     env=env, start_new_session=True, close_fds=True)
+    except OSError:  # no process to spare: the runs are still contained while we live
+        pass
+
+
+def _tell_watchdog(line: str) -> None:
+    # One short write: atomic on a pipe, so threads need no lock.
+    try:
+        os.write(_watchdog.stdin.fileno(), line.encode())
+    except (OSError, AttributeError):  # it died (someone killed it): the runs are still killed by us
+        pass
+
+
+def _start(argv: list[str], env: dict[str, str], cwd: str, fd: int) -> subprocess.Popen:
+    with _lock:
+        _contain()
+    child = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
+                             start_new_session=True, close_fds=True)
+    _tell_watchdog(f"+{child.pid}\n")
+    return child
 
 
 def execute(
@@ -172,51 +301,54 @@ def execute(
     limits: OutputLimits = OutputLimits(),
     cancel: Optional[Cancel] = None,
 ) -> ProcessExit:
-    """Run argv to completion (or timeout/cancel) with stdout+stderr in log_path."""
+    """Run argv to completion (or timeout/cancel) with stdout+stderr in log_path; nothing of it outlives this."""
     # O_NOFOLLOW: a link planted at log_path would have the child's output written over its target.
     fd = os.open(log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_NOFOLLOW, 0o644)
     start = time.monotonic()
+    token = f"{_session}.{next(_runs)}"
     try:
         try:
-            child = subprocess.Popen(
-                argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
-                start_new_session=True, close_fds=True,
-            )
+            child = _start(argv, {**env, RUN_MARK: token}, cwd, fd)
         except OSError as exc:
             return ProcessExit(None, None, False, 0.0, 0, launch_error=f"{argv[0]}: {exc.strerror or exc}")
         log = _CappedLog(fd, limits)
         seen: dict[int, psutil.Process] = {}
-        try:
-            root = psutil.Process(child.pid)
-        except psutil.Error:
-            root = None
         timed_out = cancelled = False
         next_scan = 0.0
         exit_fd = _pidfd(child.pid)
-        while child.poll() is None:
-            now = time.monotonic()
-            if root is not None and now >= next_scan:
-                seen.update((p.pid, p) for p in _descendants(root))
-                next_scan = now + TREE_SCAN_S
-            log.check()
-            if now - start > timeout:
-                timed_out = True
-            elif cancel is not None and cancel.is_set():
-                cancelled = True
-            if timed_out:
-                # With PYTHONFAULTHANDLER set, SIGABRT makes a hung Python dump every thread's stack (even
-                # when stuck in native code): that stack is the only record of where it hung.
-                _signal_and_wait(child, signal.SIGABRT, ABORT_GRACE_S)
-            if timed_out or cancelled:
-                kill_tree(child.pid, list(seen.values()))
-                child.wait()
-                break
-            _wait_exit(exit_fd, POLL_S)
-        duration = time.monotonic() - start
-        if exit_fd is not None:
-            os.close(exit_fd)
-        # Inductor's compile workers may outlive a crashed parent: always sweep the group.
-        kill_tree(child.pid, list(seen.values()), grace=1.0)
+        try:
+            while child.poll() is None:
+                now = time.monotonic()
+                if now >= next_scan:
+                    # Only for processes that dropped the mark (a cleared environment) and left the group.
+                    for pid in members(child.pid, token):
+                        if pid not in seen:
+                            try:
+                                seen[pid] = psutil.Process(pid)
+                            except psutil.Error:
+                                pass
+                    next_scan = now + TREE_SCAN_S
+                log.check()
+                if now - start > timeout:
+                    timed_out = True
+                elif cancel is not None and cancel.is_set():
+                    cancelled = True
+                if timed_out:
+                    # With PYTHONFAULTHANDLER set, SIGABRT makes a hung Python dump every thread's stack (even
+                    # when stuck in native code): that stack is the only record of where it hung.
+                    _signal_and_wait(child, signal.SIGABRT, ABORT_GRACE_S)
+                if timed_out or cancelled:
+                    kill_tree(child.pid, list(seen.values()), token=token)
+                    child.wait()
+                    break
+                _wait_exit(exit_fd, POLL_S)
+            duration = time.monotonic() - start
+            # Inductor's compile workers and a repro's daemons may outlive its main process: always sweep.
+            kill_tree(child.pid, list(seen.values()), grace=1.0, token=token)
+        finally:
+            if exit_fd is not None:
+                os.close(exit_fd)
+            _tell_watchdog(f"-{child.pid}\n")
         size, dropped = log.finish()
         rc = child.returncode
         return ProcessExit(
