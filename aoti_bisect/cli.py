@@ -248,6 +248,9 @@ def report_cmd(run_dir, fmt, bundle, redact_paths):
         from .report.bundle import write_bundle
 
         dest = bundle or os.path.join(run_dir, "bundle.tar.gz")
+        inside = os.path.commonpath([os.path.realpath(dest), os.path.realpath(run_dir)]) == os.path.realpath(run_dir)
+        if inside and os.path.lexists(dest) and not dest.endswith((".tar.gz", ".tgz")):
+            raise UsageFailure(f"--bundle {dest} would overwrite a file of the run; give a new .tar.gz path")
         try:
             left_out = write_bundle(run_dir, dest, rep.data, redactor)
         except OSError as exc:

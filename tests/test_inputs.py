@@ -345,3 +345,17 @@ def test_a_syntax_error_raised_by_the_repro_at_run_time_is_still_a_traceback():
             'SyntaxError: invalid syntax\n')
     outcome, sig = classify(text, ProcessExit(1, None, False, 0.1, len(text)))
     assert sig.kind == "script_error"
+
+
+@pytest.mark.parametrize("where", ["run/report.json", "run/runs", "missing/parent/b.tgz", "run"])
+def test_a_bundle_never_overwrites_the_run_and_a_bad_destination_is_one_line(tmp_path, where):
+    (tmp_path / "ok.py").write_text("print('ok')\n")
+    run = tmp_path / "run"
+    subprocess.run([sys.executable, "-m", "aoti_bisect", str(tmp_path / "ok.py"), "--stages", "baseline",
+                    "--runs", "1", "--out", str(run)], capture_output=True, text=True, timeout=120, check=False)
+    before = (run / "report.json").read_bytes()
+    out = subprocess.run([sys.executable, "-m", "aoti_bisect", "report", str(run), "--bundle", str(tmp_path / where)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.count("aoti-bisect: error:") == 1
+    assert (run / "report.json").read_bytes() == before
