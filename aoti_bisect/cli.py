@@ -3,18 +3,16 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
-import shutil
 import signal
-import stat
 import sys
 from typing import Optional
 
 import click
 
 from .diagnose.stages import STAGES as STAGE_NAMES
-from .exits import EXIT_BROKEN_PIPE, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_USAGE, UsageFailure, report_crash
+from .exits import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE, UsageFailure, report_crash
 from .files import claim_out, default_out
+from .repro import check_python_runs, repro_argv, validate_python
 from .validate import MAX_JOBS, MAX_RUNS, check_count, check_seconds
 
 EXIT_CODES_HELP = """\b
@@ -54,73 +52,6 @@ def main() -> None:
     aoti-bisect nightly SET [--runs N | --until-confident] [--shard i/N]
     aoti-bisect merge RECORDS... ; aoti-bisect history [REPRO...]
     """
-
-
-# A repro is a script someone reads; beyond this it is a data file or a device, not a script.
-MAX_SCRIPT_BYTES = 64 << 20
-
-
-def _validate_script(script: str, syntax: bool = True) -> None:
-    """Only a regular file, read with a bound: a FIFO would block the open, /dev/zero never ends.
-
-    A script that cannot run at this commit (missing, unreadable, not Python) says 125, not 2: under
-    `git bisect run` it is the commit's state, like a build that failed. `syntax` is off when the repro runs
-    in another interpreter (--python), whose grammar may differ from ours: its own run then says."""
-    def cannot(message: str) -> UsageFailure:
-        return UsageFailure(message, EXIT_INCONCLUSIVE)
-
-    try:
-        fd = os.open(script, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError:
-        raise cannot(f"no such file: {script}")
-    except OSError as exc:
-        raise cannot(f"cannot read {script}: {exc.strerror}")
-    try:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise cannot(f"{script} is a directory, not a Python script")
-        if not stat.S_ISREG(st.st_mode):
-            raise UsageFailure(f"{script} is not a regular file (a pipe or a device cannot be rerun)")
-        if st.st_size > MAX_SCRIPT_BYTES:
-            raise UsageFailure(f"{script} is too large for a Python script ({st.st_size >> 20} MiB; the limit "
-                               f"is {MAX_SCRIPT_BYTES >> 20} MiB)")
-        source = os.read(fd, MAX_SCRIPT_BYTES) if syntax else b""  # a regular file: one read returns all
-    except OSError as exc:
-        raise cannot(f"cannot read {script}: {exc.strerror}")
-    finally:
-        os.close(fd)
-    if not syntax:
-        return
-    try:
-        compile(source, script, "exec")
-    except SyntaxError as exc:
-        if not script.endswith(".py") and (b"\0" in source or exc.lineno in (None, 1)):
-            raise cannot(f"{script} is not a Python script")
-        raise cannot(f"{script}:{exc.lineno}: syntax error: {exc.msg}")
-    except ValueError:
-        raise cannot(f"{script} is not a Python script (it contains NUL bytes)")
-
-
-def _validate_python(python: str) -> str:
-    """--python as an absolute path (runs have a private cwd), not resolved: a venv's python is a symlink
-    whose target would lose the venv."""
-    path = shutil.which(python) if os.sep not in python else python
-    if not path or not os.path.exists(path):
-        raise UsageFailure(f"--python {python}: no such file")
-    if os.path.isdir(path) or not os.access(path, os.X_OK):
-        raise UsageFailure(f"--python {python} is not an executable file")
-    return os.path.abspath(path)
-
-
-def _check_python_runs(python: str, run_dir: str) -> None:
-    from .files import read_log
-    from .run import process
-
-    log = os.path.join(run_dir, "python-check.log")
-    exit = process.execute([python, "-c", "import sys; print(sys.version_info[0])"], dict(os.environ), run_dir,
-                           log, timeout=60)
-    if exit.returncode != 0 or read_log(log).strip() != "3":
-        raise UsageFailure(f"--python {python} does not run as Python 3 (exit {exit.returncode}); see {log}")
 
 
 def _claim(out: Optional[str], prefix: str) -> str:
@@ -178,12 +109,12 @@ def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, as_j
     if sanitizer and not (os.path.isfile(sanitizer) and os.access(sanitizer, os.X_OK)):
         raise UsageFailure(f"--sanitizer {sanitizer}: not an executable file")
     if python:
-        python = _validate_python(python)
+        python = validate_python(python)
     # After every check of the command line: its faults (2) are the same at every commit, the script's (125) not.
-    argv = _argv(script, script_args, cmd, python)
+    argv = repro_argv(script, script_args, cmd, python)
     run_dir = _claim(out, "")
     if python:
-        _check_python_runs(python, run_dir)
+        check_python_runs(python, run_dir)
     # psutil, the harness and the ladder load only for a real run
     from .diagnose.session import Session
     from .progress import Progress
@@ -197,34 +128,6 @@ def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, as_j
     if as_json:
         print(json.dumps(report.data, indent=2))
     sys.exit(report.exit_code)
-
-
-def _argv(script: Optional[str], script_args: tuple[str, ...], cmd: Optional[str],
-          python: Optional[str] = None) -> list[str]:
-    if cmd and script:
-        raise UsageFailure("give either SCRIPT or --cmd, not both")
-    if cmd:
-        try:
-            argv = shlex.split(cmd)
-        except ValueError as exc:
-            raise UsageFailure(f"cannot split --cmd: {exc}")
-        if not argv:
-            raise UsageFailure("--cmd is empty")
-        if shutil.which(argv[0]) is None and not os.path.isfile(argv[0]):
-            raise UsageFailure(f"command not found: {argv[0]}", EXIT_INCONCLUSIVE)
-        # A bare name (`python`, `torchrun`) is looked up on PATH, as a shell would; a path is the user's.
-        head = os.path.abspath(argv[0]) if os.sep in argv[0] else argv[0]
-        return [head, *_absolute_paths(argv[1:])]
-    if not script:
-        raise UsageFailure("missing SCRIPT (or --cmd); see --help")
-    _validate_script(script, syntax=python is None)
-    return [python or sys.executable, os.path.abspath(script), *_absolute_paths(script_args)]
-
-
-def _absolute_paths(args) -> list[str]:
-    """Every run has a private working directory, so an argument naming an existing file or folder relative to
-    the user's directory would miss it there: such arguments become absolute. `--opt=path` forms stay as given."""
-    return [os.path.abspath(a) if a and not os.path.isabs(a) and os.path.exists(a) else a for a in args]
 
 
 @main.command("report")

@@ -9,7 +9,7 @@ from typing import Callable, Optional
 import pytest
 
 from aoti_bisect.aoti import checks, flags, printer, wrapper
-from aoti_bisect.diagnose.findings import Verdict
+from aoti_bisect.verdict import Verdict
 from aoti_bisect.diagnose.ladder import Ladder, Options
 from aoti_bisect.aoti.sanitizer import parse_compute_sanitizer
 from aoti_bisect.run.checkers import Checker, Missing

@@ -1,7 +1,6 @@
 """What the ladder concludes: each stage's runs and finding, the culprit and its evidence, the verdict."""
 from __future__ import annotations
 
-import enum
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -10,13 +9,7 @@ from typing import Optional
 from ..aoti import flags
 from ..run.types import RunResult, Signature
 from ..stats import Rate
-
-
-class Verdict(str, enum.Enum):
-    REPRODUCED = "reproduced"
-    NOT_REPRODUCED = "not_reproduced"
-    INCONCLUSIVE = "inconclusive"
-    ERROR = "error"
+from ..verdict import Verdict
 
 
 @dataclass

@@ -16,8 +16,10 @@ from ..run.types import RunBatch, RunResult, RunSpec, Signature
 from ..stats import Rate, baseline_should_stop, fisher_exact, runs_to_observe
 from .advice import next_steps
 from .evidence import Evidence
-from .findings import Culprit, Findings, Stage, Verdict
+from ..verdict import Verdict
+from .findings import Culprit, Findings, Stage
 from .memcheck import MEMORY_FAULTS, memcheck_culprit
+from .sanity import sanity_culprit
 from .stages import STAGES
 from .walk import walk
 
@@ -190,36 +192,12 @@ class Ladder:
         graph = self._graph(stage)
         for r in stage.failures:
             hit = self.evidence.sanity(r)
-            if isinstance(hit, checks.InputRejected):
-                idx = hit.index
-                name = graph.inputs[idx] if graph and idx < len(graph.inputs) else f"input {idx}"
-                expected = graph.expected.get(name) if graph else None
-                c = Culprit("model_input", input_index=idx, input_name=name)
-                c.evidence.append(f"AOTI_RUNTIME_CHECK_INPUTS rejects model input {idx} ({name}): {hit.what}")
-                if expected:
-                    c.evidence.append(f"the package was compiled for {name} with sizes [{expected[0]}] "
-                                      f"and strides [{expected[1]}]")
-                out.culprit = c
-                stage.finding = f"input check fired: model input {idx} ({name}): {hit.what}"
-                return
-            if isinstance(hit, checks.NanAssert):
-                out.culprit = self._nan_assert_culprit(hit.what, hit.var, graph)
-                stage.finding = out.culprit.evidence[0]
+            if hit is not None:
+                out.culprit, stage.finding = sanity_culprit(hit, graph)
                 return
         stage.finding = (f"no input or NaN check fired ({stage.rate.describe()} failed as before)"
                          if stage.rate.failures else
                          f"not reproduced under these flags: {stage.rate.describe()}")
-
-    def _nan_assert_culprit(self, what: str, var: str, graph: Optional[wrapper.WrapperGraph]) -> Culprit:
-        if graph and graph.is_model_input(var):
-            idx = graph.inputs.index(graph.storage(var))
-            c = Culprit("model_input", input_index=idx, input_name=var)
-        else:
-            producer = graph.producer(var, len(graph.launches)) if graph else None
-            c = Culprit("kernel" if producer else "unknown", kernel=producer.name if producer else None)
-        c.evidence.append(f"TORCHINDUCTOR_NAN_ASSERTS: at least one {what} in {var}"
-                          + (f", written by {c.kernel}" if c.kernel else ""))
-        return c
 
     def determinism(self, out: Findings) -> None:
         if not self._is_cuda():

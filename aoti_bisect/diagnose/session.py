@@ -15,7 +15,7 @@ from ..run.harness import Harness
 from ..run.probe import interpreter_of, probe_environment, relevant_env
 from ..run.types import RunResult
 from .evidence import RunEvidence
-from .findings import Verdict
+from ..verdict import Verdict
 from .ladder import Findings, Ladder, Options
 
 

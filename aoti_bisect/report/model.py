@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .. import __version__
-from ..diagnose.findings import Verdict
+from ..verdict import Verdict
 from ..exits import (
     EXIT_INCONCLUSIVE,
     EXIT_INTERRUPTED,
