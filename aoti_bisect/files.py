@@ -95,8 +95,11 @@ def claim_out(out: str) -> str:
                            "give a new or empty folder")
     except OSError as exc:
         raise UsageFailure(f"cannot write to --out {path}: {exc.strerror}")
-    with os.fdopen(fd, "w") as f:
-        f.write(f"{os.getpid()}\n")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{os.getpid()}\n")
+    except OSError:
+        pass  # the pid only informs a person; a full disk is said, with what was gathered, by the run itself
     others = sorted(set(os.listdir(path)) - {LOCK_NAME})
     if others:
         os.remove(lock)
