@@ -11,7 +11,7 @@ import click
 
 from .diagnose.stages import STAGES as STAGE_NAMES
 from .exits import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE, UsageFailure, report_crash
-from .files import claim_out, default_out
+from .files import claim_out, default_out, prepare_out
 from .repro import check_python_runs, repro_argv, validate_python
 from .validate import MAX_JOBS, MAX_RUNS, check_count, check_seconds
 
@@ -78,6 +78,9 @@ _run_dir: Optional[str] = None
 @click.option("--max-runs", type=int, default=10, show_default=True, help="Cap on runs of any one stage.")
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds per run.")
 @click.option("--out", type=str, help="Run directory (default: ./aoti-bisect-runs/<timestamp>).")
+@click.option("--cache-dir", metavar="DIR", help="Keep the compile caches here instead of in the run directory "
+                                                 "(one folder per set of compile-time flags; reusable by later "
+                                                 "invocations on the same repro, never by two at once).")
 @click.option("--json", "as_json", is_flag=True, help="Print report.json on stdout and nothing else.")
 @click.option("--jobs", type=int, default=1, show_default=True, help="Runs in parallel.")
 @click.option("--stages", default=",".join(STAGE_NAMES), show_default=True,
@@ -90,8 +93,8 @@ _run_dir: Optional[str] = None
               help="compute-sanitizer tools to run, comma-separated: memcheck, racecheck, initcheck, synccheck.")
 @click.option("-q", "--quiet", count=True, help="Less on stderr.")
 @click.option("-v", "--verbose", count=True, help="More on stderr.")
-def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, as_json, jobs, stages, redact_paths,
-            sanitize, sanitizer, sanitizer_tools, quiet, verbose):
+def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, cache_dir, as_json, jobs, stages,
+            redact_paths, sanitize, sanitizer, sanitizer_tools, quiet, verbose):
     """Rerun a failing repro under the debugging ladder and localise the fault."""
     wanted = tuple(s.strip() for s in stages.split(",") if s.strip())
     unknown = [s for s in wanted if s not in STAGE_NAMES]
@@ -113,6 +116,8 @@ def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, as_j
     # After every check of the command line: its faults (2) are the same at every commit, the script's (125) not.
     argv = repro_argv(script, script_args, cmd, python)
     run_dir = _claim(out, "")
+    if cache_dir:
+        cache_dir = prepare_out(cache_dir, "--cache-dir")
     if python:
         check_python_runs(python, run_dir)
     # psutil, the harness and the ladder load only for a real run
@@ -123,7 +128,7 @@ def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, as_j
     session = Session(run_dir, argv, Progress(verbose - quiet), jobs=jobs, runs=runs, max_runs=max_runs,
                       timeout=timeout, stages=("baseline", *wanted), python_script=cmd is None,
                       redact_paths=redact_paths, python=interpreter_of(argv, python), sanitize=sanitize,
-                      sanitizer=sanitizer, sanitizer_tools=tools)
+                      sanitizer=sanitizer, sanitizer_tools=tools, cache_root=cache_dir)
     report = session.execute()
     if as_json:
         print(json.dumps(report.data, indent=2))

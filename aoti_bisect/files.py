@@ -64,7 +64,7 @@ def default_out(prefix: str) -> str:
     return os.path.join("aoti-bisect-runs", prefix + _dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f"))
 
 
-def prepare_out(out: str) -> str:
+def prepare_out(out: str, option: str = "--out") -> str:
     """A writable folder, created if need be; shared use is allowed (shards of one night share one)."""
     path = os.path.realpath(out)
     try:

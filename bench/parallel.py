@@ -4,8 +4,8 @@
 N baseline runs of one script through the CLI (`--runs N --stages baseline`) with `--jobs 1` and with
 `--jobs J`. Workloads: `cpu-1s`, a single-threaded pure-Python loop calibrated to about 1 s (nothing to
 compile, so this measures the scheduling alone), and optionally `flaky_custom_op_crash`, the real flaky
-AOTI scenario, with its caches warm (a cache filled once by an untimed run is copied into each fresh --out
-before the timed run). Speed-up = time(--jobs 1) / time(--jobs J). Figures: see bench/_common.py.
+AOTI scenario, with its caches warm (a cache filled once by an untimed run is copied for each timed run and
+handed to it with --cache-dir). Speed-up = time(--jobs 1) / time(--jobs J). Figures: see bench/_common.py.
 
 Usage: python bench/parallel.py [--repeats 3] [--runs 20] [--jobs 2] [--parallel cpu-1s,flaky_custom_op_crash]
 """
@@ -63,10 +63,12 @@ def run(args) -> None:
                 took = {}
                 for j in (1, jobs):
                     out = os.path.join(tmp, f"out-{r}-{j}")
-                    if warm:
-                        shutil.copytree(warm, os.path.join(out, "cache"), symlinks=True)
+                    cache = []
+                    if warm:  # a run directory is always new: the warm cache comes in through --cache-dir
+                        shutil.copytree(warm, os.path.join(tmp, f"cache-{r}-{j}"), symlinks=True)
+                        cache = ["--cache-dir", os.path.join(tmp, f"cache-{r}-{j}")]
                     took[j] = timed(tool_argv(script, "--runs", str(args.runs), "--stages", "baseline", "--jobs",
-                                              str(j), "-q", "--out", out), clean_env(), tmp,
+                                              str(j), "-q", "--out", out, *cache), clean_env(), tmp,
                                     os.path.join(tmp, f"log-{r}-{j}")).seconds
                 serial.append(took[1])
                 parallel.append(took[jobs])

@@ -73,3 +73,17 @@ def test_each_benchmark_answers_help(name):
     out = subprocess.run([sys.executable, os.path.join(BENCH, f"{name}.py"), "--help"], capture_output=True,
                          text=True, cwd=REPO)
     assert out.returncode == 0 and "--repeats" in out.stdout, out.stderr
+
+
+def test_the_flaky_benchmark_answers_help_and_judges_as_the_manifest_does():
+    out = subprocess.run([sys.executable, os.path.join(BENCH, "flaky.py"), "--help"], capture_output=True,
+                         text=True, cwd=REPO)
+    assert out.returncode == 0 and "--bisections" in out.stdout, out.stderr
+    sys.path.insert(0, BENCH)
+    import flaky
+
+    manifest = next(s for s in load_manifest() if s.name == "flaky_custom_op_crash")
+    found = {"verdict": "reproduced", "culprit": {"kind": "outside_instrumented_kernels",
+                                                  "kernel": "bisectlab::shifted_gather"}}
+    assert flaky.right(found) and manifest.culprit["kind"] == found["culprit"]["kind"]
+    assert not flaky.right({**found, "culprit": {"kind": "unknown", "kernel": None}})
