@@ -56,3 +56,25 @@ def test_a_function_outside_the_wrapper_points_at_the_graph_custom_op():
     c = memcheck_culprit([report], graph, None).culprit
     assert c.kind == "outside_instrumented_kernels" and c.kernel == "bisectlab::fused_norm"
     assert "gather_rows is not a kernel of the generated wrapper" in c.evidence[-1]
+
+
+def test_an_invalid_write_in_a_user_kernel_is_named_with_its_distance():
+    r = parse_compute_sanitizer(log("cuda/memcheck_user_kernel_oob_write.log"))
+    e = r.errors[0]
+    assert (e.kind, e.function, e.size, e.block) == ("Invalid __global__ write", "scatter_rows", 4, "3,0,0")
+    assert r.total == 130 and "925,953 bytes after the nearest allocation" in e.where
+
+
+def test_a_device_assert_under_the_checker_names_no_kernel_and_convicts_nothing_by_itself():
+    r = parse_compute_sanitizer(log("cuda/memcheck_device_assert.log"))
+    assert r.total == 46 and r.errors[0].kind == "Warp assert" and r.errors[0].function is None
+    assert r.errors[0].count == 44 and any(e.kind.startswith("Program hit cudaErrorAssert") for e in r.errors)
+    c = memcheck_culprit([r], None, None).culprit
+    assert c.kind == "unknown" and "named no function" in c.evidence[-1]
+
+
+def test_an_out_of_bounds_read_that_stays_inside_the_allocation_is_invisible_to_memcheck():
+    # An Inductor gather kernel (indirect-indexing assert off) read ~18 floats past a 64x100 tensor: within
+    # its allocation's padding, so memcheck saw nothing and the script printed OK (H100, 2026-11-23).
+    r = parse_compute_sanitizer(log("cuda/memcheck_inductor_kernel_read_inside_padding.log"))
+    assert r.clean and "OK" in log("cuda/memcheck_inductor_kernel_read_inside_padding.log")

@@ -53,7 +53,7 @@ class SanitizerReport:
 
 _CS = "========= "
 _CS_ERROR = re.compile(r"^(?P<kind>(?:Invalid|Uninitialized|Misaligned) [^\n]*?(?P<access>read|write|access)|"
-                       r"Race reported[^\n]*|Program hit [^\n]*|Out-of-range [^\n]*)"
+                       r"Race reported[^\n]*|Program hit [^\n]*|Out-of-range [^\n]*|Warp assert)"
                        r"(?: of size (?P<size>\d+) bytes?)?\s*$")
 _CS_AT = re.compile(r"^\s+at (?P<func>[^\s+]+)(?:\+0x[0-9a-f]+)?(?: in (?P<loc>\S+))?")
 _CS_BY = re.compile(r"^\s+by thread \((?P<thread>[\d,]+)\) in block \((?P<block>[\d,]+)\)")
@@ -76,7 +76,9 @@ def parse_compute_sanitizer(text: str) -> SanitizerReport:
             current = {"kind": m["kind"].strip(), "size": int(m["size"]) if m["size"] else None, "where": []}
             found.append(current)
         elif current is not None and (m := _CS_AT.match(line)) and "function" not in current:
-            current["function"], current["location"] = m["func"], m["loc"]
+            # A device-side assert stops in the runtime's __assertfail, which names no kernel of the repro's.
+            internal = m["func"].startswith("__")
+            current["function"], current["location"] = (None, None) if internal else (m["func"], m["loc"])
         elif current is not None and (m := _CS_BY.match(line)) and "thread" not in current:
             current["thread"], current["block"] = m["thread"], m["block"]
         elif current is not None and (m := _CS_WHERE.match(line)):

@@ -42,12 +42,13 @@ def memcheck_culprit(reports: list[SanitizerReport], graph: Optional[WrapperGrap
                                   "before its summary), so it proves nothing either way")
         return CheckerFinding(f"0 errors in {len(reports)} checked run(s)")
     report = with_errors[0]
-    err = report.errors[0]
+    # An access names the kernel that made it; API errors and asserts that follow it name none.
+    err = next((e for e in report.errors if e.function), report.errors[0])
     total = report.total if report.total is not None else sum(e.count for e in report.errors)
     finding = (f"{report.tool} found {total} error(s) in {len(with_errors)}/{len(reports)} checked run(s): "
                f"{err.describe()}")
     evidence = [f"{report.tool}: {err.describe()}"] + [f"{report.tool} also: {e.describe()}"
-                                                      for e in report.errors[1:4]]
+                                                      for e in report.errors if e is not err][:3]
     culprit = _convict(err, graph, suspect, evidence)
     culprit.summary = culprit.evidence[0]
     return CheckerFinding(finding, culprit)
