@@ -13,7 +13,7 @@ from typing import Optional
 
 @dataclass(frozen=True)
 class Checker:
-    tool: str  # which parser reads its report: "compute-sanitizer", ...
+    tool: str  # which parser reads its report (aoti/sanitizer.py parse): "compute-sanitizer", "valgrind"
     device: str  # "cuda" or "cpu": the repros it can check
     prefix: tuple[str, ...]  # argv put before the repro's own
     env: tuple[tuple[str, str], ...] = ()
@@ -46,3 +46,26 @@ def compute_sanitizer(path: Optional[str] = None, tools: tuple[str, ...] = ("mem
                     (found, "--tool", tool, "--print-limit", "100", "--show-backtrace", "no"),
                     (("PYTORCH_NO_CUDA_MEMORY_CACHING", "1"),) if tool == "memcheck" else ())
             for tool in tools]
+
+
+VALGRIND_ERROR_EXIT = 99  # valgrind's exit status when memcheck reported an error the suppressions did not hide
+VALGRIND_SUPPRESSIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "valgrind.supp")
+
+
+def valgrind(path: Optional[str] = None, env: Optional[dict[str, str]] = None) -> list[Checker] | Missing:
+    """valgrind's memcheck from --valgrind PATH, else PATH (Debian, Ubuntu: apt-get install valgrind).
+
+    Addressability errors only (--undef-value-errors=no): an out-of-bounds access is one, and undefined-value
+    tracking doubles the run time and floods the log with CPython's own reports. PYTHONMALLOC=malloc puts
+    Python objects on the checked malloc (CPython's Misc/README.valgrind). --trace-children=no: the repro's
+    compiler runs go unchecked, so argv[0] must be the interpreter itself, not a shell wrapper (a pyenv shim
+    would be checked in its place)."""
+    env = os.environ if env is None else env
+    found = path if path else shutil.which("valgrind", path=env.get("PATH"))
+    if not found or not (os.path.isfile(found) and os.access(found, os.X_OK)):
+        return Missing("cpu", f"valgrind not found{f' at {path}' if path else ' on PATH'}: "
+                              "install it (Debian, Ubuntu: apt-get install valgrind)")
+    return [Checker("valgrind", "cpu",
+                    (found, "--tool=memcheck", "--undef-value-errors=no", f"--error-exitcode={VALGRIND_ERROR_EXIT}",
+                     "--trace-children=no", "--leak-check=no", "--num-callers=40", f"--suppressions={VALGRIND_SUPPRESSIONS}"),
+                    (("PYTHONMALLOC", "malloc"),), slowdown=40.0)]
