@@ -78,6 +78,17 @@ def test_silent_oob_names_the_op_function_and_line():
     assert error.describe().startswith("Invalid read of size 4 bytes in window_sum(at::Tensor const&) (main.cpp:19)")
 
 
+def test_flaky_crash_names_the_op_without_debug_info_by_its_library():
+    # The run that drew the bad shift: valgrind reports the wild read, then the process dies of SIGSEGV.
+    report = parse_valgrind(log("valgrind-flaky_custom_op_crash.log"))
+    assert report.total == 1 and report.refused is None
+    [error] = report.errors
+    assert (error.kind, error.size) == ("Invalid read", 4)
+    assert error.function == "shifted_gather(at::Tensor const&, at::Tensor const&)"
+    assert error.location is None  # built without -g: valgrind names the library, not a line
+    assert error.where == "is not stack'd, malloc'd or (recently) free'd"
+
+
 def test_runtime_only_errors_are_kept_when_nothing_reaches_op_code():
     # The same log up to the op's call ("running compiled model"): only the dlopen noise had been printed.
     text = log("valgrind-silent_oob_custom_op-nosupp.log")
@@ -103,3 +114,25 @@ def test_refused_when_valgrind_cannot_start_its_tool():
     report = parse_valgrind(log("valgrind-refused-tool-missing.log"))
     assert report.refused == "failed to start tool 'memcheck' for platform 'amd64-linux': No such file or directory"
     assert report.errors == () and not report.finished and not report.clean
+
+
+# --- one real checked run through the harness --------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_valgrind_through_the_harness_names_the_silent_oob_op(tmp_path):
+    checker = installed_valgrind()
+    harness = Harness(str(tmp_path))
+    # A plain run first, as the ladder's baseline does: it builds the op and compiles the model, so the checked
+    # run (same compile key) only loads them.
+    plain = harness.run(RunSpec((sys.executable, SILENT), "baseline", 0, timeout=900))
+    assert not plain.failed, read_log(plain.log_path)[-3000:]
+    checked = harness.run(RunSpec(checker.prefix + (sys.executable, SILENT), "memcheck", 0, checker.env,
+                                  timeout=1800))
+    text = read_log(checked.log_path)
+    assert checked.exit.returncode == VALGRIND_ERROR_EXIT, text[-3000:]
+    assert "OK torch.Size([128])" in text  # the repro itself still passes: the read is silent
+    report = parse(checker.tool, text)
+    assert report.finished and report.refused is None
+    [error] = report.errors  # the ld.so noise is suppressed, the op's read is all that is left
+    assert error.kind == "Invalid read" and error.function == "window_sum(at::Tensor const&)"
+    assert error.location and error.location.startswith("main.cpp:")

@@ -104,7 +104,8 @@ _VG_LINE = re.compile(r"^==(?P<pid>\d+)== (?P<text>.*)$")
 _VG_ERROR = re.compile(r"^(?P<kind>Invalid (?:read|write)|Invalid free\(\).*|Mismatched free\(\).*|"
                        r"Conditional jump or move depends on uninitialised value\(s\)|Use of uninitialised value|"
                        r"Syscall param .* points to (?:unaddressable|uninitialised) byte\(s\)|"
-                       r"Source and destination overlap in .*|Argument .* has a fishy .*)(?: of size (?P<size>\d+))?\s*$")
+                       r"Source and destination overlap in .*|Argument .* has a fishy .*)"
+                       r"(?: of size (?P<size>\d+))?\s*$")
 _VG_FRAME = re.compile(r"^\s+(?:at|by) 0x[0-9A-Fa-f]+: (?P<func>.*?)"
                        r"(?: \((?:in (?P<obj>[^()]+)|(?P<loc>[^()\s]+:\d+))\))?\s*$")
 # Where the bad address lies ("0 bytes after a block of size 32,768 alloc'd"); the stacks after it are the
@@ -116,8 +117,9 @@ _VG_REFUSED = re.compile(r"^(?:==\d+== )?valgrind: (?P<why>failed to start tool 
 # Frames of the runtime around the op: CPython, glibc and ld.so, the C++ runtime, libtorch, valgrind's
 # preloaded allocator. CPython and glibc are C, ops and AOTI kernels C++: a frame with only a source line
 # (no object named) counts as op code when the file is C++ and the function is not a runtime one.
-_RUNTIME_OBJECT = re.compile(r"^/(?:usr|lib|lib64)/|/torch/lib/|/lib(?:python[\d.]*|c|m|stdc\+\+|gcc_s|gomp)\.so|"
-                             r"/ld-linux[^/]*$|/vgpreload_[^/]*$|/bin/python[\d.]*$")
+_RUNTIME_OBJECT = re.compile(r"^/(?:usr/)?lib(?:64)?/(?:[\w-]+-linux-gnu/)?[^/]+$|/torch/lib/|"
+                             r"/lib(?:python[\d.]*|c|m|stdc\+\+|gcc_s|gomp)\.so|/ld-linux[^/]*$|/vgpreload_[^/]*$|"
+                             r"/bin/python[\d.]*$")
 _RUNTIME_FUNCTION = re.compile(r"^(?:_*Py|\(below main\)|_start$|__libc_|_dl_|dl_|__GI_|_IO_|c10::|at::|"
                                r"torch::(?!aot_inductor::AOTInductorModel::)|std::|__gnu_cxx::|pybind11::|"
                                r"operator (?:new|delete)|(?:malloc|calloc|realloc|free|memalign|posix_memalign|"

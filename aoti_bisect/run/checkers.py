@@ -67,5 +67,6 @@ def valgrind(path: Optional[str] = None, env: Optional[dict[str, str]] = None) -
                               "install it (Debian, Ubuntu: apt-get install valgrind)")
     return [Checker("valgrind", "cpu",
                     (found, "--tool=memcheck", "--undef-value-errors=no", f"--error-exitcode={VALGRIND_ERROR_EXIT}",
-                     "--trace-children=no", "--leak-check=no", "--num-callers=40", f"--suppressions={VALGRIND_SUPPRESSIONS}"),
+                     "--trace-children=no", "--leak-check=no", "--num-callers=40",
+                     f"--suppressions={VALGRIND_SUPPRESSIONS}"),
                     (("PYTHONMALLOC", "malloc"),), slowdown=40.0)]
