@@ -59,7 +59,8 @@ def valgrind(path: Optional[str] = None, env: Optional[dict[str, str]] = None) -
     tracking doubles the run time and floods the log with CPython's own reports. PYTHONMALLOC=malloc puts
     Python objects on the checked malloc (CPython's Misc/README.valgrind). --trace-children=no: the repro's
     compiler runs go unchecked, so argv[0] must be the interpreter itself, not a shell wrapper (a pyenv shim
-    would be checked in its place)."""
+    would be checked in its place). Measured 13x (silent_oob_custom_op) and 21x (flaky_custom_op_crash) a warm
+    plain run, most of it importing torch under valgrind: slowdown 30 leaves room on a loaded machine."""
     env = os.environ if env is None else env
     found = path if path else shutil.which("valgrind", path=env.get("PATH"))
     if not found or not (os.path.isfile(found) and os.access(found, os.X_OK)):
@@ -69,4 +70,4 @@ def valgrind(path: Optional[str] = None, env: Optional[dict[str, str]] = None) -
                     (found, "--tool=memcheck", "--undef-value-errors=no", f"--error-exitcode={VALGRIND_ERROR_EXIT}",
                      "--trace-children=no", "--leak-check=no", "--num-callers=40",
                      f"--suppressions={VALGRIND_SUPPRESSIONS}"),
-                    (("PYTHONMALLOC", "malloc"),), slowdown=40.0)]
+                    (("PYTHONMALLOC", "malloc"),), slowdown=30.0)]
