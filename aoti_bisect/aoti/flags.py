@@ -11,8 +11,11 @@ FILTER = "AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT"
 TRACE = {PRINTER: "3"}
 INSPECT = {PRINTER: "2"}
 
-# Read by the AOTI runtime or the CUDA runtime at run time: they never need a fresh compile.
-RUNTIME = frozenset({"AOTI_RUNTIME_CHECK_INPUTS", "PYTORCH_NO_CUDA_MEMORY_CACHING", "CUDA_LAUNCH_BLOCKING"})
+# Read by the AOTI runtime, the CUDA runtime or the interpreter at run time: they never need a fresh compile.
+# PYTHONMALLOC comes with the CPU memory checker (run/checkers.py): were it a compile key, the checked run
+# would compile the model again under valgrind, which takes many times a plain compile.
+RUNTIME = frozenset({"AOTI_RUNTIME_CHECK_INPUTS", "PYTORCH_NO_CUDA_MEMORY_CACHING", "CUDA_LAUNCH_BLOCKING",
+                     "PYTHONMALLOC"})
 
 # The tool's own: a user's shell may have them set, but a run must only see what its stage says.
 OWNED = (PRINTER, FILTER)

@@ -1,4 +1,5 @@
-"""Memory checkers' reports, parsed: compute-sanitizer on CUDA (its `========= ` lines), pure functions over text.
+"""Memory checkers' reports, parsed: compute-sanitizer on CUDA (its `========= ` lines) and valgrind's memcheck on
+CPU (its `==PID== ` lines), pure functions over text; `parse(tool, text)` picks the parser by `Checker.tool`.
 
 A checker's lines are mixed into the repro's own output in one log; only the checker's prefixed lines are read.
 Every error is grouped with its twins (one per thread, often hundreds) under its kind, function and location.
@@ -15,8 +16,8 @@ from typing import Optional
 class AccessError:
     """One distinct invalid access (or other checker finding), with how many times the checker printed it."""
 
-    kind: str  # e.g. "Invalid __global__ read", "Invalid __global__ write", "Uninitialized __global__ memory read"
-    function: Optional[str]  # the kernel (CUDA) or native function the access was made in
+    kind: str  # e.g. "Invalid __global__ read", "Uninitialized __global__ memory read" (CUDA), "Invalid read" (CPU)
+    function: Optional[str]  # the kernel (CUDA) or the innermost native function in op or kernel code (CPU)
     location: Optional[str]  # source file:line the checker names
     size: Optional[int] = None  # bytes per access
     thread: Optional[str] = None  # the first printed occurrence's thread and block
@@ -101,9 +102,83 @@ def _grouped(found: list[dict]) -> tuple[AccessError, ...]:
     return tuple(first.values())
 
 
-PARSERS = {"compute-sanitizer": parse_compute_sanitizer}
+_VG_LINE = re.compile(r"^==(?P<pid>\d+)== (?P<text>.*)$")
+_VG_ERROR = re.compile(r"^(?P<kind>Invalid (?:read|write)|Invalid free\(\).*|Mismatched free\(\).*|"
+                       r"Conditional jump or move depends on uninitialised value\(s\)|Use of uninitialised value|"
+                       r"Syscall param .* points to (?:unaddressable|uninitialised) byte\(s\)|"
+                       r"Source and destination overlap in .*|Argument .* has a fishy .*)"
+                       r"(?: of size (?P<size>\d+))?\s*$")
+_VG_FRAME = re.compile(r"^\s+(?:at|by) 0x[0-9A-Fa-f]+: (?P<func>.*?)"
+                       r"(?: \((?:in (?P<obj>[^()]+)|(?P<loc>[^()\s]+:\d+))\))?\s*$")
+# Where the bad address lies ("0 bytes after a block of size 32,768 alloc'd"); the stacks after it are the
+# block's allocation or free, not the access.
+_VG_WHERE = re.compile(r"^\s+Address 0x[0-9A-Fa-f]+ (?P<where>is .*)$")
+_VG_SUMMARY = re.compile(r"^ERROR SUMMARY: (?P<n>\d+) errors? from")
+_VG_REFUSED = re.compile(r"^(?:==\d+== )?valgrind: (?P<why>failed to start tool .*|Fatal error at startup.*|"
+                         r"the 'impossible' happened.*|Unrecognised instruction.*)$", re.M)
+# Frames of the runtime around the op: CPython, glibc and ld.so, the C++ runtime, libtorch, valgrind's
+# preloaded allocator. CPython and glibc are C, ops and AOTI kernels C++: a frame with only a source line
+# (no object named) counts as op code when the file is C++ and the function is not a runtime one.
+_RUNTIME_OBJECT = re.compile(r"^/(?:usr/)?lib(?:64)?/(?:[\w-]+-linux-gnu/)?[^/]+$|/torch/lib/|"
+                             r"/lib(?:python[\d.]*|c|m|stdc\+\+|gcc_s|gomp)\.so|/ld-linux[^/]*$|/vgpreload_[^/]*$|"
+                             r"/bin/python[\d.]*$")
+_RUNTIME_FUNCTION = re.compile(r"^(?:_*Py|\(below main\)|_start$|__libc_|_dl_|dl_|__GI_|_IO_|c10::|at::|"
+                               r"torch::(?!aot_inductor::AOTInductorModel::)|std::|__gnu_cxx::|pybind11::|"
+                               r"operator (?:new|delete)|(?:malloc|calloc|realloc|free|memalign|posix_memalign|"
+                               r"aligned_alloc)$|_*(?:mem|str)[a-z_]*(?:@@?\S+)?$)")
+_CXX_SOURCE = re.compile(r"\.(?:cpp|cc|cxx|c\+\+|hpp|hh|hxx|cuh?)$", re.I)
+
+
+def _is_op_frame(func: str, obj: Optional[str], loc: Optional[str]) -> bool:
+    if func == "???" or _RUNTIME_FUNCTION.match(func):
+        return False
+    if obj:
+        return not _RUNTIME_OBJECT.search(obj)
+    return bool(loc and _CXX_SOURCE.search(loc.rsplit(":", 1)[0]))
+
+
+def parse_valgrind(text: str) -> SanitizerReport:
+    """valgrind memcheck's report from a log that also holds the repro's own output. Tested on captured runs of
+    the CPU scenarios (tests/logs/cpu/valgrind-*.log).
+
+    Each error is named by its innermost frame in op or kernel code. Errors whose every frame lies in the
+    runtime (CPython, glibc, libtorch) are dropped when any error reaches op code, and kept, named by their
+    innermost frame, when none does: then they are all the checker found."""
+    found: list[dict] = []
+    total: Optional[int] = None
+    current: Optional[dict] = None
+    for raw in text.splitlines():
+        if not (m := _VG_LINE.match(raw)):
+            continue
+        line = m["text"]
+        if (m := _VG_ERROR.match(line)):
+            current = {"kind": m["kind"].strip(), "size": int(m["size"]) if m["size"] else None, "where": [],
+                       "frames": [], "access": True}
+            found.append(current)
+        elif current is not None and current["access"] and (m := _VG_FRAME.match(line)):
+            current["frames"].append((m["func"], m["obj"], m["loc"]))
+        elif current is not None and (m := _VG_WHERE.match(line)):
+            current["where"].append(m["where"])
+            current["access"] = False
+        elif (m := _VG_SUMMARY.match(line)):
+            total = int(m["n"])
+        elif not line.startswith(" "):
+            current = None  # a line of its own (a signal, a warning): what follows is no error's stack
+    for f in found:
+        frames = f.pop("frames")
+        op = [fr for fr in frames if _is_op_frame(*fr)]
+        f["op"] = bool(op)
+        func, _, loc = (op or frames or [(None, None, None)])[0]
+        f["function"], f["location"] = func, loc
+    if any(f["op"] for f in found):
+        found = [f for f in found if f["op"]]
+    refused = _VG_REFUSED.search(text)
+    return SanitizerReport("valgrind", _grouped(found), total, refused["why"].strip() if refused else None)
+
+
+PARSERS = {"compute-sanitizer": parse_compute_sanitizer, "valgrind": parse_valgrind}
 
 
 def parse(tool: str, text: str) -> SanitizerReport:
-    """The report of checker `tool` (a run.checkers.Checker's tool) in a run's log."""
+    """The report of the checker `tool` (a `Checker.tool`) from a run's log."""
     return PARSERS[tool](text)
