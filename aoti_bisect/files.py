@@ -46,7 +46,9 @@ def write_file(path: str, text: str, executable: bool = False) -> None:
 
 def _write(path: str, text: str, flags: int, executable: bool = False) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | flags, 0o777 if executable else 0o666)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
+    # Python keeps argv bytes that are not UTF-8 (and such file names) as lone surrogates; surrogateescape
+    # writes those bytes back as they were (rerun.sh must run the same argv), where strict UTF-8 crashed the run.
+    with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
         f.write(text)
         if executable:
             os.fchmod(fd, 0o755)

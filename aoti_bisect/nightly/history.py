@@ -34,6 +34,10 @@ CREATE INDEX runs_by_key ON runs (repro, torch, torch_git, gpu, driver, env_fp);
 CREATE INDEX runs_by_time ON runs (repro, started);
 """
 
+_COLUMNS = {"batches": {"batch", "started", "finished", "set_path", "shards", "complete"},
+            "runs": {"batch", "repro", "run_index", "started", "outcome", "failed", "duration_s", "kind", "phase",
+                     "fingerprint", "message", "torch", "torch_git", "gpu", "driver", "env_fp", "host", "log"}}
+
 # _MIGRATIONS[i] upgrades a database from schema v(i+1) to v(i+2); a new database gets _SCHEMA, the newest.
 _MIGRATIONS: list[str] = []
 
@@ -114,9 +118,20 @@ class History:
         if version > SCHEMA_VERSION:
             raise HistoryError(f"history database {self.path} has schema v{version}; this aoti-bisect "
                                f"knows up to v{SCHEMA_VERSION} (upgrade aoti-bisect)")
+        if version and not self._has_history_tables():
+            raise HistoryError(f"{self.path} is not an aoti-bisect history (its tables are not the history schema)")
         if readonly and version < SCHEMA_VERSION:
             raise HistoryError(f"history database {self.path} has schema v{version}; a nightly or merge "
                                f"upgrades it to v{SCHEMA_VERSION}")
+
+    def _has_history_tables(self) -> bool:
+        """A user_version is any SQLite file's to set: the tables it claims must be there, with their columns,
+        or the first query fails deep inside a night (a traceback, after the runs)."""
+        for table in ("batches", "runs"):
+            have = {row[1] for row in self.db.execute(f"PRAGMA table_info({table})")}
+            if not _COLUMNS[table] <= have:
+                return False
+        return True
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:

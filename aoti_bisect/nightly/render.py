@@ -10,6 +10,7 @@ from collections import Counter
 from tabulate import tabulate
 
 from ..files import atomic_write
+from ..text import printable
 from ..report.markdown import md_cell, rate_cell
 from .judge import Change, signature_label
 
@@ -117,8 +118,10 @@ def write_summaries(out: str, data: dict) -> None:
 
 def render_history(rows: list[dict]) -> str:
     """`aoti-bisect history`'s table: one row per repro and night."""
-    return tabulate([(r["repro"], r["started"][:16].replace("T", " "), r["batch"], r["torch"],
-                      (r["torch_git"] or "")[:10], r["gpu"] or "-", rate_cell(r), r["signatures"], r["infra_errors"])
+    # A shared database is anyone's to write: its text reaches the terminal only with controls made visible.
+    return tabulate([tuple(printable(c) if isinstance(c, str) else c for c in (
+                         r["repro"], r["started"][:16].replace("T", " "), r["batch"], r["torch"],
+                         (r["torch_git"] or "")[:10], r["gpu"] or "-", rate_cell(r), r["signatures"], r["infra_errors"]))
                      for r in rows],
                     headers=["repro", "night (UTC)", "batch", "torch", "git", "gpu", "failed (rate, 95% CI)",
                              "signatures", "infra"])

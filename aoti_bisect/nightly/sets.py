@@ -23,7 +23,8 @@ class Repro:
 
     @property
     def slug(self) -> str:
-        return re.sub(r"[^A-Za-z0-9_.-]+", "_", self.name)
+        """The repro's folder name (its runs, its bisection): a leading dot goes too, or `..` is the parent."""
+        return re.sub(r"[^A-Za-z0-9_.-]+|^\.", "_", self.name)
 
 
 def load_set(path: str, python: str, only: tuple[str, ...] = ()) -> list[Repro]:
@@ -44,6 +45,12 @@ def load_set(path: str, python: str, only: tuple[str, ...] = ()) -> list[Repro]:
         repros = _from_manifest(path, python)
     else:
         raise SetError(f"no such file or folder: {path}")
+    folders: dict[str, str] = {}
+    for r in repros:
+        # Two names for one folder (`a b`, `a_b`) would overwrite each other's logs and reports.
+        if folders.setdefault(r.slug, r.name) != r.name:
+            raise SetError(f"{path}: the names {folders[r.slug]!r} and {r.name!r} would share the folder {r.slug}; "
+                           "rename one")
     if only:
         unknown = sorted(set(only) - {r.name for r in repros})
         if unknown:

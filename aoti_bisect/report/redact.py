@@ -16,8 +16,9 @@ MASK = "<redacted>"
 # A name is secret when it ends with one of these (MY_API_TOKEN, apiKey, PGPASSWORD, --api-key) or holds a
 # strong word anywhere (secret_key_base). Ending, not containing: KeyError, TOKENIZERS_PARALLELISM, max_tokens
 # and KEYTIMEOUT are everyday names whose values must stay readable.
+# _PWD with its underscore (MYSQL_PWD, DB_PWD): a bare PWD (or OLDPWD) is the shell's working directory.
 SECRET_SUFFIXES = ("TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "PASS", "CREDENTIAL", "CREDENTIALS", "CREDS",
-                   "AUTH")
+                   "AUTH", "_PWD")
 STRONG_WORDS = ("SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
 # Switch values of secret-named variables (HF_HUB_DISABLE_IMPLICIT_TOKEN=1) hide nothing and would mask every
 # "1" or "true" in a log.
@@ -60,6 +61,11 @@ _TOKEN_PATTERNS = [
 _URL_USERINFO = re.compile(r"(://)([^\s/?#@:'\"<>]+)(?::([^\s/?#@'\"<>]*))?@")
 _AUTH_HEADER = re.compile(rf"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)"
                           rf"(?:(bearer|basic|token|digest|negotiate)\s+)?({_VALUE})")
+# Cookies carry sessions: the whole header value goes, as a browser's devtools export with "sanitize" does.
+_COOKIE_HEADER = re.compile(r"(?i)(?<![\w-])((?:set-)?cookie:\s*)([^\r\n\"']+)")
+# A .netrc entry (curl, git, pip and ftp read it): `machine HOST [login U] [account A] password P`, on one line
+# or several; `password` alone before a word is everyday prose ("password reset failed").
+_NETRC = re.compile(r"(?i)\b((?:machine\s+\S+|default)(?:\s+(?:login|account)\s+\S+)*\s+password\s+)(\S+)")
 _AUTH_SCHEME = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{16,}")
 # A secret-named assignment, matched from the end of its name (the name's start changes nothing).
 _ASSIGNMENT = re.compile(rf"({_any_case(SECRET_SUFFIXES)}|{_any_case(STRONG_WORDS)}[\w.-]*)([\"']?)"
@@ -141,6 +147,8 @@ class Redactor:
         text = _AUTH_HEADER.sub(lambda m: m.group(1) + (m.group(2) + " " if m.group(2) else "")
                                 + _masked(m.group(3)), text)
         text = _AUTH_SCHEME.sub(lambda m: f"{m.group(1)} {MASK}", text)
+        text = _COOKIE_HEADER.sub(lambda m: m.group(1) + MASK, text)
+        text = _NETRC.sub(lambda m: m.group(1) + MASK, text)
         text = _ASSIGNMENT.sub(lambda m: "".join(m.group(1, 2, 3)) + _masked(m.group(4)), text)
         text = _FLAG_THEN_VALUE.sub(lambda m: m.group(1) + m.group(2) + _masked(m.group(3)), text)
         for old, new in self.paths:

@@ -8,6 +8,7 @@ process (watchdog.py) kills every marked process once we die, even of SIGKILL.
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import itertools
 import os
@@ -264,6 +265,7 @@ def _contain() -> None:
         return
     _contained = True
     _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    atexit.register(_kill_orphans)
     # Unmarked, and in its own session: it must outlive us, and an outer aoti-bisect's watchdog (where a
     # repro runs aoti-bisect) must not kill it before it has swept our runs.
     env = {k: v for k, v in os.environ.items() if k != RUN_MARK}
@@ -273,6 +275,30 @@ def _contain() -> None:
                                      env=env, start_new_session=True, close_fds=True)
     except OSError:  # no process to spare: the runs are still contained while we live
         pass
+
+
+def _kill_orphans(seconds: float = KILL_SWEEP_S) -> None:
+    """At exit, SIGKILL whatever of the runs is still our child: an orphan that cleared its environment and
+    left its run's group before a tree scan carries nothing that ties it to a run (members misses it, so does
+    the watchdog), but as its subreaper we are still its parent. Every run has ended by now, so each child
+    of ours but the watchdog is such an orphan; without this it outlived us, reparented to init."""
+    keep = _watchdog.pid if _watchdog is not None else None
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        left = [pid for kid in _children(os.getpid()) if kid != keep for pid in _tree(kid)]
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        for pid in left:  # reap ours, so the next look sees only the living
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+        if not left:
+            return
+        time.sleep(0.01)
 
 
 def _tell_watchdog(line: str) -> None:
