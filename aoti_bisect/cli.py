@@ -1,6 +1,7 @@
 """Command line. Human chatter goes to stderr; stdout carries only machine output (--json)."""
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -10,7 +11,7 @@ from typing import Optional
 import click
 
 from .diagnose.stages import STAGES as STAGE_NAMES
-from .exits import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE, UsageFailure, report_crash
+from .exits import EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, UsageFailure, report_crash
 from .files import claim_out, default_out, prepare_out
 from .repro import check_python_runs, repro_argv, validate_python
 from .validate import MAX_JOBS, MAX_RUNS, check_count, check_seconds
@@ -373,6 +374,9 @@ def _leave_dead_terminal(signum: int) -> None:
         os.close(devnull)
 
 
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO)
+
+
 def entry() -> None:
     global _terminal_fds
     _terminal_fds = tuple(fd for fd in (1, 2) if os.isatty(fd))
@@ -395,6 +399,13 @@ def entry() -> None:
         sys.exit(EXIT_INTERRUPTED)
     except BrokenPipeError:
         sys.exit(EXIT_BROKEN_PIPE)
+    except OSError as exc:
+        if exc.errno not in _FULL:
+            sys.exit(report_crash(exc, _run_dir))
+        # A full or read-only disk is the machine's state, not a bug: no "please report it", still no decision.
+        print(f"aoti-bisect: error: {exc.strerror}" + (f": {exc.filename}" if exc.filename else "")
+              + " (the output could not be written)", file=sys.stderr)
+        sys.exit(EXIT_INTERNAL)
     except Exception as exc:
         # Python's own exit status for an uncaught exception is 1, which `git bisect run` reads as "bad".
         sys.exit(report_crash(exc, _run_dir))

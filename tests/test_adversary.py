@@ -104,3 +104,15 @@ def test_an_argument_that_is_not_utf8_does_not_crash_the_run(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["exit_reason"] == "not_reproduced"
     assert b"\xff\xfe-binary" in (out / "runs" / "baseline-000" / "rerun.sh").read_bytes()
+
+
+def test_json_to_a_full_device_is_one_line_without_a_bug_report(tmp_path):
+    (tmp_path / "ok.py").write_text("print('ok')\n")
+    with open("/dev/full", "w") as full:
+        out = subprocess.run([sys.executable, "-m", "aoti_bisect", str(tmp_path / "ok.py"), "--runs", "1",
+                              "--stages", "baseline", "--json", "--out", str(tmp_path / "run")], stdout=full,
+                             stderr=subprocess.PIPE, text=True, timeout=120)
+    assert out.returncode == 255, out.stderr  # no decision reached the caller: stop a bisection
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("aoti-bisect: error: No space left on device") and "please report" not in out.stderr
+    assert (tmp_path / "run" / "report.json").is_file()  # what was gathered is kept
