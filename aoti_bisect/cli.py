@@ -220,6 +220,8 @@ Exit codes:
   1    a repro changed for the worse (rate up, p < --alpha, or a new failure signature)
   2    usage error
   3    a repro had only infrastructure errors (and nothing changed for the worse)
+  4    incomplete night: a shard is missing, failed or did not finish; not judged, nothing added
+       to the history (re-run those shards and merge, or merge --allow-partial)
   130  interrupted (the runs that finished are still recorded and summarised)
 """
 
@@ -238,6 +240,8 @@ def _judging_options(f):
                      help="Earlier nights pooled as the baseline."),
         click.option("--bisect-on-change", is_flag=True,
                      help="Run the full ladder on repros with a new signature or a changed rate."),
+        click.option("--allow-partial", is_flag=True,
+                     help="Judge a night with shards missing or unfinished (else: not judged, exit 4)."),
         click.option("--json", "as_json", is_flag=True, help="Print summary.json on stdout."),
         click.option("-q", "--quiet", count=True, help="Nothing on stderr."),
     ]):
@@ -275,15 +279,15 @@ def _finish(finished, as_json: bool) -> None:
 @click.option("--shards", type=int, default=2, show_default=True, help="Array size for --executor submitit.")
 @click.option("--cluster", type=click.Choice(["auto", "slurm", "local"]), default="auto", show_default=True,
               help="submitit cluster (auto: Slurm where sbatch exists, else local).")
-@click.option("--gpus-per-shard", type=int, help="GPUs each array task asks for (default: Slurm 1; "
-                                                  "local: this host's visible GPUs).")
+@click.option("--gpus-per-shard", type=int, help="GPUs each array task asks for (default: Slurm 1, or none where "
+                                                  "the partition has no GPUs; local: this host's visible GPUs).")
 @click.option("--partition", help="Slurm partition for --executor submitit.")
 @click.option("--shard-timeout-min", type=int, default=720, show_default=True)
 @_judging_options
 @click.option("-v", "--verbose", count=True, help="One line per run on stderr.")
 def nightly_cmd(set_path, only, runs, until_confident, precision, min_runs, jobs, timeout, out, shard_text, batch,
                 executor, shards, cluster, gpus_per_shard, partition, shard_timeout_min, db, alpha, window,
-                bisect_on_change, as_json, quiet, verbose):
+                bisect_on_change, allow_partial, as_json, quiet, verbose):
     """Run every repro of SET many times; record rates and signatures, compare with history, report changes.
 
     SET is a manifest (the scenarios/manifest.toml format), a folder holding manifest.toml, or a folder of
@@ -295,6 +299,7 @@ def nightly_cmd(set_path, only, runs, until_confident, precision, min_runs, jobs
     for name, value, high in (("--runs", runs, MAX_RUNS), ("--jobs", jobs, MAX_JOBS), ("--min-runs", min_runs, MAX_RUNS),
                               ("--shards", shards, MAX_JOBS)):
         check_count(name, value, high)
+    check_count("--gpus-per-shard", gpus_per_shard, MAX_JOBS, low=0)
     check_seconds("--timeout", timeout)
     if not 0 < precision < 0.5:
         raise UsageFailure(f"--precision must be between 0 and 0.5, got {precision}")
@@ -304,7 +309,8 @@ def nightly_cmd(set_path, only, runs, until_confident, precision, min_runs, jobs
                             shard_timeout_min)
     request = NightlyRequest(set_path, tuple(only), Plan(runs, until_confident, precision, min(min_runs, runs),
                                                          timeout), shard_text, out, batch, jobs,
-                             Judging(db, alpha, window, bisect_on_change, jobs), submitit, bool(verbose))
+                             Judging(db, alpha, window, bisect_on_change, jobs, allow_partial), submitit,
+                             bool(verbose))
     _finish(nightly(request, _say(quiet)), as_json)
 
 
@@ -313,11 +319,12 @@ def nightly_cmd(set_path, only, runs, until_confident, precision, min_runs, jobs
 @click.option("--out", type=str, help="Folder for the summaries (default: ./aoti-bisect-runs/merge-<timestamp>).")
 @click.option("--jobs", type=int, help="Parallel runs for --bisect-on-change.")
 @_judging_options
-def merge_cmd(records, out, jobs, db, alpha, window, bisect_on_change, as_json, quiet):
+def merge_cmd(records, out, jobs, db, alpha, window, bisect_on_change, allow_partial, as_json, quiet):
     """Fold shard record files (or folders holding them) into the history and summarise the night."""
     from .nightly.command import Judging, merge
 
-    _finish(merge(records, out, Judging(db, alpha, window, bisect_on_change, jobs), _say(quiet)), as_json)
+    _finish(merge(records, out, Judging(db, alpha, window, bisect_on_change, jobs, allow_partial), _say(quiet)),
+            as_json)
 
 
 @main.command("history")

@@ -16,6 +16,7 @@ EXIT_NOT_REPRODUCED = 0
 EXIT_REPRODUCED = 1
 EXIT_USAGE = 2  # a bad command line: the same at every commit (click and argparse use 2 too)
 EXIT_INFRA = 3  # the nightly's "only infrastructure errors"; `run` says 125 for those
+EXIT_INCOMPLETE = 4  # the nightly's "a shard is missing or unfinished: not judged" (merge --allow-partial judges)
 EXIT_INCONCLUSIVE = 125
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer killed by a closed pipe

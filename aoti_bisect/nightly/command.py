@@ -8,12 +8,13 @@ import sys
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from ..exits import EXIT_INTERRUPTED, UsageFailure
+from ..exits import EXIT_INCOMPLETE, EXIT_INTERRUPTED, UsageFailure
 from ..files import default_out, prepare_out
 from .history import History, HistoryError, default_path, reused_batch
-from .plan import Plan, parse_shard
+from .plan import Plan, Shard, parse_shard
 from .records import find_records, read_records, record_path, records_dir
 from .sets import Repro, load_set
+from .submitit_executor import Submitit
 
 Say = Callable[[str], None]
 
@@ -25,23 +26,15 @@ class Judging:
     window: int = 7
     bisect_on_change: bool = False
     jobs: Optional[int] = None
+    # A night with a shard missing, failed or unfinished is judged only when asked: its rates would be
+    # computed on the runs that happened to finish, and a history row would make them look like a full night.
+    allow_partial: bool = False
 
     def check(self) -> None:
         if not 0 < self.alpha < 1:
             raise UsageFailure(f"--alpha must be between 0 and 1, got {self.alpha}")
         if self.window < 1:
             raise UsageFailure(f"--window must be at least 1, got {self.window}")
-
-
-@dataclass(frozen=True)
-class Submitit:
-    """--executor submitit: the night runs as an array of `shards` tasks, then this host merges them."""
-
-    shards: int
-    cluster: Optional[str]  # None: submitit picks (Slurm where sbatch exists, else local)
-    gpus_per_shard: Optional[int]
-    partition: Optional[str]
-    timeout_min: int
 
 
 @dataclass(frozen=True)
@@ -98,12 +91,11 @@ def nightly(req: NightlyRequest, say: Say) -> Finished:
     if req.submitit:
         from .submitit_executor import run_on_submitit
 
-        sub = req.submitit
-        gpus = sub.gpus_per_shard
-        if gpus is None:
-            gpus = 1 if sub.cluster == "slurm" else len(visible_gpus(dict(os.environ), out))
-        records = run_on_submitit(repros, plan, sub.shards, req.set_path, out, batch, req.jobs, sub.cluster, gpus,
-                                  sub.timeout_min, sub.partition, say)
+        records, failed = run_on_submitit(repros, plan, req.submitit, req.set_path, out, batch, req.jobs,
+                                          lambda: visible_gpus(dict(os.environ), out), say)
+        if not records:
+            every = [str(Shard(i, req.submitit.shards)) for i in range(req.submitit.shards)]
+            return _not_judged(failed + [f"no shard left records in {records_dir(out)}"], every, [], batch, say)
         return judge_night(records, out, req.judging, say)
     from ..progress import run_line
 
@@ -154,6 +146,8 @@ def judge_night(record_files: list[str], out: str, judging: Judging, say: Say, i
     from .render import write_summaries
 
     night = read_records(record_files)
+    if not night.complete and not (judging.allow_partial or interrupted):
+        return _not_judged(night.problems, night.redo, night.finished_files, night.batch, say)
     store = History(judging.db or default_path())
     try:
         added = store.add(night)
@@ -169,6 +163,17 @@ def judge_night(record_files: list[str], out: str, judging: Judging, say: Say, i
         say(f"  {r['name']}: {r['status']}, {r['change']['text']}")
     say(f"aoti-bisect: summary: {os.path.join(out, 'summary.md')}")
     return Finished(EXIT_INTERRUPTED if interrupted else data["exit_code"], data)
+
+
+def _not_judged(problems: list[str], redo: list[str], finished: list[str], batch: str, say: Say) -> Finished:
+    """An incomplete night, not judged: which shards to run again, and how to fold them in."""
+    for line in problems:
+        say(f"aoti-bisect: incomplete night: {line}")
+    say(f"aoti-bisect: not judged, nothing added to the history; re-run shard(s) {', '.join(redo)} with "
+        f"`aoti-bisect nightly SET --runs N --shard i/N --batch {batch} --out NEW` and merge "
+        f"{' '.join(finished + ['NEW'])}, or merge with --allow-partial to judge the runs that finished")
+    return Finished(EXIT_INCOMPLETE, {"complete": False, "judged": False, "batch": batch, "redo": redo,
+                                      "problems": problems})
 
 
 def _bisect(night, names: list[str], out: str, jobs: Optional[int], say: Say) -> dict[str, str]:

@@ -147,6 +147,8 @@ class Night:
     shards: list[str]
     complete: bool
     problems: list[str]
+    redo: list[str]  # shards missing or unfinished ("i/N"): what to run again for a complete night
+    finished_files: list[str]  # the record files of shards that finished
     plan: dict
     hosts: list[dict]
     repros: dict[str, dict] = field(default_factory=dict)
@@ -158,8 +160,9 @@ def read_records(paths: list[str]) -> Night:
     if not paths:
         raise RecordError("no record files given")
     headers, repros, runs, problems, ends = [], {}, [], [], {}
+    unfinished, finished_files = set(), []
     for path in paths:
-        header, n_end = None, 0
+        header, n_end, before = None, 0, len(problems)
         try:
             with open(path, encoding="utf-8") as f:
                 lines = f.readlines()
@@ -198,6 +201,10 @@ def read_records(paths: list[str]) -> Night:
             raise RecordError(f"{path}: no header line (not an aoti-bisect record file?)")
         if not n_end:
             problems.append(f"{path}: no end line (the shard did not finish)")
+        if len(problems) > before:
+            unfinished.add(header["shard"])
+        else:
+            finished_files.append(path)
     counts = {h["shard"].split("/")[1] for h in headers}
     if len(counts) > 1:
         raise RecordError(f"record files come from different shardings: {', '.join(sorted(counts))} shards")
@@ -218,6 +225,8 @@ def read_records(paths: list[str]) -> Night:
     return Night(batch="+".join(batches), started=min(h["started"] for h in headers),
                  finished=max((e["finished"] for e in ends.values()), default=None),
                  set_path=headers[0].get("set", ""), shards=shards, complete=not problems, problems=problems,
+                 redo=sorted(unfinished | {f"{i}/{total}" for i in missing}, key=lambda s: int(s.split("/")[0])),
+                 finished_files=finished_files,
                  plan=headers[0].get("plan", {}), hosts=[h["environment"] for h in headers], repros=repros,
                  runs=unique)
 
