@@ -39,6 +39,7 @@ class Scenario:
     timeout: float
     observed: str = ""
     args: tuple[str, ...] = field(default_factory=tuple)
+    sanitize: bool = False  # the ladder runs its memory checker even where the repro passes (--sanitize)
 
     @property
     def path(self) -> str:
@@ -63,7 +64,7 @@ def load_manifest(path: Optional[str] = None) -> list[Scenario]:
             verdict=t["verdict"], kind=t.get("kind"), phase=t.get("phase"), culprit=t.get("culprit", {}),
             flaky=t.get("flaky", False), rate=tuple(t.get("rate", (0.0, 1.0))), stage=t.get("stage", "baseline"),
             runs=t.get("runs", 2), timeout=t.get("timeout", 300), observed=t.get("observed", ""),
-            args=tuple(t.get("args", ()))))
+            args=tuple(t.get("args", ())), sanitize=t.get("sanitize", False)))
     return out
 
 
@@ -142,9 +143,10 @@ def check(scenarios: list[Scenario], run_dir: str, jobs: int = 1, stages: tuple[
         if device == "cpu" and s.device != "cpu":
             continue
         print(f"scenario {s.name}: {s.demonstrates}", file=sys.stderr, flush=True)
-        session = Session(os.path.join(run_dir, s.name), [sys.executable, s.path, *s.args], Progress(indent="  ", runs_only=True),
-                          jobs=jobs, runs=s.runs, max_runs=max(s.runs, 10), timeout=s.timeout,
-                          stages=("baseline", *stages), cache_root=os.path.join(run_dir, "cache"))
+        session = Session(os.path.join(run_dir, s.name), [sys.executable, s.path, *s.args],
+                          Progress(indent="  ", runs_only=True), jobs=jobs, runs=s.runs, max_runs=max(s.runs, 10),
+                          timeout=s.timeout, stages=("baseline", *stages), cache_root=os.path.join(run_dir, "cache"),
+                          sanitize=s.sanitize)
         report = session.execute().data
         problems = compare(s, report)
         ok &= not problems

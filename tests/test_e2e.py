@@ -4,6 +4,7 @@ One check run serves all tests here: the scenarios share one warm Inductor cache
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -13,14 +14,16 @@ from aoti_bisect.scenarios import load_manifest
 
 pytestmark = pytest.mark.slow
 
-CPU_SCENARIOS = [s.name for s in load_manifest() if s.device == "cpu"]
+# Scenarios that need a memory checker run apart: one valgrind run takes minutes, and it must not push the
+# shared check past its timeout.
+CPU_SCENARIOS = [s.name for s in load_manifest() if s.device == "cpu" and not s.sanitize]
 
 
 @pytest.fixture(scope="module")
 def check_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("scenarios")
-    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", "scenarios", "check", "--device", "cpu",
-                           "--jobs", "2", "--out", str(out)], capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", "scenarios", "check", *CPU_SCENARIOS, "--device",
+                           "cpu", "--jobs", "2", "--out", str(out)], capture_output=True, text=True, timeout=1800)
     with open(out / "scenarios-check.json") as f:
         results = {r["name"]: r for r in json.load(f)}
     return proc, results, out
@@ -90,3 +93,16 @@ def test_prebuilt_package_gets_no_launch_lines_and_says_why(tmp_path):
     assert "no launch lines" in trace["finding"] and "prebuilt .pt2" in trace["finding"]
     assert report["culprit"]["kind"] == "unknown"
     assert not any(s["recompiled"] and s["runs"] and s["name"] == "inspect" for s in report["stages"])
+
+
+def test_a_silent_out_of_bounds_read_in_a_custom_op_is_convicted_by_valgrind(tmp_path):
+    if shutil.which("valgrind") is None:
+        pytest.skip("valgrind is not installed (apt-get install valgrind): the CPU memcheck stage cannot run")
+    out = tmp_path / "check"
+    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", "scenarios", "check", "silent_oob_custom_op",
+                           "--device", "cpu", "--out", str(out)], capture_output=True, text=True, timeout=2400)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    report = json.loads((out / "silent_oob_custom_op" / "report.json").read_text())
+    assert report["reproduction"]["failures"] == 0 and report["masked"]  # every plain run passed
+    assert "window_sum" in report["culprit"]["summary"] and "main.cpp:" in report["culprit"]["summary"]
+    assert [s["name"] for s in report["stages"] if s["runs"]] == ["baseline", "memcheck"]

@@ -7,15 +7,12 @@ import sys
 import pytest
 
 from aoti_bisect.aoti.sanitizer import parse, parse_compute_sanitizer, parse_valgrind
-from aoti_bisect.files import read_log
 from aoti_bisect.run import checkers
 from aoti_bisect.run.checkers import VALGRIND_ERROR_EXIT, Checker, Missing
-from aoti_bisect.run.harness import Harness, compile_key
-from aoti_bisect.run.types import RunSpec
+from aoti_bisect.run.harness import compile_key
 
 HERE = os.path.dirname(__file__)
 LOGS = os.path.join(HERE, "logs", "cpu")
-SILENT = os.path.join(HERE, "..", "scenarios", "cpu", "silent_oob_custom_op.py")
 
 
 def log(name: str) -> str:
@@ -125,22 +122,3 @@ def test_refused_when_valgrind_cannot_start_its_tool():
 
 
 # --- one real checked run through the harness --------------------------------------------------------------------
-
-@pytest.mark.slow
-def test_valgrind_through_the_harness_names_the_silent_oob_op(tmp_path):
-    checker = installed_valgrind()
-    harness = Harness(str(tmp_path))
-    # A plain run first, as the ladder's baseline does: it builds the op and compiles the model, so the checked
-    # run (same compile key) only loads them.
-    plain = harness.run(RunSpec((sys.executable, SILENT), "baseline", 0, timeout=900))
-    assert not plain.failed, read_log(plain.log_path)[-3000:]
-    checked = harness.run(RunSpec(checker.prefix + (sys.executable, SILENT), "memcheck", 0, checker.env,
-                                  timeout=1800))
-    text = read_log(checked.log_path)
-    assert checked.exit.returncode == VALGRIND_ERROR_EXIT, text[-3000:]
-    assert "OK torch.Size([128])" in text  # the repro itself still passes: the read is silent
-    report = parse(checker.tool, text)
-    assert report.finished and report.refused is None
-    [error] = report.errors  # the ld.so noise is suppressed, the op's read is all that is left
-    assert error.kind == "Invalid read" and error.function == "window_sum(at::Tensor const&)"
-    assert error.location and error.location.startswith("main.cpp:")
