@@ -134,3 +134,25 @@ def test_a_scenarios_evidence_patterns_are_checked():
                                      "index into dim 0 of `arg0_1` (5 rows at run time) reached 9; the values come "
                                      "from `arg1_1`"]
     assert compare(s, report) == []
+
+
+def test_the_ladder_carries_a_symbolic_bound_from_the_failure_message_to_the_verdict():
+    from test_ladder import Seen, always, climb, sig, stage, trace_of
+    fail = sig("index_out_of_bounds", "run", "RuntimeError: index out of bounds: 0 <= tmp10 < ks0", SYM_KERNEL)
+    seen = Seen(SYMBOLIC, trace=trace_of("cpu/symbolic_index_bound_level3.log"),
+                level2_log="cpu/symbolic_index_bound_level2.log")
+    _, out = climb(always(fail), seen)
+    assert out.culprit.kind == "kernel" and out.culprit.kernel == SYM_KERNEL
+    assert "index into dim 0 of `arg0_1` (5 rows at run time) reached 9" in out.culprit.summary
+    assert stage(out, "inspect").finding.endswith("reached 9; the values come from `arg1_1`")
+
+
+def test_the_ladder_says_an_empty_batch_refused_by_the_input_check():
+    from test_ladder import Seen, always, climb, sig, stage
+    fail = sig("index_out_of_bounds", "run", "RuntimeError: index out of bounds: 0 <= tmp10 < ks0", EMPTY_KERNEL)
+    hit = checks.InputRejected(0, "dim value is too small at 0, expected it to be >= 2, but got: 0")
+    _, out = climb(always(fail), Seen(EMPTY, sanity=hit))
+    assert out.culprit.kind == "model_input" and out.culprit.input_index == 0
+    assert out.culprit.summary == ("model input 0: dim 0 of `arg0_1` is 0 at run time, outside its exported range "
+                                   "2..64: a size outside the exported range (a zero-size dimension at run time)")
+    assert stage(out, "trace").skipped == "culprit already pinned"
