@@ -150,7 +150,7 @@ def test_the_ladder_carries_a_symbolic_bound_from_the_failure_message_to_the_ver
 def test_the_ladder_says_an_empty_batch_refused_by_the_input_check():
     from test_ladder import Seen, always, climb, sig, stage
     fail = sig("index_out_of_bounds", "run", "RuntimeError: index out of bounds: 0 <= tmp10 < ks0", EMPTY_KERNEL)
-    hit = checks.InputRejected(0, "dim value is too small at 0, expected it to be >= 2, but got: 0")
+    hit = checks.sanity_hit(log("cpu/empty_batch.check_inputs.log"))
     _, out = climb(always(fail), Seen(EMPTY, sanity=hit))
     assert out.culprit.kind == "model_input" and out.culprit.input_index == 0
     assert out.culprit.summary == ("model input 0: dim 0 of `arg0_1` is 0 at run time, outside its exported range "
