@@ -40,6 +40,7 @@ class Scenario:
     observed: str = ""
     args: tuple[str, ...] = field(default_factory=tuple)
     sanitize: bool = False  # the ladder runs its memory checker even where the repro passes (--sanitize)
+    evidence: tuple[str, ...] = ()  # regexes each of which the culprit's summary or evidence must match
 
     @property
     def path(self) -> str:
@@ -64,7 +65,8 @@ def load_manifest(path: Optional[str] = None) -> list[Scenario]:
             verdict=t["verdict"], kind=t.get("kind"), phase=t.get("phase"), culprit=t.get("culprit", {}),
             flaky=t.get("flaky", False), rate=tuple(t.get("rate", (0.0, 1.0))), stage=t.get("stage", "baseline"),
             runs=t.get("runs", 2), timeout=t.get("timeout", 300), observed=t.get("observed", ""),
-            args=tuple(t.get("args", ())), sanitize=t.get("sanitize", False)))
+            args=tuple(t.get("args", ())), sanitize=t.get("sanitize", False),
+            evidence=tuple(t.get("evidence", ()))))
     return out
 
 
@@ -115,6 +117,9 @@ def compare(s: Scenario, report: dict) -> list[str]:
         problems.append(f"phase {sig.get('phase')} != {s.phase}")
     if not culprit_matches(s.culprit, report.get("culprit")):
         problems.append(f"culprit {_found_culprit(report.get('culprit'))} != {s.expected_culprit()}")
+    c = report.get("culprit") or {}
+    told = "\n".join([c.get("summary") or "", *(c.get("evidence") or [])])
+    problems += [f"culprit evidence lacks /{e}/" for e in s.evidence if not re.search(e, told)]
     lo, hi = report["reproduction"]["ci95"]
     if s.flaky and (hi < s.rate[0] or lo > s.rate[1]):
         problems.append(f"rate CI {lo:.0%}-{hi:.0%} outside the expected {s.rate[0]:.0%}-{s.rate[1]:.0%}")

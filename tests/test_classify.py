@@ -50,7 +50,7 @@ def test_device_assert_spam_collapses_to_one_line_with_count():
     assert len(spam) > 50
     collapsed = [line for line in collapse_repeats(lines) if "Assertion" in line]
     assert len(collapsed) == 1 and f"(x{len(spam)} threads)" in collapsed[0]
-    assert index_bound(collapsed[0]) == 100
+    assert index_bound(collapsed[0]).value == 100
 
 
 def test_fingerprint_ignores_hashes_numbers_and_kernel_suffix():

@@ -186,7 +186,8 @@ def test_the_unfinished_launch_is_the_suspect_and_good_inputs_convict_it():
     _, out = climb(always(fail), seen)
     assert "last launch without after_launch: cpp_fused_add_index_mul_sin_sum_0" in stage(out, "trace").finding
     assert out.culprit.kind == "kernel" and out.culprit.kernel == "cpp_fused_add_index_mul_sin_sum_0"
-    assert "faulted from good inputs" in out.culprit.summary
+    assert "faulted from good inputs" in out.culprit.evidence[0]
+    assert "faulted: index into dim 1 of `arg0_1` (size 16, fixed at export)" in out.culprit.summary
     assert seen.filters == [["cpp_fused_add_index_mul_sin_sum_0"]]
     inspect = stage(out, "inspect")
     assert inspect.env[flags.PRINTER] == "2" and inspect.recompiled

@@ -2,6 +2,7 @@
 from conftest import log
 
 from aoti_bisect.aoti import printer, wrapper
+from aoti_bisect.aoti.checks import IndexBound
 from aoti_bisect.diagnose.walk import spread, walk
 
 
@@ -37,15 +38,21 @@ def test_walk_with_a_cap_of_one_needs_one_compile_per_step():
 def test_crashed_suspect_with_good_inputs_is_the_culprit():
     g = wrapper.parse_wrapper(log("cpu/wrapper_index_oob_level3.cpp"))
     observe, _ = observer("cpu/index_oob_level2_filtered.log", bound=16)
-    c = walk(g, observe, start="cpp_fused_add_index_mul_sin_sum_0", crashed=True, bound=16)
+    c = walk(g, observe, start="cpp_fused_add_index_mul_sin_sum_0", crashed=True, bound=IndexBound("tmp16", "16"))
     assert c.kind == "kernel" and c.kernel == "cpp_fused_add_index_mul_sin_sum_0"
-    assert "faulted from good inputs" in c.evidence[-1]
+    assert "faulted from good inputs" in c.evidence[0]
+    # The numeric bound is a static dimension of an input the kernel reads: which one is said.
+    assert "the bound 16 of cpp_fused_add_index_mul_sin_sum_0 was fixed at export: the size of dim 1 of `arg0_1`" \
+        in c.evidence
+    assert c.summary.startswith("cpp_fused_add_index_mul_sin_sum_0 faulted: index into dim 1 of `arg0_1` (size 16, "
+                                "fixed at export) went out of range; cpp_fused_add_index_mul_sin_sum_0 computes it "
+                                "from `arg1_1` (values 0..7)")
 
 
 def test_out_of_range_index_input_walks_to_the_model_input():
     g = wrapper.parse_wrapper(log("cpu/wrapper_index_oob_level3.cpp"))
     observe, _ = observer("cpu/index_oob_level2_filtered.log", bound=5)  # idx max 7 >= 5: a bad index input
-    c = walk(g, observe, start="cpp_fused_add_index_mul_sin_sum_0", crashed=True, bound=5)
+    c = walk(g, observe, start="cpp_fused_add_index_mul_sin_sum_0", crashed=True, bound=IndexBound("tmp16", "5"))
     assert c.kind == "model_input" and c.input_index == 1 and c.input_name == "arg1_1"
 
 

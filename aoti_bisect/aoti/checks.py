@@ -7,7 +7,12 @@ from typing import Optional
 
 _INPUT_CHECK = re.compile(r"input_handles\[(?P<i>\d+)\]: (?P<what>[^\n]*)")
 _NAN_ASSERT = re.compile(r"At least one (?P<what>NaN|INF) in (?P<var>\w+)")
-_INDEX_BOUND = re.compile(r"index out of bounds: 0 <= \w+ < (?P<bound>\d+)")
+# The bound runs to the message's end: a CPU raise ends the line, a Triton assert closes with a quote or backtick.
+_INDEX_BOUND = re.compile(r"index out of bounds: 0 <= (?P<index>\w+) < (?P<bound>[^`\"'\n]+)")
+_INT_LITERAL = re.compile(r"\b(\d+)L\b")
+_DIM_CHECK = re.compile(
+    r"dim value is too (?:small|large) at (?P<dim>\d+), expected (?:it )?to be (?P<op>>=|<=) (?P<n>-?\d+), "
+    r"but got: (?P<got>-?\d+)|unmatched dim value at (?P<sdim>\d+), expected: (?P<sn>-?\d+), but got: (?P<sgot>-?\d+)")
 
 
 @dataclass(frozen=True)
@@ -37,7 +42,45 @@ def sanity_hit(text: str) -> Optional[InputRejected | NanAssert]:
     return None
 
 
-def index_bound(text: str) -> Optional[int]:
-    """The numeric bound of an `index out of bounds: 0 <= tmpN < B` check (CPU raise or Triton assert)."""
+@dataclass(frozen=True)
+class IndexBound:
+    """An `index out of bounds: 0 <= tmpN < B` check: B is a number fixed at export (`16`) or an
+    expression of the kernel's size parameters (`ks0`), known only at run time."""
+
+    index: str  # the kernel's temporary, tmpN
+    bound: str  # as the check prints it, without C++'s L suffixes: "16", "ks0", "2*ks0"
+
+    @property
+    def value(self) -> Optional[int]:
+        """The bound when it is a number (a symbolic bound's value is read from the run-time sizes)."""
+        return int(self.bound) if self.bound.isdigit() else None
+
+    @property
+    def symbols(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(re.findall(r"\b[A-Za-z_]\w*\b", self.bound)))
+
+
+@dataclass(frozen=True)
+class DimRejected:
+    """AOTI_RUNTIME_CHECK_INPUTS refused one dimension's size: `expected` is ">= 2", "<= 64" or "== 4"."""
+
+    dim: int
+    got: int
+    expected: str
+
+
+def index_bound(text: str) -> Optional[IndexBound]:
+    """The first `index out of bounds: 0 <= tmpN < B` check in a message (CPU raise or Triton assert)."""
     m = _INDEX_BOUND.search(text)
-    return int(m["bound"]) if m else None
+    return IndexBound(m["index"], _INT_LITERAL.sub(r"\1", m["bound"]).strip()) if m else None
+
+
+def dim_rejected(what: str) -> Optional[DimRejected]:
+    """The dimension an input check's message names: `dim value is too small at 0, expected it to be >= 6,
+    but got: 3` (a dynamic dimension outside its exported range) or `unmatched dim value at 1` (a static one)."""
+    m = _DIM_CHECK.search(what)
+    if not m:
+        return None
+    if m["dim"] is not None:
+        return DimRejected(int(m["dim"]), int(m["got"]), f"{m['op']} {m['n']}")
+    return DimRejected(int(m["sdim"]), int(m["sgot"]), f"== {m['sn']}")

@@ -74,6 +74,11 @@ class TensorStats(NamedTuple):
     def is_float(self) -> bool:
         return _is_float_dtype(self.dtype)
 
+    @property
+    def dims(self) -> list[int]:
+        """The printed size as numbers: `[5, 4]` -> [5, 4]."""
+        return [int(d) for d in re.findall(r"\d+", self.size)]
+
     def describe(self) -> str:
         if self.scalar is not None:
             return f"{self.arg} = {self.scalar}"

@@ -25,6 +25,12 @@ _ASSERT = re.compile(r"assert_size_stride\((?P<name>\w+), \{(?P<size>[^}]*)\}, \
 _SOURCE_NODES = re.compile(r"//\s*Topologically Sorted Source Nodes: (?P<nodes>.*)")
 _CPP_PARAM = re.compile(r"\((?P<const>const\s+)?[\w:<> ]+\*\)\((?P<name>\w+)\.data_ptr\(\)\)")
 _TRITON_DEF = re.compile(r"def (?P<name>\w+)\((?P<params>[^)]*)\)")
+# A CPU kernel's prototype, declared in the wrapper: its parameter names place a size argument (`ks0`).
+_CPP_DECL = re.compile(r'extern "C"\s+void\s+(?P<name>\w+)\((?P<params>[^)]*)\);')
+# A dynamic dimension read from an input at run time (`int64_t s70 = arg0_1_size[0];`).
+_SIZE_SYMBOL = re.compile(r"int64_t (?P<sym>\w+) = (?P<var>\w+)_size\[(?P<dim>\d+)\];")
+# The input check's range of a dynamic dimension (`if (arg0_1_size[0] < 2) {`).
+_DIM_LIMIT = re.compile(r"if \((?P<var>\w+)_size\[(?P<dim>\d+)\] (?P<op>[<>]) (?P<n>-?\d+)\)")
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,7 @@ class Launch:
     reads: tuple[str, ...]  # storages read (aliases resolved)
     writes: tuple[str, ...]  # storages written
     source_nodes: str = ""
+    call_args: tuple[str, ...] = ()  # every argument as written at the call, sizes included (`s70`)
 
 
 @dataclass
@@ -48,6 +55,10 @@ class WrapperGraph:
     aliases: dict[str, str] = field(default_factory=dict)
     expected: dict[str, tuple[str, str]] = field(default_factory=dict)  # input -> (sizes, strides)
     cuda: bool = False  # the generated code targets a CUDA device
+    params: dict[str, list[str]] = field(default_factory=dict)  # kernel -> parameter names (CPU and Triton)
+    sizes: dict[str, tuple[str, int]] = field(default_factory=dict)  # size symbol -> (input, dim)
+    # (input, dim) -> the exported range of a dynamic dimension, as the input check enforces it (None: open)
+    ranges: dict[tuple[str, int], tuple[Optional[int], Optional[int]]] = field(default_factory=dict)
 
     def storage(self, var: str) -> str:
         while var in self.aliases:
@@ -89,6 +100,14 @@ class WrapperGraph:
         following = [launch for launch in self.launches if launch.index > hits[-1].index]
         return following[0].name if following else "the end of the graph (outputs are handed back)"
 
+    def size_argument(self, kernel: str, param: str) -> Optional[str]:
+        """What the wrapper passes a kernel's size parameter (`ks0`) at its launch: `s70`, `2L*s70`."""
+        params, hits = self.params.get(kernel, []), self.by_name(kernel)
+        if param not in params or not hits:
+            return None
+        i = params.index(param)
+        return hits[0].call_args[i] if i < len(hits[0].call_args) else None
+
     def is_model_input(self, var: str) -> bool:
         return self.storage(var) in self.inputs
 
@@ -126,6 +145,35 @@ def _triton_params(text: str) -> dict[str, list[str]]:
     return {m["name"]: [p.strip() for p in m["params"].split(",")] for m in _TRITON_DEF.finditer(text)}
 
 
+def _cpp_params(text: str) -> dict[str, list[str]]:
+    return {m["name"]: [p.split()[-1].lstrip("*&") for p in m["params"].split(",") if p.strip()]
+            for m in _CPP_DECL.finditer(text)}
+
+
+def split_args(raw: str) -> list[str]:
+    """A call's arguments, split at top-level commas only (`std::max(s0, 1L)` is one argument)."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(raw):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            out.append(raw[start:i].strip())
+            start = i + 1
+    tail = raw[start:].strip()
+    return out + [tail] if tail else out
+
+
+def _ranges(text: str) -> dict[tuple[str, int], tuple[Optional[int], Optional[int]]]:
+    out: dict[tuple[str, int], tuple[Optional[int], Optional[int]]] = {}
+    for m in _DIM_LIMIT.finditer(text):
+        key = (m["var"], int(m["dim"]))
+        lo, hi = out.get(key, (None, None))
+        out[key] = (int(m["n"]), hi) if m["op"] == "<" else (lo, int(m["n"]))
+    return out
+
+
 def parse_wrapper(text: str, path: str = "", extern_nodes: Optional[list[str]] = None) -> WrapperGraph:
     """extern_nodes: custom-op targets by proxy-executor index (the wrapper's .json), to name those calls."""
     body, offset = _run_impl(text)
@@ -154,16 +202,19 @@ def parse_wrapper(text: str, path: str = "", extern_nodes: Optional[list[str]] =
         if fn == "aoti_torch_proxy_executor_call_function":
             name = _proxy_name(call["args"], extern_nodes or [])
         raw_args = call["args"]
+        call_args = split_args(raw_args)
         args: list[str] = []
-        for token in re.split(r",\s*", raw_args):
-            token = token.strip()
+        for token in call_args:
             args.extend(arrays.get(token) or _TOKEN.findall(token) + [w for w in _WORD.findall(token) if w in constants])
         reads, writes = _roles(name, raw_args, args, graph, written, triton.get(name))
         written.update(writes)
         launches.append(Launch(len(launches), name, lineno, tuple(dict.fromkeys(args)), tuple(reads),
-                               tuple(writes), nodes))
+                               tuple(writes), nodes, tuple(call_args)))
         nodes = ""
     graph.cuda = "device_type_cuda" in text or "call_triton_" in text
+    graph.params = {**triton, **_cpp_params(text)}
+    graph.sizes = {m["sym"]: (m["var"], int(m["dim"])) for m in _SIZE_SYMBOL.finditer(body)}
+    graph.ranges = _ranges(text)
     graph.outputs = [m["name"] for m in sorted(_OUTPUT.finditer(body), key=lambda m: int(m["i"]))]
     graph.expected = {m["name"]: (m["size"].replace("L", "").strip(", "), m["stride"].replace("L", "").strip(", "))
                       for m in _ASSERT.finditer(body)}

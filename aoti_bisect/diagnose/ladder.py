@@ -347,7 +347,7 @@ class Ladder:
             views: dict = {}
             inputs: dict = {}
             for r in runs:
-                v, i = self.evidence.level2(r, bound)
+                v, i = self.evidence.level2(r, bound.value if bound else None)
                 for k, view in v.items():
                     views.setdefault(k, view)
                 for k, s in i.items():

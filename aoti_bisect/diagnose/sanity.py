@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..aoti.checks import InputRejected, NanAssert
+from ..aoti.checks import InputRejected, NanAssert, dim_rejected
 from ..aoti.wrapper import WrapperGraph
+from .bounds import rejected_dim
 from .findings import Culprit
 
 
@@ -19,7 +20,13 @@ def sanity_culprit(hit: InputRejected | NanAssert, graph: Optional[WrapperGraph]
         if expected:
             c.evidence.append(f"the package was compiled for {name} with sizes [{expected[0]}] "
                               f"and strides [{expected[1]}]")
-        return c, f"input check fired: model input {idx} ({name}): {hit.what}"
+        finding = f"input check fired: model input {idx} ({name}): {hit.what}"
+        dim = dim_rejected(hit.what)
+        if dim is not None:
+            c.evidence.append(rejected_dim(dim, name, graph))
+            c.summary = f"model input {idx}: {c.evidence[-1]}"
+            finding += f"; {c.evidence[-1]}"
+        return c, finding
     if graph and graph.is_model_input(hit.var):
         idx = graph.inputs.index(graph.storage(hit.var))
         c = Culprit("model_input", input_index=idx, input_name=hit.var)

@@ -5,18 +5,15 @@ the repro with the level-2 printer filtered to those kernels and returns what th
 """
 from __future__ import annotations
 
-import re
 from typing import Callable, Optional
 
+from ..aoti.checks import IndexBound
 from ..aoti.printer import KernelView, Observation, TensorStats, is_bad
 from ..aoti.wrapper import Launch, WrapperGraph
+from .bounds import explain
 from .findings import Culprit
 
 Observe = Callable[[list[str]], Observation]
-
-
-def _dims(size: str) -> list[int]:
-    return [int(d) for d in re.findall(r"\d+", size)]
 
 
 def spread(items: list, k: int) -> list:
@@ -31,10 +28,13 @@ def spread(items: list, k: int) -> list:
 
 
 class _Walk:
-    def __init__(self, graph: WrapperGraph, observe: Observe, bound: Optional[int], cap: int) -> None:
+    def __init__(self, graph: WrapperGraph, observe: Observe, bound: Optional[IndexBound], cap: int) -> None:
         self.graph = graph
         self.observe = observe
-        self.bound = bound
+        self.check = bound
+        # Values are judged against a bound fixed at export only: a symbolic bound is another input's run-time
+        # size, so an index past it is a disagreement between two inputs, told by explain_bound, not one bad input.
+        self.bound = bound.value if bound else None
         self.cap = max(1, cap)
         self.views: dict[str, KernelView] = {}
         self.inputs: dict[str, TensorStats] = {}
@@ -81,7 +81,7 @@ class _Walk:
 
         Not a verdict (an index may be scaled before use), but the first thing a reader should check.
         """
-        dims = [d for s in inputs for d in _dims(s.size)]
+        dims = [d for s in inputs for d in s.dims]
         if not dims:
             return
         for s in inputs:
@@ -89,13 +89,23 @@ class _Walk:
                 self.note(f"{s.arg} of {launch.name} holds values up to {s.max:.6g} (min {s.min:.6g}), past "
                           f"every dimension of its tensors (largest {max(dims)}): a likely out-of-range index", s)
 
+    def explain_bound(self, launch: Launch) -> None:
+        """The failed bound check in the user's terms: the input dimension, its run-time size, the index."""
+        if self.check is None:
+            return
+        reads = [s for _, s in self._arg_stats(launch, launch.reads, "before")]
+        story = explain(self.check, launch.name, self.graph, self.inputs, reads)
+        for line in story.lines:
+            self.note(line)
+        self.culprit.summary = f"{launch.name} faulted: {story.summary}"
+
     def note(self, text: str, *stats: TensorStats) -> None:
         self.culprit.evidence.append(text)
         self.culprit.stats.extend(s.to_json() | {"kernel": s.kernel} for s in stats)
 
 
 def walk(graph: WrapperGraph, observe: Observe, start: Optional[str], crashed: bool,
-         bound: Optional[int] = None, cap: int = 8) -> Culprit:
+         bound: Optional[IndexBound] = None, cap: int = 8) -> Culprit:
     """Find the first kernel whose inputs are good and whose outputs are bad.
 
     start: the suspect kernel's name (the trace's unfinished launch), or None to start from the graph's
@@ -150,7 +160,7 @@ def walk(graph: WrapperGraph, observe: Observe, start: Optional[str], crashed: b
             w.culprit.summary = w.culprit.evidence[-1]
             for var, s in outs:
                 w.note(f"{current.name} wrote bad {var}: {s.describe()}", s)
-            if what == "faulted":
+            if what == "faulted" and w.check is None:
                 w.suspicious_indices(current, good)
             unseen = [v for v in current.args if graph.storage(v) in current.reads
                       and w.stats(current, v, "before") is None]
@@ -158,6 +168,8 @@ def walk(graph: WrapperGraph, observe: Observe, start: Optional[str], crashed: b
                 w.note(f"unverified: {current.name} also reads {', '.join(unseen)}, which level 2 does not print "
                        "(constants and extern-kernel weights are never printed); a bad value there would look "
                        "exactly like this")
+            if what == "faulted":
+                w.explain_bound(current)
             w.culprit.kind, w.culprit.kernel = "kernel", current.name
             return w.culprit
         var, s = bad_in[0]
