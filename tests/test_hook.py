@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
@@ -280,3 +279,11 @@ def test_real_compile_and_load_recorded_and_the_output_is_unchanged(tmp_path):
     (loaded,) = read_hook(seg.run_dir).events
     assert (loaded.status, loaded.path, loaded.sha256, loaded.built_here) == ("returned", package, digest, False)
     shutil.rmtree(cache, ignore_errors=True)
+
+
+def test_a_bundle_takes_the_runs_hook_record(tmp_path):
+    from aoti_bisect.report.bundle import bundle_files
+    run_dir = tmp_path / "runs" / "trace-000"
+    run_dir.mkdir(parents=True)
+    shutil.copy(os.path.join(DATA, "compile_and_load.json"), run_dir / "hook.json")
+    assert ("runs/trace-000/hook.json", str(run_dir / "hook.json")) in bundle_files(str(tmp_path), {})

@@ -190,7 +190,8 @@ _CULPRIT = {"kind": _Opt(str), "kernel": _Opt(str), "evidence": _Opt(list),
 # in one line instead of failing somewhere in the rendering.
 _REPORT = {"schema_version": int, "verdict": str, "complete": _Opt(bool), "command": _Opt(list),
            "reproduction": _RATE, "stages": _List(_STAGE), "culprit": _Opt(_CULPRIT),
-           "signature": _Opt({"kind": str, "phase": str}), "next_steps": _Opt(list), "environment": _Opt(dict)}
+           "signature": _Opt({"kind": str, "phase": str}), "next_steps": _Opt(list), "environment": _Opt(dict),
+           "packages": _Opt(_List({"stage": str, "action": str, "runs": int}))}
 
 
 def _schema_problem(data: object) -> Optional[str]:
