@@ -287,3 +287,23 @@ def test_a_bundle_takes_the_runs_hook_record(tmp_path):
     run_dir.mkdir(parents=True)
     shutil.copy(os.path.join(DATA, "compile_and_load.json"), run_dir / "hook.json")
     assert ("runs/trace-000/hook.json", str(run_dir / "hook.json")) in bundle_files(str(tmp_path), {})
+
+
+def test_a_run_reports_the_packages_its_hooked_stages_loaded(tmp_path, fake_torch, write_script):
+    root, package = fake_torch
+    script = write_script("check.py", """
+        import sys, torch._inductor
+        torch._inductor.aoti_load_package(sys.argv[1])
+        raise AssertionError("output mismatch: max abs diff 3.0")
+    """)
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(HERE), root])}
+    subprocess.run([sys.executable, "-m", "aoti_bisect", script, package, "--runs", "2", "--out", str(out), "-q"],
+                   env=env, capture_output=True, timeout=300)
+    report = json.loads((out / "report.json").read_text())
+    digest = hashlib.sha256(b"not really a zip").hexdigest()
+    assert {(p["stage"], p["action"], p["path"], p["sha256"], p["built_here"]) for p in report["packages"]} == \
+        {(stage, "loaded", package, digest, False) for stage in ("sanity", "trace")}
+    assert not any(os.path.exists(out / "runs" / r / "hook.json") for r in os.listdir(out / "runs")
+                   if r.startswith(("baseline", "determinism")))
+    assert "## Packages" in (out / "report.md").read_text()
