@@ -9,6 +9,7 @@ import os
 from typing import Optional, Protocol
 
 from ..aoti import checks, level2_file, printer, sanitizer, wrapper
+from ..aoti.hook_record import HookRecord, read_hook
 from ..files import read_log
 from ..run.types import RunResult
 
@@ -31,6 +32,9 @@ class Evidence(Protocol):
 
     def memcheck(self, result: RunResult, tool: str) -> sanitizer.SanitizerReport:
         """The memory checker's report in a run made under checker `tool`."""
+
+    def hook(self, result: RunResult) -> HookRecord:
+        """The packages the run compiled and loaded, as the in-process hook recorded them."""
 
 
 class RunEvidence:
@@ -67,3 +71,6 @@ class RunEvidence:
 
     def memcheck(self, result: RunResult, tool: str) -> sanitizer.SanitizerReport:
         return sanitizer.parse(tool, read_log(result.log_path))
+
+    def hook(self, result: RunResult) -> HookRecord:
+        return read_hook(result.run_dir)

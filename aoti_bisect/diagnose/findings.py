@@ -17,7 +17,8 @@ class Culprit:
     kind: str  # kernel | model_input | constant | outside_instrumented_kernels | unknown
     kernel: Optional[str] = None
     input_index: Optional[int] = None
-    input_name: Optional[str] = None
+    input_name: Optional[str] = None  # the wrapper's name (arg1_1, proj_weight)
+    user_name: Optional[str] = None  # the user's: forward's parameter name, or the constant's FQN
     evidence: list[str] = field(default_factory=list)
     stats: list[dict] = field(default_factory=list)
     probes: list[list[str]] = field(default_factory=list)
@@ -26,8 +27,22 @@ class Culprit:
     def to_json(self) -> dict:
         return {"kind": self.kind, "kernel": self.kernel, "summary": self.summary or (self.evidence or [""])[0],
                 "input_index": self.input_index,
-                "input_name": self.input_name, "evidence": self.evidence, "stats": self.stats,
+                "input_name": self.input_name, "user_name": self.user_name, "evidence": self.evidence, "stats": self.stats,
                 "probes": self.probes}
+
+
+def input_phrase(index: int, placeholder: str, user: Optional[str] = None) -> str:
+    """How evidence names a model input; diagnose/names.py rewrites exactly this phrase once names are known."""
+    return f"model input {index} (`{user}`, wrapper {placeholder})" if user else f"model input {index} ({placeholder})"
+
+
+def constant_phrase(placeholder: str, fqn: Optional[str] = None) -> str:
+    return f"constant `{fqn}` (wrapper {placeholder})" if fqn else f"constant {placeholder}"
+
+
+# Stages whose failure rates are compared (with the baseline's, by Fisher's test) run exactly as the user runs
+# the repro; the others carry the in-process hook, which records the packages they compile and load.
+UNHOOKED = ("baseline", "determinism")
 
 
 @dataclass
@@ -42,6 +57,10 @@ class Stage:
     @property
     def recompiled(self) -> bool:
         return flags.needs_compile(self.env)
+
+    @property
+    def hook(self) -> bool:
+        return self.name not in UNHOOKED
 
     @property
     def rate(self) -> Rate:

@@ -68,7 +68,8 @@ class Ladder:
         self.stages.append(stage)
         env = tuple(sorted(stage.env.items()))
         argv = (*prefix, *self.argv)
-        specs = [RunSpec(argv, stage.name, self.counter + i, env, self.opt.timeout * slowdown) for i in range(n)]
+        specs = [RunSpec(argv, stage.name, self.counter + i, env, self.opt.timeout * slowdown, stage.hook)
+                 for i in range(n)]
         self.run_batch(specs, stage.results.append, stop)
         # Runs are started in index order and every started run lands, so the unused indices are reusable.
         self.counter += len(stage.results)

@@ -6,7 +6,7 @@ from typing import Optional
 from ..aoti.checks import InputRejected, NanAssert, dim_rejected
 from ..aoti.wrapper import WrapperGraph
 from .bounds import rejected_dim
-from .findings import Culprit
+from .findings import Culprit, input_phrase
 
 
 def sanity_culprit(hit: InputRejected | NanAssert, graph: Optional[WrapperGraph]) -> tuple[Culprit, str]:
@@ -16,11 +16,11 @@ def sanity_culprit(hit: InputRejected | NanAssert, graph: Optional[WrapperGraph]
         name = graph.inputs[idx] if graph and idx < len(graph.inputs) else f"input {idx}"
         expected = graph.expected.get(name) if graph else None
         c = Culprit("model_input", input_index=idx, input_name=name)
-        c.evidence.append(f"AOTI_RUNTIME_CHECK_INPUTS rejects model input {idx} ({name}): {hit.what}")
+        c.evidence.append(f"AOTI_RUNTIME_CHECK_INPUTS rejects {input_phrase(idx, name)}: {hit.what}")
         if expected:
             c.evidence.append(f"the package was compiled for {name} with sizes [{expected[0]}] "
                               f"and strides [{expected[1]}]")
-        finding = f"input check fired: model input {idx} ({name}): {hit.what}"
+        finding = f"input check fired: {input_phrase(idx, name)}: {hit.what}"
         dim = dim_rejected(hit.what)
         if dim is not None:
             c.evidence.append(rejected_dim(dim, name, graph))

@@ -14,7 +14,9 @@ from ..run import checkers, process
 from ..run.harness import Harness
 from ..run.probe import interpreter_of, probe_environment, relevant_env
 from ..run.types import RunResult
+from ..aoti.hook_record import Names, package_rows
 from .evidence import RunEvidence
+from .names import name_findings
 from ..verdict import Verdict
 from .ladder import Findings, Ladder, Options
 
@@ -59,7 +61,8 @@ class Session:
         self.harness.run_many(specs, on_result=landed, stop=stop, on_start=self.progress.start)
 
     def execute(self) -> Report:
-        ladder = Ladder(self.argv, self._run_batch, RunEvidence(), self.options)
+        evidence = RunEvidence()
+        ladder = Ladder(self.argv, self._run_batch, evidence, self.options)
         self.progress.say(f"aoti-bisect: run directory {self.run_dir}")
         # The probe runs beside the baseline, not before it.
         probe: dict = {}
@@ -82,7 +85,10 @@ class Session:
         if problem and not outcome.interrupted:
             outcome = Findings(Verdict.ERROR, outcome.signature, outcome.baseline, outcome.stages, summary=problem)
             self.progress.say(f"aoti-bisect: error: {problem}")
-        report = Report.from_findings(self.run_dir, self.argv, outcome, self.environment, self.redactor)
+        hooks = [(s.name, [evidence.hook(r) for r in s.results]) for s in outcome.stages]  # a name may repeat
+        name_findings(outcome, Names.of([h for _, records in hooks for h in records]))
+        packages = [row for stage, records in hooks for row in package_rows(stage, records)]
+        report = Report.from_findings(self.run_dir, self.argv, outcome, self.environment, self.redactor, packages)
         try:
             report.write()
             record_secret_spans(self.run_dir, report.data, self.redactor)  # a later bundle knows this run's secrets

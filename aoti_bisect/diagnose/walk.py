@@ -11,7 +11,7 @@ from ..aoti.checks import IndexBound
 from ..aoti.printer import KernelView, Observation, TensorStats, is_bad
 from ..aoti.wrapper import Launch, WrapperGraph
 from .bounds import explain
-from .findings import Culprit
+from .findings import Culprit, constant_phrase, input_phrase
 
 Observe = Callable[[list[str]], Observation]
 
@@ -176,12 +176,12 @@ def walk(graph: WrapperGraph, observe: Observe, start: Optional[str], crashed: b
         storage = graph.storage(var)
         if graph.is_model_input(var):
             idx = graph.inputs.index(storage)
-            w.note(f"{current.name} reads model input {idx} ({storage}) and it is already bad: {s.describe()}", s)
+            w.note(f"{current.name} reads {input_phrase(idx, storage)} and it is already bad: {s.describe()}", s)
             w.culprit.kind, w.culprit.input_index, w.culprit.input_name = "model_input", idx, storage
             w.culprit.summary = w.culprit.evidence[-1]
             return w.culprit
         if graph.is_constant(var):
-            w.note(f"{current.name} reads constant {storage} and it is already bad: {s.describe()}", s)
+            w.note(f"{current.name} reads {constant_phrase(storage)} and it is already bad: {s.describe()}", s)
             w.culprit.kind, w.culprit.input_name = "constant", storage
             w.culprit.summary = w.culprit.evidence[-1]
             return w.culprit

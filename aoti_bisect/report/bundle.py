@@ -19,7 +19,7 @@ from .markdown import render_markdown
 from .model import redact_data
 from .redact import Redactor, mask_spans
 
-_RUN_FILES = ("output.log", "rerun.sh", "spec.json", "result.json")
+_RUN_FILES = ("output.log", "rerun.sh", "spec.json", "result.json", "hook.json")
 RECORD = "redactions.json"
 
 

@@ -43,6 +43,18 @@ def rate_cell(r: dict) -> str:
     return f"{r['failures']}/{r['runs']} ({r['rate']:.0%}, 95% CI {lo:.0%}–{hi:.0%})"
 
 
+def culprit_who(c: dict) -> str:
+    """The culprit in a few words: a kernel, or a model input / constant by the user's name where known."""
+    name = c.get("input_name")
+    if c.get("user_name"):
+        name = f"`{c['user_name']}`, wrapper {name}"
+    if c.get("kernel"):
+        return c["kernel"]
+    if c.get("kind") == "model_input":
+        return f"model input {c.get('input_index')} ({name})"
+    return name or "-"
+
+
 def render_markdown(d: dict) -> str:
     c = d.get("culprit") or {}
     sig = d.get("signature") or {}
@@ -54,9 +66,7 @@ def render_markdown(d: dict) -> str:
     if d.get("masked"):
         summary.append(("Masked", d["masked"]))
     if c.get("kind"):
-        who = c.get("kernel") or (f"model input {c.get('input_index')} ({c.get('input_name')})"
-                                  if c["kind"] == "model_input" else c.get("input_name") or "-")
-        summary.append(("Culprit", f"{c['kind']}: {who}"))
+        summary.append(("Culprit", f"{c['kind']}: {culprit_who(c)}"))
         if c.get("summary"):
             summary.append(("Evidence", c["summary"]))
     out.append(_table([(k, md_cell(v)) for k, v in summary], headers=["", ""]))
@@ -67,6 +77,13 @@ def render_markdown(d: dict) -> str:
         rows.append((md_cell(s["name"]), md_cell(env), "yes" if s["recompiled"] else "no",
                      s["runs"], s["failures"], md_cell(s["skipped"] and f"skipped: {s['skipped']}" or s["finding"])))
     out.append(_table(rows, headers=["stage", "flags", "recompiled", "runs", "failures", "finding"]))
+    if d.get("packages"):
+        out += ["", "## Packages", "", "What the hooked runs compiled and loaded (the baseline runs without the "
+                "hook).", ""]
+        out.append(_table([(md_cell(p["stage"]), p["action"], md_cell(p["path"] or "(in memory)"),
+                            (p["sha256"] or "-")[:12], "yes" if p["built_here"] else "no", p["runs"])
+                           for p in d["packages"]],
+                          headers=["stage", "action", "package", "sha256", "built by the run", "runs"]))
     if c.get("evidence"):
         out += ["", "## Evidence chain", ""] + [f"{i}. {md_cell(e)}" for i, e in enumerate(c["evidence"], 1)]
     if c.get("source_nodes"):

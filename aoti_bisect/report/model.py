@@ -19,7 +19,7 @@ from ..exits import (
 from ..files import atomic_write, read_text
 from ..text import printable
 from .excerpt import log_excerpt
-from .markdown import render_markdown
+from .markdown import culprit_who, render_markdown
 from .redact import Redactor
 
 SCHEMA_VERSION = 1
@@ -54,7 +54,8 @@ class Report:
 
     @classmethod
     def from_findings(cls, run_dir: str, command: list[str], outcome, environment: Optional[dict] = None,
-                      redactor: Redactor = Redactor()) -> "Report":
+                      redactor: Redactor = Redactor(), packages: tuple[dict, ...] = ()) -> "Report":
+        """`packages`: aoti/hook_record.package_rows of each stage, what the hooked runs compiled and loaded."""
         sig = outcome.signature
         culprit = outcome.culprit
         c_json = None
@@ -85,6 +86,7 @@ class Report:
             "stages": stages,
             "culprit": c_json or {"kind": None, "kernel": None, "evidence": []},
             "masked": outcome.masked,
+            "packages": list(packages),
             "next_steps": outcome.next_steps,
             "environment": environment or {},
             "run_dir": run_dir,
@@ -143,9 +145,10 @@ class Report:
         if c and c.get("kind") == "kernel":
             line += f" | culprit kernel: {c.get('kernel')}"
         elif c and c.get("kind") == "model_input":
-            line += f" | culprit: model input {c.get('input_index')} ({c.get('input_name')})"
+            line += f" | culprit: {culprit_who(c)}"
         elif c and c.get("kind"):
-            line += f" | culprit: {c['kind']}" + (f" ({c['kernel']})" if c.get("kernel") else "")
+            line += f" | culprit: {c['kind']}" + (f" ({culprit_who(c)})" if c.get("kernel") or c.get("input_name")
+                                                  else "")
         if not d.get("complete", True):
             line += " | INTERRUPTED: partial report"
         return printable(line)
@@ -187,7 +190,8 @@ _CULPRIT = {"kind": _Opt(str), "kernel": _Opt(str), "evidence": _Opt(list),
 # in one line instead of failing somewhere in the rendering.
 _REPORT = {"schema_version": int, "verdict": str, "complete": _Opt(bool), "command": _Opt(list),
            "reproduction": _RATE, "stages": _List(_STAGE), "culprit": _Opt(_CULPRIT),
-           "signature": _Opt({"kind": str, "phase": str}), "next_steps": _Opt(list), "environment": _Opt(dict)}
+           "signature": _Opt({"kind": str, "phase": str}), "next_steps": _Opt(list), "environment": _Opt(dict),
+           "packages": _Opt(_List({"stage": str, "action": str, "runs": int}))}
 
 
 def _schema_problem(data: object) -> Optional[str]:

@@ -14,12 +14,14 @@ from typing import Callable, Iterable, Optional
 
 from ..aoti import flags
 from ..aoti.wrapper import triton_kernel_name
+from ..child import hook
 from ..files import read_log, user_name, write_file
 from . import process
 from .classify import classify
 from .types import Outcome, ProcessExit, RunResult, RunSpec, Signature
 
 CHILD_ENV = {"PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1", "TORCH_SHOW_CPP_STACKTRACES": "1"}
+HOOK_RECORD = "hook.json"  # beside output.log; a second recording process writes hook-<pid>.json
 
 
 
@@ -33,7 +35,8 @@ def compile_key(env: dict[str, str]) -> str:
 
 
 class Harness:
-    """Owns the run directory layout: runs/<stage>-NNN/{output.log,rerun.sh,spec.json,cwd,tmp}, cache/<key>/.
+    """Owns the run directory layout: runs/<stage>-NNN/{output.log,rerun.sh,spec.json,hook.json,cwd,tmp},
+    cache/<key>/.
 
     Parallel runs never share a writable compile cache: AOTI rewrites files in it on every compile, even a
     cached one (`extern_kernel_nodes.json` is truncated, then written), so a run packaging its model beside
@@ -89,6 +92,11 @@ class Harness:
             # Extensions do not depend on Inductor flags; sharing them saves a C++ build per stage.
             "TORCH_EXTENSIONS_DIR": os.path.join(self.cache_root, "torch_extensions"),
         })
+        if spec.hook:
+            # First on the path, ahead of the user's own entries (kept): its sitecustomize runs theirs.
+            user_path = self.base_env.get("PYTHONPATH")
+            env["PYTHONPATH"] = hook.SITE_DIR + (os.pathsep + user_path if user_path else "")
+            env[hook.ENV] = os.path.join(run_path, HOOK_RECORD)
         env.update(spec.env_dict)
         return env
 

@@ -27,6 +27,7 @@ class RunSpec:
     index: int
     env: tuple[tuple[str, str], ...] = ()
     timeout: float = 600.0
+    hook: bool = False  # run with the in-process hook (child/hook), which records packages in hook.json
 
     @property
     def env_dict(self) -> dict[str, str]:

@@ -1,0 +1,139 @@
+"""What the in-process hook (child/hook/recorder.py) wrote beside a run's log, as frozen records.
+
+`parse` is pure; `read_hook` reads a run folder's hook.json and the hook-<pid>.json of any later recording
+process. A file the hook never wrote (the repro compiled and loaded nothing, or ran without the hook) gives
+an empty record; a damaged one gives a problem line, never an exception.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+RECORD = "hook.json"
+COMPILE = "aoti_compile_and_package"
+MAX_RECORD_BYTES = 16 << 20
+
+
+@dataclass(frozen=True)
+class InputName:
+    """A model input: the name the user's forward gives it, and what the generated wrapper calls it."""
+    name: str
+    placeholder: Optional[str]
+
+
+@dataclass(frozen=True)
+class ConstantName:
+    """A parameter, buffer or lifted constant by its FQN; placeholder None: folded or inlined by Inductor."""
+    fqn: str
+    kind: str
+    placeholder: Optional[str]
+
+
+@dataclass(frozen=True)
+class PackageEvent:
+    call: str  # aoti_compile_and_package | aoti_load_package | load_package
+    status: str  # started (the process died inside the call) | returned | raised
+    path: Optional[str]  # None: an in-memory buffer
+    sha256: Optional[str]
+    built_here: bool  # compiled by this call, or (a load) by an earlier call in the same process
+    existed_before: Optional[bool] = None  # a compile: the path held a file before it (a fixed-path cache)
+    error: Optional[str] = None
+    inputs: tuple[InputName, ...] = ()
+    constants: tuple[ConstantName, ...] = ()
+    naming_problem: Optional[str] = None
+
+    @property
+    def compiled(self) -> bool:
+        return self.call == COMPILE
+
+
+@dataclass(frozen=True)
+class HookRecord:
+    events: tuple[PackageEvent, ...] = ()
+    problems: tuple[str, ...] = ()
+
+
+def _event(raw: dict) -> PackageEvent:
+    program = raw.get("program") or {}
+    inputs = tuple(InputName(str(i["name"]), i.get("placeholder")) for i in program.get("inputs") or ()
+                   if i.get("name"))
+    constants = tuple(ConstantName(str(c["fqn"]), str(c.get("kind")), c.get("placeholder"))
+                      for c in program.get("constants") or () if c.get("fqn"))
+    return PackageEvent(str(raw["call"]), str(raw.get("status")), raw.get("path"), raw.get("sha256"),
+                        bool(raw.get("built_here")), raw.get("existed_before"), raw.get("error"), inputs,
+                        constants, program.get("naming_problem"))
+
+
+def parse(text: str, where: str = RECORD) -> HookRecord:
+    """One process's record. An empty file is a process that died between claiming the file and writing it."""
+    if not text.strip():
+        return HookRecord()
+    try:
+        data = json.loads(text)
+        events = tuple(_event(e) for e in data["events"])
+        problems = tuple(f"{where}: {e}" for e in data.get("hook_errors") or ())
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        return HookRecord(problems=(f"{where} is not a hook record: {type(exc).__name__}: {exc}"[:300],))
+    return HookRecord(events, problems)
+
+
+def read_hook(run_dir: str) -> HookRecord:
+    """Every recording process's events in one record, the first process's first."""
+    first = os.path.join(run_dir, RECORD)
+    rest = sorted(glob.glob(os.path.join(glob.escape(run_dir), "hook-*.json")))
+    events: list[PackageEvent] = []
+    problems: list[str] = []
+    for path in [first, *rest]:
+        try:
+            with open(path, "rb") as f:
+                blob = f.read(MAX_RECORD_BYTES + 1)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            problems.append(f"cannot read {path}: {exc.strerror}")
+            continue
+        record = (HookRecord(problems=(f"{path} is over {MAX_RECORD_BYTES >> 20} MiB",))
+                  if len(blob) > MAX_RECORD_BYTES else parse(blob.decode(errors="replace"), os.path.basename(path)))
+        events.extend(record.events)
+        problems.extend(record.problems)
+    return HookRecord(tuple(events), tuple(problems))
+
+
+@dataclass(frozen=True)
+class Names:
+    """Wrapper placeholders -> the user's names, where every compiled program agrees on them."""
+    inputs: dict[str, str]  # arg3_1 -> x
+    constants: dict[str, str]  # proj_weight -> proj.weight
+
+    @classmethod
+    def of(cls, records: list[HookRecord]) -> "Names":
+        programs = {(e.inputs, e.constants) for r in records for e in r.events
+                    if e.compiled and e.status == "returned" and (e.inputs or e.constants)}
+        if len(programs) != 1:  # none, or several models whose argN_1 mean different things
+            return cls({}, {})
+        inputs, constants = programs.pop()
+        return cls({i.placeholder: i.name for i in inputs if i.placeholder},
+                   {c.placeholder: c.fqn for c in constants if c.placeholder})
+
+
+def package_rows(stage: str, records: list[HookRecord]) -> list[dict]:
+    """report.json's `packages` rows for one stage: each distinct package compiled or loaded, and in how many
+    of the stage's runs; `unfinished` counts calls the process never returned from (it died inside)."""
+    rows: dict[tuple, dict] = {}
+    for record in records:
+        seen: set[tuple] = set()
+        for e in record.events:
+            key = ("compiled" if e.compiled else "loaded", e.path, e.sha256, e.built_here)
+            row = rows.setdefault(key, {"stage": stage, "action": key[0], "path": e.path, "sha256": e.sha256,
+                                        "built_here": e.built_here, "runs": 0, "raised": 0, "unfinished": 0,
+                                        "existed_before": 0})
+            if key not in seen:
+                seen.add(key)
+                row["runs"] += 1
+            row["raised"] += e.status == "raised"
+            row["unfinished"] += e.status == "started"
+            row["existed_before"] += bool(e.existed_before)
+    return list(rows.values())

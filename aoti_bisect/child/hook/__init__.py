@@ -1,0 +1,10 @@
+"""The in-process hook: code the repro's own interpreter runs at start-up, through `sitecustomize`.
+
+The harness puts SITE_DIR first on a run's PYTHONPATH and names the record's path in AOTI_BISECT_HOOK
+(run/harness.py). SITE_DIR holds nothing but `sitecustomize.py`, so no module of ours can shadow one of the
+repro's; that file loads recorder.py by path. Importing this package imports no torch (nor anything else).
+"""
+import os
+
+ENV = "AOTI_BISECT_HOOK"
+SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sitedir")

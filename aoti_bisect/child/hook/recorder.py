@@ -1,0 +1,320 @@
+"""Records, inside the repro's process, which AOTI packages it compiles and loads (sitecustomize loads this).
+
+Standard library only, and torch is never imported here: an import hook wraps
+torch._inductor.aoti_compile_and_package and aoti_load_package, and torch._inductor.package.load_package,
+when the repro itself imports them. The wrappers pass every argument, return value and exception through
+unchanged, and recording never raises into the repro. The record is rewritten whole and atomically after
+every event, so a process that dies (a segfault while loading, in a kernel) leaves what happened before.
+"""
+import contextlib
+import functools
+import hashlib
+import importlib.abc
+import io
+import json
+import os
+import re
+import sys
+import threading
+import time
+import zipfile
+
+ENV = "AOTI_BISECT_HOOK"
+SCHEMA_VERSION = 1
+# module -> the functions wrapped in it. torch._inductor.package re-exports load_package from .package.package,
+# which runs first: wrapping it there makes the re-export (and aoti_load_package's own lookup) the wrapper.
+PATCHES = {"torch._inductor": ("aoti_compile_and_package", "aoti_load_package"),
+           "torch._inductor.package.package": ("load_package",)}
+
+_INPUT = re.compile(r'inputs_info_\[(\d+)\]\.name = "([^"]*)";')
+_CONSTANT = re.compile(r'constants_info_\[(\d+)\]\.(name|original_fqn) = "([^"]*)";')
+_USER_KINDS = {"PARAMETER": "parameter", "BUFFER": "buffer", "CONSTANT_TENSOR": "constant"}
+
+
+class Record:
+    """The process's hook.json: its events, rewritten atomically after each one."""
+
+    def __init__(self, path):
+        self.path = path
+        self.lock = threading.RLock()
+        self.start = time.monotonic()
+        self._reset()
+
+    def _reset(self):
+        self.pid = os.getpid()
+        self.target = None
+        self.events = []
+        self.errors = []
+        self.built = {}  # realpath -> sha256 of each package this process compiled
+
+    def add(self, event):
+        with self.lock:
+            if os.getpid() != self.pid:  # a forked child: its parent's events are the parent's to write
+                self._reset()
+            event = {"seq": len(self.events), "t": round(time.monotonic() - self.start, 3), **event}
+            self.events.append(event)
+            self.write()
+            return event
+
+    def update(self, event, **fields):
+        with self.lock:
+            event.update(fields)
+            self.write()
+
+    def error(self, what):
+        with self.lock:
+            self.errors.append(what[:500])
+            self.write()
+
+    def write(self):
+        doc = {"schema_version": SCHEMA_VERSION, "pid": self.pid, "argv": list(sys.argv), "events": self.events,
+               "hook_errors": self.errors}
+        try:
+            target = self.target or self._claim()
+            self.target = target
+            tmp = f"{target}.{self.pid}.tmp"
+            with open(tmp, "w") as f:
+                json.dump(doc, f, indent=1)
+            os.replace(tmp, target)
+        except OSError as exc:
+            if not self.errors or not self.errors[-1].startswith("cannot write"):
+                self.errors.append(f"cannot write {self.path}: {exc}")
+                sys.stderr.write(f"aoti-bisect hook: cannot write {self.path}: {exc}\n")
+
+    def _claim(self):
+        # The run's first recording process owns the path; later ones (a --cmd's second script, a worker
+        # process) write beside it under their pid, so no process overwrites another's record.
+        try:
+            os.close(os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+            return self.path
+        except FileExistsError:
+            stem, ext = os.path.splitext(self.path)
+            return f"{stem}-{self.pid}{ext}"
+
+
+RECORD = None
+_depth = threading.local()
+
+
+@contextlib.contextmanager
+def _outermost():
+    """True for the outermost wrapped call: aoti_load_package calls load_package, recorded once."""
+    depth = getattr(_depth, "n", 0)
+    _depth.n = depth + 1
+    try:
+        yield depth == 0
+    finally:
+        _depth.n = depth
+
+
+def _quietly(fn):
+    """Recording must never raise into the repro: a failure becomes a line in hook_errors."""
+    @functools.wraps(fn)
+    def guarded(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            RECORD.error(f"{fn.__name__}: {type(exc).__name__}: {exc}")
+            return None
+    return guarded
+
+
+def _describe_error(exc):
+    return f"{type(exc).__name__}: {exc}"[:500]
+
+
+def package_file(target):
+    """(realpath, None) for a path; (None, bytes) for an in-memory buffer; (None, None) for anything else."""
+    if isinstance(target, (str, bytes, os.PathLike)):
+        return os.path.realpath(os.fsdecode(target)), None
+    getbuffer = getattr(target, "getbuffer", None)  # io.BytesIO: read without moving its position
+    return None, (bytes(getbuffer()) if getbuffer else None)
+
+
+def sha256(path, data):
+    if data is not None:
+        return hashlib.sha256(data).hexdigest()
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def wrapper_names(path, data, model_name="model"):
+    """What the package's generated wrapper calls its inputs (in call order) and constants (with their FQNs)."""
+    with zipfile.ZipFile(path if data is None else io.BytesIO(data)) as z:
+        wrappers = [n for n in z.namelist() if n.endswith(".wrapper.cpp")]
+        mine = [n for n in wrappers if f"/data/aotinductor/{model_name}/" in n] or wrappers
+        if not mine:
+            return None
+        text = z.read(mine[0]).decode(errors="replace")
+    inputs = dict((int(i), name) for i, name in _INPUT.findall(text))
+    constants = {}
+    for i, field, value in _CONSTANT.findall(text):
+        constants.setdefault(int(i), {})[field] = value
+    return {"source": mine[0], "inputs": [inputs[i] for i in sorted(inputs)],
+            "constants": [{"name": c.get("name"), "fqn": c.get("original_fqn")}
+                          for _, c in sorted(constants.items())]}
+
+
+def program_names(ep, wrapper):
+    """The exported program's user inputs and constants, each with the name the generated wrapper gives it.
+
+    Inductor compiles ep.module(): its user inputs stay graph inputs, named argN_1 after their place among
+    all of AOTAutograd's flat inputs (parameters and buffers first), and the wrapper lists them in call
+    order in inputs_info_; a constant user input (a Python float) is baked in and has none. Parameters and
+    buffers become constants whose original_fqn the wrapper records (a folded or inlined one has none).
+    """
+    specs = ep.graph_signature.input_specs
+    user = [{"name": getattr(s.arg, "name", None), "kind": type(s.arg).__name__}
+            for s in specs if s.kind.name == "USER_INPUT"]
+    fed = [u for u in user if u["kind"] != "ConstantArgument"]
+    placeholders = wrapper["inputs"] if wrapper else []
+    naming = None
+    if wrapper is None:
+        naming = "the package holds no generated wrapper"
+    elif len(fed) != len(placeholders):
+        naming = f"{len(fed)} non-constant user inputs but the wrapper takes {len(placeholders)}"
+    for u in user:
+        u["placeholder"] = None
+    if naming is None:
+        for u, placeholder in zip(fed, placeholders):
+            u["placeholder"] = placeholder
+    by_fqn = {c["fqn"]: c["name"] for c in (wrapper or {}).get("constants", []) if c["fqn"]}
+    constants = [{"fqn": s.target, "kind": _USER_KINDS[s.kind.name], "ep_name": getattr(s.arg, "name", None),
+                  "placeholder": by_fqn.get(s.target)} for s in specs if s.kind.name in _USER_KINDS]
+    return {"inputs": user, "constants": constants, "naming_problem": naming}
+
+
+@_quietly
+def _begin_compile(target):
+    path, _ = package_file(target)
+    return RECORD.add({"call": "aoti_compile_and_package", "status": "started", "path": path,
+                       "existed_before": bool(path and os.path.exists(path)), "built_here": True})
+
+
+@_quietly
+def _end_compile(event, result, target, ep):
+    path, data = package_file(result if isinstance(result, (str, os.PathLike)) else target)
+    digest = sha256(path, data) if path or data is not None else None
+    if path and digest:
+        RECORD.built[path] = digest
+    RECORD.update(event, status="returned", path=path, sha256=digest)
+    wrapper = wrapper_names(path, data) if path or data is not None else None
+    RECORD.update(event, wrapper=wrapper, program=program_names(ep, wrapper) if ep is not None else None)
+
+
+@_quietly
+def _begin_load(call, target, model_name):
+    path, data = package_file(target)
+    digest = sha256(path, data) if (path and os.path.isfile(path)) or data is not None else None
+    event = RECORD.add({"call": call, "status": "started", "path": path, "model_name": model_name,
+                        "sha256": digest, "built_here": bool(digest) and RECORD.built.get(path) == digest})
+    try:
+        wrapper = wrapper_names(path, data, model_name) if digest else None
+    except (OSError, zipfile.BadZipFile, KeyError) as exc:  # not a package: the loader says so itself
+        wrapper = {"problem": _describe_error(exc)}
+    RECORD.update(event, wrapper=wrapper)
+    return event
+
+
+@_quietly
+def _end(event, status, error=None):
+    if event is not None:
+        RECORD.update(event, status=status, **({"error": error} if error else {}))
+
+
+def _wrap_compile(original):
+    @functools.wraps(original)
+    def aoti_compile_and_package(*args, **kwargs):
+        with _outermost() as outermost:
+            if not outermost:
+                return original(*args, **kwargs)
+            target = kwargs.get("package_path")
+            event = _begin_compile(target)
+            try:
+                result = original(*args, **kwargs)
+            except BaseException as exc:
+                _end(event, "raised", _describe_error(exc))
+                raise
+            if event is not None:
+                _end_compile(event, result, target, args[0] if args else kwargs.get("exported_program"))
+            return result
+    return aoti_compile_and_package
+
+
+def _wrap_load(original, call):
+    @functools.wraps(original)
+    def load(*args, **kwargs):
+        with _outermost() as outermost:
+            if not outermost:
+                return original(*args, **kwargs)
+            target = args[0] if args else kwargs.get("path")
+            model_name = (args[1] if call == "load_package" and len(args) > 1 else kwargs.get("model_name"))
+            event = _begin_load(call, target, model_name or "model")
+            try:
+                result = original(*args, **kwargs)
+            except BaseException as exc:
+                _end(event, "raised", _describe_error(exc))
+                raise
+            _end(event, "returned")
+            return result
+    return load
+
+
+def patch(module):
+    for name in PATCHES.get(module.__name__, ()):
+        original = getattr(module, name, None)
+        if callable(original) and not getattr(original, "_aoti_bisect_hook", False):
+            wrapped = _wrap_compile(original) if name == "aoti_compile_and_package" else _wrap_load(original, name)
+            wrapped._aoti_bisect_hook = True
+            setattr(module, name, wrapped)
+
+
+class _PatchAfterExec(importlib.abc.Loader):
+    """Runs the module's own loader, then patches the module. The module keeps its own loader as __loader__
+    and __spec__.loader (what inspect, linecache and importlib.resources meet), as wrapt's import hooks do."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        module.__loader__ = module.__spec__.loader = self.loader
+        self.loader.exec_module(module)
+        try:
+            patch(module)
+        except Exception as exc:
+            RECORD.error(f"patching {module.__name__}: {_describe_error(exc)}")
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name not in PATCHES:
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec = find(name, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _PatchAfterExec(spec.loader)
+                return spec
+        return None
+
+
+def install():
+    """Called by sitecustomize when AOTI_BISECT_HOOK names the record's path; writes nothing until an event."""
+    global RECORD
+    path = os.environ.get(ENV)
+    if not path or RECORD is not None:
+        return
+    RECORD = Record(os.path.abspath(path))
+    for name in PATCHES:
+        if name in sys.modules:
+            patch(sys.modules[name])
+    sys.meta_path.insert(0, _Finder())

@@ -1,0 +1,27 @@
+"""A small AOTI CPU model for the in-process hook's tests (tests/test_hook.py): parameters, a buffer, a
+positional and a keyword tensor input and a constant float input; it compiles, loads twice, prints outputs."""
+import os
+import sys
+
+import torch
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 4)
+        self.register_buffer("scale", torch.arange(4, dtype=torch.float32))
+
+    def forward(self, x, idx, *, bias, s=2.0):
+        return (self.proj(x) * self.scale)[idx] * s + bias
+
+
+torch.manual_seed(0)
+args = (torch.randn(3, 4), torch.tensor([0, 2]))
+kwargs = {"bias": torch.randn(4), "s": 2.0}
+ep = torch.export.export(Model(), args, kwargs)
+path = torch._inductor.aoti_compile_and_package(ep, package_path=os.path.abspath(sys.argv[1]))
+runner = torch._inductor.aoti_load_package(path)
+print(runner(*args, **kwargs))
+from torch._inductor.package import load_package  # noqa: E402 (the second entry point, after the first)
+print(load_package(path)(*args, **kwargs))
