@@ -110,8 +110,7 @@ def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, cach
     if bad_tools or not tools:
         raise UsageFailure(f"unknown --sanitizer-tools: {', '.join(bad_tools) or '(none)'} "
                            f"(known: {', '.join(SANITIZER_TOOLS)})")
-    if sanitizer and not (os.path.isfile(sanitizer) and os.access(sanitizer, os.X_OK)):
-        raise UsageFailure(f"--sanitizer {sanitizer}: not an executable file")
+    _check_sanitizer(sanitizer)
     if python:
         python = validate_python(python)
     # After every check of the command line: its faults (2) are the same at every commit, the script's (125) not.
@@ -134,6 +133,11 @@ def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, cach
     if as_json:
         print(json.dumps(report.data, indent=2))
     sys.exit(report.exit_code)
+
+
+def _check_sanitizer(path: Optional[str]) -> None:
+    if path and not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        raise UsageFailure(f"--sanitizer {path}: not an executable file")
 
 
 @main.command("report")
@@ -283,11 +287,15 @@ def _finish(finished, as_json: bool) -> None:
                                                   "the partition has no GPUs; local: this host's visible GPUs).")
 @click.option("--partition", help="Slurm partition for --executor submitit.")
 @click.option("--shard-timeout-min", type=int, default=720, show_default=True)
+@click.option("--sanitize", is_flag=True, help="Also run each repro once under its device's memory checker "
+                                               "(compute-sanitizer on CUDA, valgrind on CPU) and report its findings.")
+@click.option("--sanitizer", metavar="PATH", help="compute-sanitizer to use with --sanitize (default: PATH, then "
+                                                  "CUDA_HOME/bin).")
 @_judging_options
 @click.option("-v", "--verbose", count=True, help="One line per run on stderr.")
 def nightly_cmd(set_path, only, runs, until_confident, precision, min_runs, jobs, timeout, out, shard_text, batch,
-                executor, shards, cluster, gpus_per_shard, partition, shard_timeout_min, db, alpha, window,
-                bisect_on_change, allow_partial, as_json, quiet, verbose):
+                executor, shards, cluster, gpus_per_shard, partition, shard_timeout_min, sanitize, sanitizer, db, alpha,
+                window, bisect_on_change, allow_partial, as_json, quiet, verbose):
     """Run every repro of SET many times; record rates and signatures, compare with history, report changes.
 
     SET is a manifest (the scenarios/manifest.toml format), a folder holding manifest.toml, or a folder of
@@ -303,12 +311,16 @@ def nightly_cmd(set_path, only, runs, until_confident, precision, min_runs, jobs
     check_seconds("--timeout", timeout)
     if not 0 < precision < 0.5:
         raise UsageFailure(f"--precision must be between 0 and 0.5, got {precision}")
+    if sanitizer and not sanitize:
+        raise UsageFailure("--sanitizer is used only with --sanitize")
+    _check_sanitizer(sanitizer)
     submitit = None
     if executor == "submitit":
         submitit = Submitit(shards, None if cluster == "auto" else cluster, gpus_per_shard, partition,
                             shard_timeout_min)
-    request = NightlyRequest(set_path, tuple(only), Plan(runs, until_confident, precision, min(min_runs, runs),
-                                                         timeout), shard_text, out, batch, jobs,
+    plan = Plan(runs, until_confident, precision, min(min_runs, runs), timeout, sanitize=sanitize,
+                sanitizer=sanitizer and os.path.abspath(sanitizer))
+    request = NightlyRequest(set_path, tuple(only), plan, shard_text, out, batch, jobs,
                              Judging(db, alpha, window, bisect_on_change, jobs, allow_partial), submitit,
                              bool(verbose))
     _finish(nightly(request, _say(quiet)), as_json)

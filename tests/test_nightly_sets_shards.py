@@ -21,7 +21,7 @@ from nightly_helpers import (
     (["nightly", "set.toml", "--shard", "2"], "no shard index"),
     (["nightly", "set.toml", "--until-confident", "--shard", "0/2"], "--until-confident cannot be sharded"),
     (["nightly", "set.toml", "--only", "zzz"], "not in set.toml: zzz"),
-    (["nightly", "set.toml", "--db", "newer.sqlite3"], "has schema v99; this aoti-bisect knows up to v1"),
+    (["nightly", "set.toml", "--db", "newer.sqlite3"], "has schema v99; this aoti-bisect knows up to v2"),
     (["nightly", "set.toml", "--db", "set.toml"], "file is not a database"),
     (["nightly", "bad.toml"], "not valid TOML"),
     (["merge", "set.toml"], "set.toml:1: not a JSON line"),

@@ -1,4 +1,5 @@
-"""The nightly history: one SQLite row per run, keyed by repro, torch build, GPU/driver and environment."""
+"""The nightly history: one SQLite row per run, keyed by repro, torch build, GPU/driver and environment, and one
+per checked run (--sanitize) with what its memory checker found."""
 from __future__ import annotations
 
 import contextlib
@@ -14,11 +15,11 @@ from ..run.types import Outcome
 from ..stats import Rate
 from .records import Night
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 # Writers wait this long for each other (two nightly jobs on one host) before "database is locked" counts.
 BUSY_TIMEOUT_S = 60
 
-_SCHEMA = """
+_SCHEMA_V1 = """
 CREATE TABLE batches (
     batch TEXT PRIMARY KEY, started TEXT NOT NULL, finished TEXT, set_path TEXT, shards TEXT,
     complete INTEGER NOT NULL);
@@ -34,12 +35,23 @@ CREATE INDEX runs_by_key ON runs (repro, torch, torch_git, gpu, driver, env_fp);
 CREATE INDEX runs_by_time ON runs (repro, started);
 """
 
-_COLUMNS = {"batches": {"batch", "started", "finished", "set_path", "shards", "complete"},
-            "runs": {"batch", "repro", "run_index", "started", "outcome", "failed", "duration_s", "kind", "phase",
-                     "fingerprint", "message", "torch", "torch_git", "gpu", "driver", "env_fp", "host", "log"}}
+# _MIGRATIONS[i] upgrades a database from schema v(i+1) to v(i+2); a new database gets v1, then every one of
+# them, so an upgraded database and a new one are built by the same statements.
+_MIGRATIONS: list[str] = [
+    # v2: each repro's checked run of a night; fingerprints: its findings' fingerprints, space-separated.
+    """CREATE TABLE memchecks (
+        batch TEXT NOT NULL REFERENCES batches(batch), repro TEXT NOT NULL, tool TEXT, errors INTEGER,
+        finding TEXT, fingerprints TEXT NOT NULL, refused TEXT, skipped TEXT, log TEXT,
+        PRIMARY KEY (batch, repro))""",
+]
 
-# _MIGRATIONS[i] upgrades a database from schema v(i+1) to v(i+2); a new database gets _SCHEMA, the newest.
-_MIGRATIONS: list[str] = []
+# The tables (and their columns) each schema version has.
+_COLUMNS = {1: {"batches": {"batch", "started", "finished", "set_path", "shards", "complete"},
+                "runs": {"batch", "repro", "run_index", "started", "outcome", "failed", "duration_s", "kind",
+                         "phase", "fingerprint", "message", "torch", "torch_git", "gpu", "driver", "env_fp",
+                         "host", "log"}}}
+_COLUMNS[2] = {**_COLUMNS[1], "memchecks": {"batch", "repro", "tool", "errors", "finding", "fingerprints", "refused",
+                                            "skipped", "log"}}
 
 
 def default_path() -> str:
@@ -74,6 +86,8 @@ class Past:
     known_fingerprints: frozenset[str]
     # fingerprint -> (first, last) time any run showed it, tonight's runs included
     seen: dict[str, tuple[str, str]]
+    # fingerprints of the findings of earlier nights' checked runs; None when no earlier checked run finished
+    memcheck_known: Optional[frozenset[str]] = None
 
 
 class History:
@@ -118,18 +132,18 @@ class History:
         if version > SCHEMA_VERSION:
             raise HistoryError(f"history database {self.path} has schema v{version}; this aoti-bisect "
                                f"knows up to v{SCHEMA_VERSION} (upgrade aoti-bisect)")
-        if version and not self._has_history_tables():
+        if version and not self._has_history_tables(version):
             raise HistoryError(f"{self.path} is not an aoti-bisect history (its tables are not the history schema)")
         if readonly and version < SCHEMA_VERSION:
             raise HistoryError(f"history database {self.path} has schema v{version}; a nightly or merge "
                                f"upgrades it to v{SCHEMA_VERSION}")
 
-    def _has_history_tables(self) -> bool:
+    def _has_history_tables(self, version: int) -> bool:
         """A user_version is any SQLite file's to set: the tables it claims must be there, with their columns,
         or the first query fails deep inside a night (a traceback, after the runs)."""
-        for table in ("batches", "runs"):
+        for table, columns in _COLUMNS[version].items():
             have = {row[1] for row in self.db.execute(f"PRAGMA table_info({table})")}
-            if not _COLUMNS[table] <= have:
+            if not columns <= have:
                 return False
         return True
 
@@ -150,10 +164,10 @@ class History:
             version = self.db.execute("PRAGMA user_version").fetchone()[0]
             self._check_version(version)
             if version == 0:
-                for statement in _SCHEMA.split(";"):
+                for statement in _SCHEMA_V1.split(";"):
                     if statement.strip():
                         self.db.execute(statement)
-                version = SCHEMA_VERSION
+                version = 1
             for migration in _MIGRATIONS[version - 1:]:
                 self.db.execute(migration)
             self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -188,6 +202,13 @@ class History:
                   r["fingerprint"], r["message"], r["torch"], r["torch_git"], r["gpu"], r["driver"],
                   r["env_fp"], r["host"], r["log"]) for r in night.runs])
             added = self.db.total_changes - before
+            self.db.executemany(
+                "INSERT OR IGNORE INTO memchecks (batch, repro, tool, errors, finding, fingerprints, refused, skipped,"
+                " log) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(night.batch, m["repro"], m["tool"], m["errors"],
+                  m["findings"][0]["description"] if m["findings"] else None,
+                  " ".join(f["fingerprint"] for f in m["findings"]), m["refused"], m["skipped"], m["log"])
+                 for m in night.memchecks.values()])
         return added
 
     def _earlier_batches(self, repro: str, night: Night, window: int) -> list[str]:
@@ -199,7 +220,7 @@ class History:
 
     def past(self, repro: str, night: Night, window: int) -> Past:
         return Past(self._baseline(repro, night, window), frozenset(self._known_fingerprints(repro, night)),
-                    self._seen(repro))
+                    self._seen(repro), self._memcheck_known(repro, night))
 
     def _baseline(self, repro: str, night: Night, window: int) -> Optional[Baseline]:
         """The last `window` nights before this one that ran the repro, pooled; None on its first night."""
@@ -220,6 +241,14 @@ class History:
             "WHERE r.repro = ? AND r.failed = 1 AND r.batch != ? AND b.started < ?",
             (repro, night.batch, night.started)).fetchall()
         return {fp for (fp,) in rows}
+
+    def _memcheck_known(self, repro: str, night: Night) -> Optional[frozenset[str]]:
+        """What earlier nights' checked runs of a repro found; only runs whose checker finished count."""
+        rows = self.db.execute(
+            "SELECT m.fingerprints FROM memchecks m JOIN batches b ON b.batch = m.batch WHERE m.repro = ? "
+            "AND m.errors IS NOT NULL AND m.batch != ? AND b.started < ?",
+            (repro, night.batch, night.started)).fetchall()
+        return frozenset(fp for (fps,) in rows for fp in fps.split()) if rows else None
 
     def _seen(self, repro: str) -> dict[str, tuple[str, str]]:
         """Each failure fingerprint of a repro, with the first and last time any run showed it."""

@@ -46,9 +46,19 @@ def _p(p: float) -> str:
     return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
 
 
-def judge(now: Rate, before: Optional[Baseline], new_signatures: tuple[str, ...], alpha: float) -> Judgement:
+def judge(now: Rate, before: Optional[Baseline], new_signatures: tuple[str, ...], alpha: float,
+          new_findings: tuple[str, ...] = ()) -> Judgement:
     """A rate change counts only when Fisher's exact test rejects "same rate" at `alpha` (two-sided); a
-    failure signature never seen on this repro before is news on its own, whatever the rate does."""
+    failure signature, or a memory checker's finding, never seen on this repro before is news on its own,
+    whatever the rate does."""
+    rated = _judge_rate(now, before, new_signatures, alpha)
+    if not new_findings:
+        return rated
+    text = f"{rated.text}; new memcheck finding{'s' if len(new_findings) > 1 else ''}: {'; '.join(new_findings)}"
+    return Judgement(Change.WORSE, text, rated.p_value, rated.new_signatures)
+
+
+def _judge_rate(now: Rate, before: Optional[Baseline], new_signatures: tuple[str, ...], alpha: float) -> Judgement:
     if now.runs == 0:
         return Judgement(Change.NO_DATA, "no runs counted (all skipped or infrastructure errors)")
     if before is None or before.rate.runs == 0:
@@ -76,13 +86,14 @@ def signature_label(s: dict) -> str:
     return f"{s['kind']}/{s['phase']} {s['fingerprint']}"
 
 
-def _status(rate: Rate, skipped: Optional[str]) -> str:
+def _status(rate: Rate, skipped: Optional[str], memcheck: Optional[dict]) -> str:
     if skipped:
         return "skipped"
     if rate.runs == 0:
         return "infra_error"
     if rate.failures == 0:
-        return "not_reproduced"
+        # No run failed, yet the checker saw invalid accesses: the bug is there, only silent.
+        return "silent" if memcheck and memcheck["findings"] else "not_reproduced"
     return "reproduced" if rate.failures == rate.runs else "flaky"
 
 
@@ -106,14 +117,18 @@ def summarize(night: Night, history: History, alpha: float = 0.01, window: int =
                                "new": baseline is not None and fp not in past.known_fingerprints,
                                "example_log": example["log"]})
         new = tuple(signature_label(s) for s in signatures if s["new"])
-        change = judge(rate, baseline, new, alpha).to_json()
+        checked = night.memchecks.get(name)
+        memcheck = _memcheck(checked, past.memcheck_known)
+        new_findings = tuple(f["description"] for f in (memcheck or {}).get("findings", ()) if f["new"])
+        change = judge(rate, baseline, new, alpha, new_findings).to_json()
         if meta.get("skipped"):
             change["text"] = f"not run: {meta['skipped']}"
         repros.append({
-            "name": name, "argv": meta["argv"], "status": _status(rate, meta.get("skipped")),
+            "name": name, "argv": meta["argv"], "status": _status(rate, meta.get("skipped"), memcheck),
             "skipped": meta.get("skipped"), "rate": rate.to_json(), "infra_errors": len(runs) - len(counted),
-            "duration_s": round(sum(r["duration_s"] or 0 for r in runs), 1), "signatures": signatures,
-            "change": change,
+            "duration_s": round(sum(r["duration_s"] or 0 for r in runs) + ((checked or {}).get("duration_s") or 0), 1),
+            "signatures": signatures,
+            "change": change, "memcheck": memcheck,
             "baseline": None if baseline is None else {**baseline.rate.to_json(), "nights": baseline.nights,
                                                        "torch": baseline.torch, "torch_git": baseline.torch_git},
             "torch": sorted({r["torch"] or "?" for r in runs}),
@@ -124,6 +139,23 @@ def summarize(night: Night, history: History, alpha: float = 0.01, window: int =
             "complete": night.complete, "problems": night.problems, "shards": night.shards, "plan": night.plan,
             "hosts": night.hosts, "db": history.path, "alpha": alpha, "window": window, "worse": worse,
             "exit_code": exit_code(repros), "repros": repros}
+
+
+def _memcheck(record: Optional[dict], known: Optional[frozenset[str]]) -> Optional[dict]:
+    """A repro's checked run for the summary; None when the night made none. A finding is new only against
+    earlier checked nights, as a signature is only against earlier nights: the first night it is looked for
+    it is the baseline."""
+    if record is None:
+        return None
+    skipped = record["skipped"]
+    if skipped is None and record["refused"]:
+        skipped = f"{record['tool']} could not check this repro: {record['refused']}"
+    elif skipped is None and record["errors"] is None and not record["findings"]:
+        skipped = f"{record['tool']} never finished (crashed or timed out before its summary)"
+    findings = [{**f, "new": known is not None and f["fingerprint"] not in known} for f in record["findings"]]
+    return {"tool": record["tool"], "errors": record["errors"],
+            "finding": findings[0]["description"] if findings else None, "skipped": skipped,
+            "findings": findings, "log": record["log"]}
 
 
 def exit_code(repros: list[dict]) -> int:

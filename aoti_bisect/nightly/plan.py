@@ -93,6 +93,14 @@ class Plan:
     min_runs: int = 10
     timeout: Optional[float] = None
     shard: Shard = Shard()
+    # --sanitize: one run of each repro under its device's memory checker, by the shard holding run index 0.
+    sanitize: bool = False
+    sanitizer: Optional[str] = None  # compute-sanitizer to use (default: found as `aoti-bisect run` finds it)
+
+    @property
+    def checks_here(self) -> bool:
+        """Whether this shard makes the night's checked runs: exactly one shard does, so each repro gets one."""
+        return self.sanitize and 0 in self.shard.indices(self.runs)
 
     def enough(self, failures: int, runs: int) -> bool:
         if not self.until_confident or runs < self.min_runs:
@@ -102,4 +110,4 @@ class Plan:
 
     def to_json(self) -> dict:
         return {"runs": self.runs, "until_confident": self.until_confident, "precision": self.precision,
-                "min_runs": self.min_runs, "timeout_s": self.timeout}
+                "min_runs": self.min_runs, "timeout_s": self.timeout, "sanitize": self.sanitize}

@@ -2,7 +2,7 @@
 Night.
 
 A night is written as record files: a header with the host's environment, one line per repro, one line per
-run, and an end line. One unsharded night writes one file; `--shard i/N` writes its part, and `merge` folds
+run, one line per checked run (`--sanitize`: the repro under a memory checker), and an end line. One unsharded night writes one file; `--shard i/N` writes its part, and `merge` folds
 the parts. Everything after the runs (history, change detection, summaries) reads only these files, so a
 sharded night and an unsharded one are judged by the same code.
 """
@@ -16,12 +16,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..aoti.sanitizer import AccessError, SanitizerReport
 from ..exits import UsageFailure
+from ..run.classify import fingerprint
 from ..run.types import Outcome, RunResult
 from .plan import Shard
 from .sets import Repro
 
-RECORD_SCHEMA = 1
+# 2 added the memcheck line. A reader of schema 1 would skip that line without a word and judge a silent
+# out-of-bounds read as "not reproduced", so it must refuse the file instead; schema 1 files still read.
+RECORD_SCHEMA = 2
+READABLE_SCHEMAS = (1, 2)
 
 
 class RecordError(UsageFailure):
@@ -37,6 +42,10 @@ _SECONDS = (lambda v: v is None or isinstance(v, (int, float)) and not isinstanc
 _OBJECT = (lambda v: isinstance(v, dict), "an object")
 _FLAG = (lambda v: isinstance(v, bool), "true or false")
 _ARGV = (lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v), "a list of strings")
+_MAYBE_COUNT = (lambda v: v is None or _INDEX[0](v), "a whole number or null")
+_FINDINGS = (lambda v: isinstance(v, list) and all(
+    isinstance(f, dict) and isinstance(f.get("fingerprint"), str) and isinstance(f.get("description"), str)
+    for f in v), "a list of {fingerprint, description} objects")
 _SHARD = (lambda v: isinstance(v, str) and re.fullmatch(r"\d+/[1-9]\d*", v) is not None
           and int(v.split("/")[0]) < int(v.split("/")[1]), "i/N with 0 <= i < N")
 _OUTCOME = (lambda v: v in {o.value for o in Outcome}, f"one of {', '.join(o.value for o in Outcome)}")
@@ -46,6 +55,8 @@ _REQUIRED = {
     "run": {"repro": _TEXT, "index": _INDEX, "started": _TEXT, "outcome": _OUTCOME, "duration_s": _SECONDS,
             "kind": _MAYBE_TEXT, "phase": _MAYBE_TEXT, "fingerprint": _MAYBE_TEXT, "message": _MAYBE_TEXT,
             "kernel": _MAYBE_TEXT, "log": _MAYBE_TEXT},
+    "memcheck": {"repro": _TEXT, "tool": _MAYBE_TEXT, "errors": _MAYBE_COUNT, "findings": _FINDINGS,
+                 "refused": _MAYBE_TEXT, "skipped": _MAYBE_TEXT, "duration_s": _SECONDS, "log": _MAYBE_TEXT},
     "end": {"finished": _TEXT, "interrupted": _FLAG},
 }
 _OPTIONAL = {"header": {"set": _TEXT, "plan": _OBJECT}, "repro": {"skipped": _MAYBE_TEXT}}
@@ -131,9 +142,25 @@ class RecordWriter:
                      "fingerprint": sig.fingerprint if sig else None, "message": sig.message if sig else None,
                      "kernel": sig.kernel if sig else None, "log": r.log_path})
 
+    def memcheck(self, repro: Repro, tool: Optional[str] = None, r: Optional[RunResult] = None,
+                 report: Optional[SanitizerReport] = None, skipped: Optional[str] = None) -> None:
+        """The repro's checked run and what its checker reported, or why there was none (skipped)."""
+        self._write({"type": "memcheck", "repro": repro.name, "tool": tool,
+                     "errors": report.total if report else None,  # None: the checker never printed its summary
+                     "findings": [{"fingerprint": finding_fingerprint(tool, e), "description": e.describe()}
+                                  for e in (report.errors if report else ())],
+                     "refused": report.refused if report else None, "skipped": skipped,
+                     "duration_s": round(r.exit.duration, 3) if r else None, "log": r.log_path if r else None})
+
     def close(self, interrupted: bool) -> None:
         self._write({"type": "end", "finished": now_iso(), "interrupted": interrupted})
         self._f.close()
+
+
+def finding_fingerprint(tool: str, err: AccessError) -> str:
+    """A checker finding's identity across nights: its kind and function with numbers masked (classify's rule),
+    so a kernel renumbered by a recompile, or the same access at another address or count, is not news."""
+    return fingerprint(err.kind, tool, err.function or "", None)
 
 
 @dataclass
@@ -153,13 +180,14 @@ class Night:
     hosts: list[dict]
     repros: dict[str, dict] = field(default_factory=dict)
     runs: list[dict] = field(default_factory=list)
+    memchecks: dict[str, dict] = field(default_factory=dict)  # repro -> its checked run's record
 
 
 def read_records(paths: list[str]) -> Night:
     """Folds record files into one night; shard files of one batch may come in any order."""
     if not paths:
         raise RecordError("no record files given")
-    headers, repros, runs, problems, ends = [], {}, [], [], {}
+    headers, repros, runs, problems, ends, memchecks = [], {}, [], [], {}, {}
     unfinished, finished_files = set(), []
     for path in paths:
         header, n_end, before = None, 0, len(problems)
@@ -177,9 +205,9 @@ def read_records(paths: list[str]) -> Night:
                     problems.append(f"{path}: last line is incomplete (the shard was killed?)")
                     continue
                 raise RecordError(f"{path}:{lineno}: not a JSON line")
-            if isinstance(obj, dict) and obj.get("type") == "header" and obj.get("schema") != RECORD_SCHEMA:
+            if isinstance(obj, dict) and obj.get("type") == "header" and obj.get("schema") not in READABLE_SCHEMAS:
                 raise RecordError(f"{path}:{lineno}: record schema {obj.get('schema')} (this aoti-bisect reads "
-                                  f"{RECORD_SCHEMA})")
+                                  f"{' and '.join(map(str, READABLE_SCHEMAS))})")
             _check_record(obj, f"{path}:{lineno}")
             kind = obj.get("type")
             if kind == "header":
@@ -192,6 +220,10 @@ def read_records(paths: list[str]) -> Night:
             elif kind == "run":
                 runs.append({**obj, **{k: header["environment"].get(k) for k in _RUN_ENV_KEYS},
                              "shard": header["shard"]})
+            elif kind == "memcheck":
+                if obj["repro"] not in repros:
+                    raise RecordError(f"{path}:{lineno}: memcheck record for {obj['repro']} before its repro record")
+                memchecks.setdefault(obj["repro"], obj)
             elif kind == "end":
                 n_end += 1
                 ends[path] = obj
@@ -228,7 +260,7 @@ def read_records(paths: list[str]) -> Night:
                  redo=sorted(unfinished | {f"{i}/{total}" for i in missing}, key=lambda s: int(s.split("/")[0])),
                  finished_files=finished_files,
                  plan=headers[0].get("plan", {}), hosts=[h["environment"] for h in headers], repros=repros,
-                 runs=unique)
+                 runs=unique, memchecks=memchecks)
 
 
 _RUN_ENV_KEYS = ("host", "torch", "torch_git", "gpu", "driver", "env_fp")

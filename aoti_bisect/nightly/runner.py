@@ -8,8 +8,10 @@ import re
 import socket
 from typing import Callable, Optional
 
+from ..aoti import sanitizer
 from ..files import read_log
-from ..run import process
+from ..run import checkers, process
+from ..run.checkers import Checker, Missing
 from ..run.harness import Harness
 from ..run.probe import probe_environment, relevant_env
 from ..run.types import Outcome, RunBatch, RunResult, RunSpec
@@ -17,7 +19,6 @@ from ..stats import wilson
 from .plan import Plan
 from .records import RecordWriter, now_iso, record_path, records_dir
 from .sets import Repro
-
 Say = Callable[[str], None]
 
 
@@ -60,8 +61,36 @@ def default_batch(env: dict[str, str]) -> str:
     return f"{socket.gethostname()}-{now_iso()}"
 
 
+def checker_device(repro: Repro, has_cuda: bool) -> str:
+    """Which memory checker a repro needs: a manifest's device, or for `auto` the CUDA one where a GPU is visible."""
+    return "cuda" if repro.device == "cuda" or (repro.device == "auto" and has_cuda) else "cpu"
+
+
+def check_memory(repro: Repro, plan: Plan, run_batch: RunBatch, writer: RecordWriter,
+                 found: tuple[Checker, ...] | Missing, say: Say) -> None:
+    """One run of the repro under its memory checker, built as the ladder's memcheck stage builds one."""
+    if isinstance(found, Missing):
+        writer.memcheck(repro, skipped=found.why)
+        say(f"{repro.name}: memcheck skipped ({found.why})")
+        return
+    checker = found[0]
+    spec = RunSpec((*checker.prefix, *repro.argv), f"memcheck/{repro.slug}", 0, checker.env,
+                   (plan.timeout or repro.timeout) * checker.slowdown)
+    landed: list[RunResult] = []
+    run_batch([spec], landed.append, lambda done: False)
+    if not landed:  # cancelled: the night is being interrupted
+        return
+    report = sanitizer.parse(checker.tool, read_log(landed[0].log_path))
+    writer.memcheck(repro, checker.tool, landed[0], report)
+    say(f"{repro.name}: {checker.tool}: " + (
+        f"refused: {report.refused}" if report.refused else
+        "never finished" if not report.finished else
+        f"{report.total} error(s)" + (f": {report.errors[0].describe()}" if report.errors else "")))
+
+
 def run_set(repros: list[Repro], plan: Plan, run_batch: RunBatch, writer: RecordWriter, has_cuda: bool,
-            say: Callable[[str], None]) -> None:
+            say: Callable[[str], None], found: dict[str, tuple[Checker, ...] | Missing]) -> None:
+    """The night's runs of each repro, then (--sanitize) its checked run; `found`: the checker per device."""
     for repro in repros:
         if repro.device == "cuda" and not has_cuda:
             writer.repro(repro, skipped="no CUDA GPU visible")
@@ -87,6 +116,10 @@ def run_set(repros: list[Repro], plan: Plan, run_batch: RunBatch, writer: Record
         say(f"{repro.name}: {failures}/{len(counted)} failed "
             f"(95% CI {lo:.0%}-{hi:.0%})" + (f", {len(results) - len(counted)} infra errors"
                                               if len(results) > len(counted) else ""))
+        # A checked run can see what no plain run shows (an out-of-bounds read that does not crash), so it
+        # is made whatever the plain runs did.
+        if plan.checks_here:
+            check_memory(repro, plan, run_batch, writer, found[checker_device(repro, has_cuda)], say)
 
 
 def run_records(repros: list[Repro], plan: Plan, set_path: str, out: str, batch: str, jobs: Optional[int],
@@ -118,7 +151,8 @@ def run_records(repros: list[Repro], plan: Plan, set_path: str, out: str, batch:
     writer = RecordWriter(record_path(out, plan.shard), header)
     interrupted = True
     try:
-        run_set(repros, plan, run_batch, writer, bool(gpus), say)
+        run_set(repros, plan, run_batch, writer, bool(gpus), say,
+                dict(checkers.find(plan.sanitizer)) if plan.checks_here else {})
         interrupted = False
     except KeyboardInterrupt:
         harness.cancel.set()
