@@ -4,13 +4,13 @@ from __future__ import annotations
 import errno
 import json
 import os
-import signal
 import sys
 from typing import Optional
 
 import click
 
 from .diagnose.stages import STAGES as STAGE_NAMES
+from . import stopping
 from .exits import EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, UsageFailure, report_crash
 from .files import claim_out, default_out, prepare_out
 from .repro import check_python_runs, repro_argv, validate_python
@@ -161,13 +161,7 @@ def report_cmd(run_dir, fmt, bundle, redact_paths):
         from .report.bundle import write_bundle
 
         dest = bundle or os.path.join(run_dir, "bundle.tar.gz")
-        inside = os.path.commonpath([os.path.realpath(dest), os.path.realpath(run_dir)]) == os.path.realpath(run_dir)
-        if inside and os.path.lexists(dest) and not dest.endswith((".tar.gz", ".tgz")):
-            raise UsageFailure(f"--bundle {dest} would overwrite a file of the run; give a new .tar.gz path")
-        try:
-            left_out = write_bundle(run_dir, dest, rep.data, redactor)
-        except OSError as exc:
-            raise UsageFailure(f"cannot write the bundle {dest}: {exc.strerror or exc}")
+        left_out = write_bundle(run_dir, dest, rep.data, redactor)
         if left_out:
             print(f"aoti-bisect: warning: {len(left_out)} file(s) left out of the bundle: the run recorded no "
                   "redactions for them, or they changed since (see LEFT_OUT.txt in the bundle)", file=sys.stderr)
@@ -357,51 +351,11 @@ def history_cmd(repros, db, nights, as_json, plot):
     print(json.dumps(rows, indent=2) if as_json else render_history(rows))
 
 
-# Ctrl-C, a scheduler's SIGTERM and a closed terminal's SIGHUP all stop the same way: kill the runs, write
-# the partial report, exit 130. A signal already ignored when we start (nohup, `cmd &` in a script) stays so.
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-_terminal_fds: tuple[int, ...] = ()
-
-
-def _stop(signum, frame):
-    for sig in _STOP_SIGNALS:
-        if signal.getsignal(sig) is _stop:
-            signal.signal(sig, _stop_again)
-    _leave_dead_terminal(signum)
-    raise KeyboardInterrupt
-
-
-def _stop_again(signum, frame):
-    """A second signal must not abandon the kill under way (TERM-ignoring repros would outlive us): it only
-    cuts the SIGTERM grace short."""
-    _leave_dead_terminal(signum)
-    process = sys.modules.get("aoti_bisect.run.process")  # not loaded: no run to hurry
-    if process is not None:
-        process.hurry()
-        try:
-            os.write(2, b"aoti-bisect: stopping: killing the runs now, then writing the partial report\n")
-        except OSError:
-            pass
-
-
-def _leave_dead_terminal(signum: int) -> None:
-    # After a hangup, writing to the terminal fails with EIO, which would lose the report's last lines.
-    if signum == signal.SIGHUP:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        for fd in _terminal_fds:
-            os.dup2(devnull, fd)
-        os.close(devnull)
-
-
 _FULL = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO)
 
 
 def entry() -> None:
-    global _terminal_fds
-    _terminal_fds = tuple(fd for fd in (1, 2) if os.isatty(fd))
-    for sig in _STOP_SIGNALS:
-        if signal.getsignal(sig) is not signal.SIG_IGN:
-            signal.signal(sig, _stop)
+    stopping.install()
     try:
         main.main(standalone_mode=False, prog_name="aoti-bisect")
     except UsageFailure as exc:

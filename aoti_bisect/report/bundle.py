@@ -14,6 +14,7 @@ import os
 import stat
 import tarfile
 
+from ..exits import UsageFailure
 from ..files import atomic_write, read_text
 from .markdown import render_markdown
 from .model import redact_data
@@ -69,6 +70,16 @@ def write_bundle(run_dir: str, dest: str, data: dict, redactor: Redactor) -> lis
     """Everything goes through the redactor on its way in: the bundle never holds a raw byte of a log.
     `data` is report.json as the run wrote it; returns the names left out (changed since the run, or a run
     that recorded no redactions: an older aoti-bisect, or one killed before its report)."""
+    inside = os.path.commonpath([os.path.realpath(dest), os.path.realpath(run_dir)]) == os.path.realpath(run_dir)
+    if inside and os.path.lexists(dest) and not dest.endswith((".tar.gz", ".tgz")):
+        raise UsageFailure(f"--bundle {dest} would overwrite a file of the run; give a new .tar.gz path")
+    try:
+        return _write(run_dir, dest, data, redactor)
+    except OSError as exc:
+        raise UsageFailure(f"cannot write the bundle {dest}: {exc.strerror or exc}")
+
+
+def _write(run_dir: str, dest: str, data: dict, redactor: Redactor) -> list[str]:
     root = os.path.basename(os.path.abspath(run_dir)) or "aoti-bisect-run"
     record = _load_record(run_dir)
     left_out = []
