@@ -118,6 +118,7 @@ def test_ctrl_c_keeps_the_runs_that_finished(tmp_path):
     assert not data["complete"] and any("interrupted" in p for p in data["problems"])
 
 
+@pytest.mark.heavy  # 5 min: the flaky scenario is in test_e2e, the nightly's logic in the seeded tests above
 def test_real_aoti_flaky_scenario_night(tmp_path):
     manifest_path = os.path.join(os.path.dirname(HERE), "scenarios", "manifest.toml")
     night = nightly(tmp_path, manifest_path, "night", "--only", "flaky_custom_op_crash", "--runs", "12",
