@@ -2,7 +2,9 @@
 
 The harness puts SITE_DIR first on a run's PYTHONPATH and names the record's path in AOTI_BISECT_HOOK
 (run/harness.py). SITE_DIR holds nothing but `sitecustomize.py`, so no module of ours can shadow one of the
-repro's; that file loads recorder.py by path. Importing this package imports no torch (nor anything else).
+repro's; that file loads this folder by path as the package `_aoti_bisect_hook` and calls recorder.install().
+Its modules therefore import only the standard library and each other (relatively), never aoti_bisect or torch
+at import time. Importing this package imports no torch (nor anything else).
 """
 import os
 
