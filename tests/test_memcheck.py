@@ -78,3 +78,16 @@ def test_an_out_of_bounds_read_that_stays_inside_the_allocation_is_invisible_to_
     # its allocation's padding, so memcheck saw nothing and the script printed OK (H100, 2026-11-23).
     r = parse_compute_sanitizer(log("cuda/memcheck_inductor_kernel_read_inside_padding.log"))
     assert r.clean and "OK" in log("cuda/memcheck_inductor_kernel_read_inside_padding.log")
+
+
+def test_an_invalid_read_in_an_inductor_generated_kernel_convicts_it():
+    # scenarios/cuda/masked_oob_inductor.py under the memcheck stage (H100, torch 2.11.0+cu130, 2026-11-23):
+    # the generated gather reads ~0.9 MiB past its table; plain runs pass, memcheck names the kernel.
+    r = parse_compute_sanitizer(log("cuda/memcheck_inductor_kernel_oob_read.log"))
+    e = r.errors[0]
+    assert r.finished and r.total == 35
+    assert (e.kind, e.function, e.size, e.block) == ("Invalid __global__ read", "triton_poi_fused_index_tanh_0",
+                                                     16, "0,0,0")
+    assert e.location.endswith(".py:34") and "461,302 bytes after the nearest allocation" in e.where
+    c = memcheck_culprit([r], None, None).culprit
+    assert (c.kind, c.kernel) == ("kernel", "triton_poi_fused_index_tanh_0")

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # How the CUDA scenarios were checked on the lent GPU: `aoti-bisect scenarios check` per scenario, in
-# parallel, started with setsid so that the work can outlive one device call (`start`); a second call
-# (`wait`) waits for it. Both pack what exists into $OUT/gpu-check.tar.gz (caches and run dirs' scratch
+# parallel, started with setsid so that the work can outlive one device call (`start [NAME...]`); a second
+# call (`wait`) waits for it. Both pack what exists into $OUT/gpu-check.tar.gz (caches and run dirs' scratch
 # left out). CXX=g++: the image's default compiler makes every AOTI package segfault on load.
+# CUDA_HOME: where the memcheck stage finds compute-sanitizer. JOBS_<name>=N overrides --jobs 2.
 set -u
-export CXX=g++ PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+export CXX=g++ PYTHONPATH=$PWD PYTHONUNBUFFERED=1 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 work=/tmp/aoti-gpu-check
 pack() {
   tar czf "$OUT/gpu-check.tar.gz" -C "$work" --exclude=cache --exclude=cwd --exclude=tmp . 2>/dev/null
@@ -16,17 +17,19 @@ wait_all() {
 }
 case "${1:-start}" in
 start)
+  shift || true
+  names=("$@")
+  [ ${#names[@]} -gt 0 ] || names=(device_assert_oob device_mismatch nan_triton flaky_ima_user_triton)
   rm -rf "$work"; mkdir -p "$work"
-  python3 -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0))" \
-    > "$work/device.txt" 2>&1
+  { python3 -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0))";
+    "$CUDA_HOME/bin/compute-sanitizer" --version | tail -n 1; } > "$work/device.txt" 2>&1
   cat "$work/device.txt"
-  for s in device_assert_oob device_mismatch nan_triton; do
-    setsid nohup python3 -m aoti_bisect scenarios check "$s" --device cuda --jobs 2 --out "$work/$s" \
-      > "$work/$s.txt" 2>&1 < /dev/null &
+  for s in "${names[@]}"; do
+    jobs_var="JOBS_$s"
+    setsid nohup python3 -m aoti_bisect scenarios check "$s" --device cuda --jobs "${!jobs_var:-2}" \
+      --out "$work/$s" > "$work/$s.txt" 2>&1 < /dev/null &
   done
-  setsid nohup python3 -m aoti_bisect scenarios check flaky_ima_user_triton --device cuda --jobs 8 \
-    --out "$work/flaky_ima_user_triton" > "$work/flaky_ima_user_triton.txt" 2>&1 < /dev/null &
-  wait_all "${2:-540}"; pack ;;
+  wait_all "${WAIT:-540}"; pack ;;
 wait)
-  wait_all "${2:-540}"; pack ;;
+  wait_all "${WAIT:-540}"; pack ;;
 esac
