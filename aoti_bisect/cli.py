@@ -14,6 +14,7 @@ from . import stopping
 from .exits import EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, UsageFailure, report_crash
 from .files import claim_out, default_out, prepare_out
 from .repro import check_python_runs, repro_argv, validate_python
+from .stats import DEFAULT_MAX_RUNS
 from .validate import MAX_JOBS, MAX_RUNS, check_count, check_seconds
 
 EXIT_CODES_HELP = """\b
@@ -76,7 +77,7 @@ _run_dir: Optional[str] = None
               help="The repro's interpreter: it runs SCRIPT and the environment probe (default: the one running "
                    "aoti-bisect).")
 @click.option("--runs", type=int, help="Exactly N baseline runs (default: adaptive, 2 to --max-runs).")
-@click.option("--max-runs", type=int, default=10, show_default=True, help="Cap on runs of any one stage.")
+@click.option("--max-runs", type=int, default=DEFAULT_MAX_RUNS, show_default=True, help="Cap on runs of any one stage.")
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds per run.")
 @click.option("--out", type=str, help="Run directory (default: ./aoti-bisect-runs/<timestamp>).")
 @click.option("--cache-dir", metavar="DIR", help="Keep the compile caches here instead of in the run directory "

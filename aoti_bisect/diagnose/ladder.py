@@ -13,7 +13,7 @@ from typing import Callable, Optional
 from ..aoti import checks, flags, wrapper
 from ..run.checkers import Checker, Missing
 from ..run.types import RunBatch, RunResult, RunSpec, Signature
-from ..stats import Rate, baseline_should_stop, fisher_exact, runs_to_observe
+from ..stats import DEFAULT_MAX_RUNS, Rate, baseline_should_stop, fisher_exact, runs_to_observe
 from .advice import next_steps
 from .evidence import Evidence
 from ..verdict import Verdict
@@ -32,7 +32,7 @@ FAULT_KINDS = {"illegal_memory_access", "device_assert", "index_out_of_bounds", 
 class Options:
     runs: Optional[int] = None  # explicit baseline runs; None = adaptive
     min_runs: int = 2
-    max_runs: int = 10
+    max_runs: int = DEFAULT_MAX_RUNS
     timeout: float = 600.0
     stages: tuple[str, ...] = STAGES
     inspect_cap: int = 8

@@ -17,13 +17,14 @@ from ..run.types import RunResult
 from ..aoti.hook_record import Names, package_rows
 from .evidence import RunEvidence
 from .names import name_findings
+from ..stats import DEFAULT_MAX_RUNS
 from ..verdict import Verdict
 from .ladder import Findings, Ladder, Options
 
 
 class Session:
     def __init__(self, run_dir: str, argv: list[str], progress, jobs: int = 1, runs: Optional[int] = None,
-                 max_runs: int = 10, timeout: float = 600.0, stages: tuple[str, ...] = (),
+                 max_runs: int = DEFAULT_MAX_RUNS, timeout: float = 600.0, stages: tuple[str, ...] = (),
                  python_script: bool = True, limits: process.OutputLimits = process.OutputLimits(),
                  cache_root: Optional[str] = None, redact_paths: bool = False, python: Optional[str] = None,
                  sanitize: bool = False, sanitizer: Optional[str] = None,
