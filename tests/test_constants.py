@@ -19,6 +19,7 @@ from aoti_bisect.aoti.hook_record import parse, read_hook
 from aoti_bisect.child.hook import constants as hook_constants
 from aoti_bisect.diagnose.constants import convict_constants, gather
 from aoti_bisect.diagnose.findings import Culprit, Findings
+from aoti_bisect.diagnose.walk import walk
 from aoti_bisect.report.model import Report
 from aoti_bisect.run.harness import Harness
 from aoti_bisect.run.types import RunSpec, Signature
@@ -137,6 +138,18 @@ def test_with_no_walk_a_nan_failure_convicts_the_bad_constant_read_first_from_th
     assert out.culprit.kind == "constant" and "no launch in the wrapper reads it by name" in out.culprit.summary
 
 
+def test_a_walk_whose_printer_showed_nothing_says_so_instead_of_calling_the_outputs_finite():
+    # A prebuilt package: the inspect compile's wrapper never ran, so level 2 printed no kernel at all.
+    culprit = walk(graph(), lambda kernels: ({}, {}), None, False)
+    assert culprit.kind == "unknown" and culprit.probes == [["cpp_fused_mul_relu_0", ADDMM]]
+    assert culprit.evidence == ["the level-2 run printed nothing for cpp_fused_mul_relu_0: the repro ran code other "
+                                "than the wrapper compiled under these flags (a prebuilt or cached package), or "
+                                "the failure did not reproduce under the printer"]
+    out = findings(culprit)
+    convict_constants(out, [captured()], graph(), ["python", "repro.py"])
+    assert out.culprit.kind == "constant" and out.culprit.evidence[0] == culprit.evidence[0]
+
+
 @pytest.mark.parametrize("culprit,kind", [(Culprit("unknown"), "segfault"),
                                           (Culprit("model_input", input_index=0, input_name="arg3_1"), "nan_inf")])
 def test_a_bad_constant_does_not_explain_a_crash_nor_override_a_bad_input(culprit, kind):
@@ -160,7 +173,7 @@ def test_report_json_and_markdown_carry_the_constants(tmp_path):
     data = Report.load(str(tmp_path)).data  # the schema check accepts it
     assert data["culprit"]["kind"] == "constant" and data["constants"]["nonfinite"][0]["nan"] == 3
     md = (tmp_path / "report.md").read_text()
-    assert "## Constants" in md and "3 constant(s) of the loaded package read by the hook; 2 hold NaN/Inf." in md
+    assert "## Constants" in md and "The hook read 3 constant(s) of the loaded package; holding NaN/Inf: 2." in md
     assert "holds NaN (3 of 16 elements)" in md
 
 

@@ -79,11 +79,11 @@ def describe(v: ConstantValue, kind: Optional[str], by: list[str]) -> str:
 def convict_constants(out: Findings, records: list[HookRecord], graph: Optional[wrapper.WrapperGraph],
                       argv: list[str]) -> None:
     """Fills out.constants (report.json's `constants`) and, where a bad constant explains the failure, makes it
-    the culprit. graph: the launch graph a run compiled; None falls back to the loaded package's own wrapper."""
+    the culprit. graph: the launch graph a run compiled, for when the loaded package's own wrapper cannot be read."""
     values, not_read, package = gather(records)
     if not values and not not_read:
         return
-    graph = graph or package_graph(package)
+    graph = package_graph(package) or graph  # what ran: the loaded package's own wrapper, where it is readable
     kinds = {c.fqn: c.kind for r in records for e in r.events for c in e.constants}
     # Launch order: with nothing else convicted, the bad constant read first is where the NaN enters.
     bad = sorted(((v, readers(graph, v.placeholder)) for v in values if v.bad),

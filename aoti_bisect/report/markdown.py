@@ -86,8 +86,8 @@ def render_markdown(d: dict) -> str:
                           headers=["stage", "action", "package", "sha256", "built by the run", "runs"]))
     consts = d.get("constants") or {}
     if consts:
-        out += ["", "## Constants", "", f"{consts['read']} constant(s) of the loaded package read by the hook; "
-                f"{len(consts['nonfinite'])} hold NaN/Inf.", ""]
+        out += ["", "## Constants", "", f"The hook read {consts['read']} constant(s) of the loaded package; "
+                f"holding NaN/Inf: {len(consts['nonfinite'])}.", ""]
         out += [f"- {md_cell(x['finding'])}" for x in consts["nonfinite"]]
         out += [f"- not read: {md_cell(why)}" for why in consts.get("not_read") or ()]
     if c.get("evidence"):
