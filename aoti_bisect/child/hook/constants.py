@@ -28,6 +28,7 @@ def read(path, data, model_name, scratch):
 
     scratch: a folder under the run folder for the private copy of the .so, removed before returning.
     """
+    start = time.monotonic()
     torch = sys.modules.get("torch")
     if torch is None:
         return {"skipped": "torch is not imported in this process"}
@@ -56,7 +57,8 @@ def read(path, data, model_name, scratch):
             tensors = runner.extract_constants_map(False)
         finally:
             shutil.rmtree(folder, ignore_errors=True)  # dlopen keeps its mapping of the removed file
-    return {"so": so.filename, "skipped": None, **_rows(torch, fqns, tensors)}
+    return {"so": so.filename, "skipped": None, **_rows(torch, fqns, tensors),
+            "seconds": round(time.monotonic() - start, 3)}
 
 
 def _device(z, so_member):
