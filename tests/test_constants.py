@@ -201,6 +201,17 @@ def test_the_hook_reader_skips_what_it_cannot_read_with_a_reason(tmp_path, monke
     assert sorted(os.listdir(tmp_path)) == ["cuda.pt2", "empty.pt2", "garbage.pt2"]  # no scratch left behind
 
 
+def test_a_wrapper_so_that_torch_cannot_open_is_a_reason_and_leaves_no_copy(tmp_path):
+    pytest.importorskip("torch")
+    broken = tmp_path / "broken.pt2"
+    with zipfile.ZipFile(broken, "w") as z:
+        z.writestr("m/data/aotinductor/model/a.wrapper.so", b"\x7fELF, but cut short")
+        z.writestr("m/data/aotinductor/model/a.wrapper_metadata.json", '{"AOTI_DEVICE_KEY": "cpu"}')
+    read = hook_constants.read(str(broken), None, "model", str(tmp_path))
+    assert read["skipped"].startswith("cannot open a runner on it: RuntimeError") and "\n" not in read["skipped"]
+    assert os.listdir(tmp_path) == ["broken.pt2"]
+
+
 # -- the hook in a real child on a real package ------------------------------------------------------------
 
 LOAD_AND_PRINT = """

@@ -55,6 +55,8 @@ def read(path, data, model_name, scratch):
             runner = torch._C._aoti.AOTIModelContainerRunnerCpu(copy, 1)
             fqns = runner.get_constant_names_to_original_fqns()
             tensors = runner.extract_constants_map(False)
+        except (RuntimeError, OSError, AttributeError) as exc:  # another torch's runner, a full disk
+            return {"so": so.filename, "skipped": f"cannot open a runner on it: {type(exc).__name__}: {exc}"[:300]}
         finally:
             shutil.rmtree(folder, ignore_errors=True)  # dlopen keeps its mapping of the removed file
     return {"so": so.filename, "skipped": None, **_rows(torch, fqns, tensors),
