@@ -16,6 +16,11 @@ def next_steps(argv: list[str], sig: Optional[Signature], c: Optional[Culprit], 
         steps.append("Feed inputs that match the compiled package (same device, dtype, sizes and strides: "
                      "call .contiguous() / .to(device)), or export with dynamic shapes (torch.export.Dim) "
                      f"for the dimension that varies; confirm with: AOTI_RUNTIME_CHECK_INPUTS=1 {cmd}")
+    if c and c.kind == "constant":
+        name = c.user_name or c.input_name
+        steps.append(f"Find where `{name}` got its non-finite values (the checkpoint or state_dict the package "
+                     f"was built from: torch.isfinite(model.get_parameter('{name}')).all(), or get_buffer), then "
+                     "rebuild the package; nothing in the generated code needs fixing")
     if c and c.kind == "outside_instrumented_kernels":
         steps.append("Check the custom op's kernel and its fake/meta function (shapes, strides, bounds); "
                      + (f"run it under compute-sanitizer: PYTORCH_NO_CUDA_MEMORY_CACHING=1 "

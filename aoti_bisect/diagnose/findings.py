@@ -94,3 +94,4 @@ class Findings:
     interrupted: bool = False
     masked: Optional[str] = None  # how a fault that passes at baseline was shown anyway
     checker_evidence: list[str] = field(default_factory=list)  # a memory checker's lines, ahead of the walk's
+    constants: dict = field(default_factory=dict)  # report.json's `constants` (diagnose/constants.py)

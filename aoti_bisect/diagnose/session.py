@@ -16,6 +16,7 @@ from ..run.probe import interpreter_of, probe_environment, relevant_env
 from ..run.types import RunResult
 from ..aoti.hook_record import Names, package_rows
 from .evidence import RunEvidence
+from .constants import convict_constants
 from .names import name_findings
 from ..stats import DEFAULT_MAX_RUNS
 from ..verdict import Verdict
@@ -88,6 +89,8 @@ class Session:
             self.progress.say(f"aoti-bisect: error: {problem}")
         hooks = [(s.name, [evidence.hook(r) for r in s.results]) for s in outcome.stages]  # a name may repeat
         name_findings(outcome, Names.of([h for _, records in hooks for h in records]))
+        graph = next((g for s in outcome.stages for r in s.results[:1] if (g := evidence.graph(r))), None)
+        convict_constants(outcome, [h for _, records in hooks for h in records], graph, self.argv)
         packages = [row for stage, records in hooks for row in package_rows(stage, records)]
         report = Report.from_findings(self.run_dir, self.argv, outcome, self.environment, self.redactor, packages)
         try:

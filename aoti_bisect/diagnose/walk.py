@@ -119,6 +119,12 @@ def walk(graph: WrapperGraph, observe: Observe, start: Optional[str], crashed: b
             w.note("the wrapper hands back no kernel-produced output; nothing to walk")
             return w.culprit
         w.ensure(producers)
+        if not any(p.name in w.views for p in producers):
+            # Unprinted outputs are not finite ones: the repro ran a package this compile did not make.
+            w.note(f"the level-2 run printed nothing for {', '.join(p.name for p in producers)}: the repro ran "
+                   "code other than the wrapper compiled under these flags (a prebuilt or cached package), or "
+                   "the failure did not reproduce under the printer")
+            return w.culprit
         bad = [p for p in producers if w.bad_outputs(p)]
         if not bad:
             w.note("level 2 shows finite, in-range graph outputs: the failure is not a NaN/Inf or an "

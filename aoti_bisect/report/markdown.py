@@ -84,6 +84,12 @@ def render_markdown(d: dict) -> str:
                             (p["sha256"] or "-")[:12], "yes" if p["built_here"] else "no", p["runs"])
                            for p in d["packages"]],
                           headers=["stage", "action", "package", "sha256", "built by the run", "runs"]))
+    consts = d.get("constants") or {}
+    if consts:
+        out += ["", "## Constants", "", f"The hook read {consts['read']} constant(s) of the loaded package; "
+                f"holding NaN/Inf: {len(consts['nonfinite'])}.", ""]
+        out += [f"- {md_cell(x['finding'])}" for x in consts["nonfinite"]]
+        out += [f"- not read: {md_cell(why)}" for why in consts.get("not_read") or ()]
     if c.get("evidence"):
         out += ["", "## Evidence chain", ""] + [f"{i}. {md_cell(e)}" for i, e in enumerate(c["evidence"], 1)]
     if c.get("source_nodes"):

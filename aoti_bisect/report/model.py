@@ -87,6 +87,7 @@ class Report:
             "culprit": c_json or {"kind": None, "kernel": None, "evidence": []},
             "masked": outcome.masked,
             "packages": list(packages),
+            "constants": outcome.constants or None,
             "next_steps": outcome.next_steps,
             "environment": environment or {},
             "run_dir": run_dir,
@@ -191,7 +192,8 @@ _CULPRIT = {"kind": _Opt(str), "kernel": _Opt(str), "evidence": _Opt(list),
 _REPORT = {"schema_version": int, "verdict": str, "complete": _Opt(bool), "command": _Opt(list),
            "reproduction": _RATE, "stages": _List(_STAGE), "culprit": _Opt(_CULPRIT),
            "signature": _Opt({"kind": str, "phase": str}), "next_steps": _Opt(list), "environment": _Opt(dict),
-           "packages": _Opt(_List({"stage": str, "action": str, "runs": int}))}
+           "packages": _Opt(_List({"stage": str, "action": str, "runs": int})),
+           "constants": _Opt({"read": int, "nonfinite": _List({"finding": str})})}
 
 
 def _schema_problem(data: object) -> Optional[str]:

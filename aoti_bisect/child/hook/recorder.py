@@ -19,6 +19,8 @@ import threading
 import time
 import zipfile
 
+from . import constants
+
 ENV = "AOTI_BISECT_HOOK"
 SCHEMA_VERSION = 1
 # module -> the functions wrapped in it. torch._inductor.package re-exports load_package from .package.package,
@@ -220,6 +222,16 @@ def _begin_load(call, target, model_name):
 
 
 @_quietly
+def _read_constants(event, target, model_name):
+    """The loaded package's constant values (constants.py), read once the repro holds its model."""
+    if event is not None:
+        path, data = package_file(target)
+        if path or data is not None:
+            scratch = os.path.dirname(RECORD.path)
+            RECORD.update(event, constant_values=constants.read(path, data, model_name, scratch))
+
+
+@_quietly
 def _end(event, status, error=None):
     if event is not None:
         RECORD.update(event, status=status, **({"error": error} if error else {}))
@@ -259,6 +271,7 @@ def _wrap_load(original, call):
                 _end(event, "raised", _describe_error(exc))
                 raise
             _end(event, "returned")
+            _read_constants(event, target, model_name or "model")
             return result
     return load
 

@@ -1,0 +1,118 @@
+"""Reads a loaded package's constants (parameters, buffers, folded constants) inside the repro's process.
+
+The level-2 printer never prints constants, so a NaN baked into a weight looks like a fault of the kernel
+that reads it. The package loader (torch._C._aoti.AOTIModelPackageLoader) exposes no constant values, so this
+opens a second container runner on a private copy of the package's wrapper .so (where aoti_compile_and_package
+embeds the weights by default) and reads extract_constants_map: the values as built into the package. The
+repro's own loaded model is never touched. Only counts and summary statistics are kept, never values.
+Standard library at import time; torch is used only when the repro already imported it (it just loaded a
+package). Every limit ends in a `skipped` reason, never an exception.
+"""
+import io
+import json
+import math
+import shutil
+import sys
+import tempfile
+import time
+import zipfile
+
+MAX_SO_BYTES = 2 << 30  # the .so holds every weight: opening a second copy costs that much memory again
+MAX_NUMEL = 1 << 28  # per constant: a NaN scan makes a boolean mask of this many bytes
+MAX_CONSTANTS = 4096  # rows kept in hook.json, which is rewritten whole after every event
+BUDGET_S = 60.0
+
+
+def read(path, data, model_name, scratch):
+    """{"so": member, "constants": [row...], "skipped": reason or None} for the package at path (or in data).
+
+    scratch: a folder under the run folder for the private copy of the .so, removed before returning.
+    """
+    start = time.monotonic()
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return {"skipped": "torch is not imported in this process"}
+    try:
+        z = zipfile.ZipFile(path if data is None else io.BytesIO(data))
+    except (OSError, zipfile.BadZipFile) as exc:  # the loader accepted it: not a package we can open
+        return {"skipped": f"the package cannot be opened as a zip: {type(exc).__name__}: {exc}"[:300]}
+    with z:
+        members = [i for i in z.infolist() if i.filename.endswith(".wrapper.so")
+                   and f"/data/aotinductor/{model_name}/" in i.filename]
+        if not members:
+            return {"skipped": f"no wrapper .so for model {model_name!r} in the package"}
+        so = members[0]
+        device = _device(z, so.filename)
+        if device != "cpu":
+            return {"so": so.filename, "skipped": f"a {device or 'unknown-device'} package: only CPU packages "
+                                                  "are read (a second container would allocate on the device)"}
+        if so.file_size > MAX_SO_BYTES:
+            return {"so": so.filename, "skipped": f"the wrapper .so is {so.file_size >> 20} MiB (limit "
+                                                  f"{MAX_SO_BYTES >> 20} MiB)"}
+        folder = tempfile.mkdtemp(prefix="constants-", dir=scratch)
+        try:
+            copy = z.extract(so, folder)
+            runner = torch._C._aoti.AOTIModelContainerRunnerCpu(copy, 1)
+            fqns = runner.get_constant_names_to_original_fqns()
+            tensors = runner.extract_constants_map(False)
+        except (RuntimeError, OSError, AttributeError) as exc:  # another torch's runner, a full disk
+            return {"so": so.filename, "skipped": f"cannot open a runner on it: {type(exc).__name__}: {exc}"[:300]}
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)  # dlopen keeps its mapping of the removed file
+    return {"so": so.filename, "skipped": None, **_rows(torch, fqns, tensors),
+            "seconds": round(time.monotonic() - start, 3)}
+
+
+def _device(z, so_member):
+    try:
+        meta = json.loads(z.read(so_member[: -len(".so")] + "_metadata.json"))
+    except (KeyError, ValueError):
+        return None
+    return meta.get("AOTI_DEVICE_KEY")
+
+
+def _rows(torch, fqns, tensors):
+    """One row per constant the wrapper declares: the values of those the .so holds, or why not."""
+    name_of = {fqn or name: name for name, fqn in fqns.items()}  # extract_constants_map is keyed by FQN
+    keys = list(dict.fromkeys([*tensors, *name_of]))
+    start = time.monotonic()
+    rows = []
+    for key in keys[:MAX_CONSTANTS]:
+        row = {"fqn": key if fqns.get(name_of.get(key, key)) else None, "name": name_of.get(key, key)}
+        tensor = tensors.get(key)
+        if tensor is None:
+            row["skipped"] = "not in the .so (kept outside it, or left for the repro to load)"
+        elif time.monotonic() - start > BUDGET_S:
+            row["skipped"] = f"time budget of {BUDGET_S:.0f} s spent"
+        else:
+            row.update(_stats(torch, tensor))
+        rows.append(row)
+    left = len(keys) - len(rows)
+    return {"constants": rows, "left_out": left}
+
+
+def _stats(torch, tensor):
+    row = {"dtype": str(tensor.dtype).replace("torch.", ""), "shape": list(tensor.shape), "numel": tensor.numel()}
+    if tensor.numel() > MAX_NUMEL:
+        return {**row, "skipped": f"{tensor.numel()} elements (limit {MAX_NUMEL})"}
+    with torch.no_grad():
+        t = tensor.detach()
+        if t.is_complex():
+            t = torch.view_as_real(t)
+        if t.is_floating_point():
+            nan = int(torch.isnan(t).sum())
+            posinf = int(torch.isposinf(t).sum())
+            neginf = int(torch.isneginf(t).sum())
+            finite = t[torch.isfinite(t)].double()
+        else:
+            nan = posinf = neginf = 0
+            finite = t.double() if t.dtype != torch.bool else t.to(torch.float64)
+        row.update(nan=nan, posinf=posinf, neginf=neginf)
+        if finite.numel():
+            row.update(min=_num(finite.min()), max=_num(finite.max()), mean=_num(finite.mean()))
+    return row
+
+
+def _num(t):
+    value = float(t)
+    return value if math.isfinite(value) else None

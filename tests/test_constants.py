@@ -1,0 +1,247 @@
+"""Constants convicted: the hook reads a loaded package's constant values (child/hook/constants.py), the reader
+parses them (aoti/constants.py), and a NaN/Inf constant takes the conviction from the kernel that reads it
+(diagnose/constants.py), in report.json's `constants` and report.md.
+
+The captured record and wrapper come from one real package (tests/data/README.md says how); one real AOTI
+compile (marked slow) shows the hook reading a real package in a real child without changing its output.
+"""
+import json
+import os
+import subprocess
+import sys
+import types
+import zipfile
+
+import pytest
+
+from aoti_bisect.aoti import wrapper
+from aoti_bisect.aoti.hook_record import parse, read_hook
+from aoti_bisect.child.hook import constants as hook_constants
+from aoti_bisect.diagnose.constants import convict_constants, gather
+from aoti_bisect.diagnose.findings import Culprit, Findings
+from aoti_bisect.diagnose.walk import walk
+from aoti_bisect.report.model import Report
+from aoti_bisect.run.harness import Harness
+from aoti_bisect.run.types import RunSpec, Signature
+from aoti_bisect.stats import Rate
+from aoti_bisect.verdict import Verdict
+
+HERE = os.path.dirname(__file__)
+DATA = os.path.join(HERE, "data", "hook")
+SCENARIOS = os.path.join(os.path.dirname(HERE), "scenarios", "cpu")
+RECORD = "load_nan_bias_inf_scale.json"
+ADDMM = "aoti_torch_cpu_addmm_out"
+
+
+def captured():
+    with open(os.path.join(DATA, RECORD)) as f:
+        return parse(f.read(), RECORD)
+
+
+def captured_at(package):
+    """The captured record, as if the package it loaded lay at `package`."""
+    with open(os.path.join(DATA, RECORD)) as f:
+        doc = json.load(f)
+    doc["events"][0]["path"] = str(package)
+    return parse(json.dumps(doc))
+
+
+def graph():
+    path = os.path.join(DATA, "nan_bias_inf_scale.wrapper.cpp")
+    with open(path) as f:
+        return wrapper.parse_wrapper(f.read(), path)
+
+
+def findings(culprit=None, kind="nan_inf"):
+    sig = Signature(kind, "run", "non-finite output", None, "f")
+    return Findings(Verdict.REPRODUCED, sig, Rate(2, 2), [], culprit=culprit, next_steps=["old step"])
+
+
+# -- the reader, on a real captured record -----------------------------------------------------------------
+
+def test_reader_parses_the_constants_a_real_load_read():
+    (event,) = captured().events
+    read = event.constant_values
+    assert read.skipped is None and read.so.endswith(".wrapper.so") and read.left_out == 0
+    by = {v.placeholder: v for v in read.values}
+    assert set(by) == {"proj_weight", "proj_bias", "scale"}
+    bias = by["proj_bias"]
+    assert (bias.fqn, bias.dtype, bias.shape, bias.numel, bias.nan, bias.bad) == \
+        ("proj.bias", "float32", (16,), 16, 3, True)
+    assert bias.holds() == "NaN (3 of 16 elements)"
+    assert by["scale"].holds() == "+Inf (1 of 16 elements)" and by["scale"].max == 1.0  # of the finite part
+    assert not by["proj_weight"].bad and by["proj_weight"].shape == (16, 8)
+    assert -1 < by["proj_weight"].min < by["proj_weight"].mean < by["proj_weight"].max < 1
+
+
+def test_a_damaged_constants_section_is_one_line_and_the_load_event_stands():
+    with open(os.path.join(DATA, RECORD)) as f:
+        doc = json.load(f)
+    doc["events"][0]["constant_values"]["constants"][1]["nan"] = "three"
+    record = parse(json.dumps(doc), RECORD)
+    (event,) = record.events
+    assert event.status == "returned" and event.path == "/tmp/constants-work/m.pt2"
+    why = event.constant_values.skipped
+    assert why.startswith("the hook's constant values are damaged: ValueError") and "\n" not in why
+    values, not_read, _ = gather([record])
+    assert values == [] and not_read == [why]
+    out = findings(Culprit("unknown"))
+    convict_constants(out, [record], None, ["python", "repro.py"])
+    assert out.culprit.kind == "unknown" and out.constants["not_read"] == [why]
+
+
+# -- the decision, with findings made by hand --------------------------------------------------------------
+
+def test_the_walks_kernel_gives_way_to_the_bad_constant_it_reads():
+    walk = ["cpp_fused_mul_relu_0 reads bad buf0, written by aoti_torch_cpu_addmm_out",
+            f"{ADDMM} produced bad values from good inputs: arg3_1 ...",
+            f"unverified: {ADDMM} also reads proj_bias, proj_weight, which level 2 does not print"]
+    out = findings(Culprit("kernel", kernel=ADDMM, evidence=list(walk), probes=[["cpp_fused_mul_relu_0"]]))
+    out.source = ("k.cpp", "void ...")
+    convict_constants(out, [captured()], graph(), ["python", "repro.py"])
+    c = out.culprit
+    line = f"constant `proj.bias` (wrapper proj_bias) holds NaN (3 of 16 elements); read by {ADDMM}"
+    assert (c.kind, c.kernel, c.input_name, c.user_name, c.summary) == ("constant", None, "proj_bias", "proj.bias", line)
+    # The walk's chain stays, the conviction follows it, and the other bad constant is said too.
+    assert c.evidence == [*walk, line, "also: constant `scale` (wrapper scale) holds +Inf (1 of 16 elements); "
+                                       "read by cpp_fused_mul_relu_0"]
+    assert c.probes == [["cpp_fused_mul_relu_0"]] and out.source is None
+    assert "proj.bias" in out.next_steps[0] and "old step" not in out.next_steps
+    assert [x["wrapper"] for x in out.constants["nonfinite"]] == ["proj_bias", "scale"]
+    assert out.constants["read"] == 3 and out.constants["nonfinite"][0]["readers"] == [ADDMM]
+
+
+def test_another_culprit_keeps_the_conviction_and_the_bad_constants_are_said_beside_it():
+    out = findings(Culprit("kernel", kernel="cpp_fused_log_0", evidence=["cpp_fused_log_0 produced bad values"]))
+    convict_constants(out, [captured()], graph(), ["python", "repro.py"])
+    assert out.culprit.kind == "kernel" and out.culprit.kernel == "cpp_fused_log_0"
+    assert out.culprit.evidence[1:] == [
+        f"also: constant `proj.bias` (wrapper proj_bias) holds NaN (3 of 16 elements); read by {ADDMM}",
+        "also: constant `scale` (wrapper scale) holds +Inf (1 of 16 elements); read by cpp_fused_mul_relu_0"]
+    assert out.next_steps == ["old step"]
+
+
+def test_with_no_walk_a_nan_failure_convicts_the_bad_constant_read_first_from_the_packages_own_wrapper(tmp_path):
+    # A prebuilt package: no run compiled a wrapper, so the readers come from the source inside the package.
+    record = captured()
+    so = record.events[0].constant_values.so
+    package = tmp_path / "m.pt2"
+    with zipfile.ZipFile(package, "w") as z:
+        z.write(os.path.join(DATA, "nan_bias_inf_scale.wrapper.cpp"), so[: -len(".so")] + ".cpp")
+    out = findings(Culprit("unknown", evidence=["no launch lines: ..."]))
+    convict_constants(out, [captured_at(package)], None, ["python", "repro.py"])
+    assert out.culprit.kind == "constant" and out.culprit.user_name == "proj.bias"
+    assert out.culprit.summary.endswith(f"read by {ADDMM}")
+    # Without the package's source the conviction stands, and says it could not name a reader.
+    out = findings(None)
+    convict_constants(out, [captured_at(tmp_path / "gone.pt2")], None, ["python", "repro.py"])
+    assert out.culprit.kind == "constant" and "no launch in the wrapper reads it by name" in out.culprit.summary
+
+
+def test_a_walk_whose_printer_showed_nothing_says_so_instead_of_calling_the_outputs_finite():
+    # A prebuilt package: the inspect compile's wrapper never ran, so level 2 printed no kernel at all.
+    culprit = walk(graph(), lambda kernels: ({}, {}), None, False)
+    assert culprit.kind == "unknown" and culprit.probes == [["cpp_fused_mul_relu_0", ADDMM]]
+    assert culprit.evidence == ["the level-2 run printed nothing for cpp_fused_mul_relu_0: the repro ran code other "
+                                "than the wrapper compiled under these flags (a prebuilt or cached package), or "
+                                "the failure did not reproduce under the printer"]
+    out = findings(culprit)
+    convict_constants(out, [captured()], graph(), ["python", "repro.py"])
+    assert out.culprit.kind == "constant" and out.culprit.evidence[0] == culprit.evidence[0]
+
+
+@pytest.mark.parametrize("culprit,kind", [(Culprit("unknown"), "segfault"),
+                                          (Culprit("model_input", input_index=0, input_name="arg3_1"), "nan_inf")])
+def test_a_bad_constant_does_not_explain_a_crash_nor_override_a_bad_input(culprit, kind):
+    out = findings(culprit, kind)
+    convict_constants(out, [captured()], graph(), ["python", "repro.py"])
+    assert out.culprit.kind == culprit.kind and len(out.constants["nonfinite"]) == 2
+
+
+def test_a_run_that_read_no_constants_changes_nothing():
+    out = findings(Culprit("kernel", kernel=ADDMM))
+    convict_constants(out, [parse('{"events": [{"call": "aoti_load_package", "status": "returned"}]}')], graph(),
+                      ["python", "repro.py"])
+    assert out.culprit.kind == "kernel" and out.constants == {}
+
+
+def test_report_json_and_markdown_carry_the_constants(tmp_path):
+    out = findings(Culprit("kernel", kernel=ADDMM))
+    convict_constants(out, [captured()], graph(), ["python", "repro.py"])
+    report = Report.from_findings(str(tmp_path), ["python", "repro.py"], out)
+    report.write()
+    data = Report.load(str(tmp_path)).data  # the schema check accepts it
+    assert data["culprit"]["kind"] == "constant" and data["constants"]["nonfinite"][0]["nan"] == 3
+    md = (tmp_path / "report.md").read_text()
+    assert "## Constants" in md and "The hook read 3 constant(s) of the loaded package; holding NaN/Inf: 2." in md
+    assert "holds NaN (3 of 16 elements)" in md
+
+
+# -- the hook's reader on bad packages (no torch needed: each stops before using it) ------------------------
+
+def test_the_hook_reader_skips_what_it_cannot_read_with_a_reason(tmp_path, monkeypatch):
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    assert hook_constants.read(str(tmp_path / "x"), None, "model", str(tmp_path))["skipped"] == \
+        "torch is not imported in this process"
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace())
+    garbage = tmp_path / "garbage.pt2"
+    garbage.write_bytes(b"not a zip")
+    assert "cannot be opened as a zip: BadZipFile" in hook_constants.read(str(garbage), None, "model", str(tmp_path))["skipped"]
+    empty = tmp_path / "empty.pt2"
+    with zipfile.ZipFile(empty, "w") as z:
+        z.writestr("m/data/aotinductor/model/a.wrapper.cpp", "")
+    assert hook_constants.read(str(empty), None, "model", str(tmp_path))["skipped"] == \
+        "no wrapper .so for model 'model' in the package"
+    cuda = tmp_path / "cuda.pt2"
+    with zipfile.ZipFile(cuda, "w") as z:
+        z.writestr("m/data/aotinductor/model/a.wrapper.so", b"\x7fELF")
+        z.writestr("m/data/aotinductor/model/a.wrapper_metadata.json", '{"AOTI_DEVICE_KEY": "cuda"}')
+    assert hook_constants.read(None, cuda.read_bytes(), "model", str(tmp_path))["skipped"].startswith(
+        "a cuda package: only CPU packages are read")
+    assert sorted(os.listdir(tmp_path)) == ["cuda.pt2", "empty.pt2", "garbage.pt2"]  # no scratch left behind
+
+
+def test_a_wrapper_so_that_torch_cannot_open_is_a_reason_and_leaves_no_copy(tmp_path):
+    pytest.importorskip("torch")
+    broken = tmp_path / "broken.pt2"
+    with zipfile.ZipFile(broken, "w") as z:
+        z.writestr("m/data/aotinductor/model/a.wrapper.so", b"\x7fELF, but cut short")
+        z.writestr("m/data/aotinductor/model/a.wrapper_metadata.json", '{"AOTI_DEVICE_KEY": "cpu"}')
+    read = hook_constants.read(str(broken), None, "model", str(tmp_path))
+    assert read["skipped"].startswith("cannot open a runner on it: RuntimeError") and "\n" not in read["skipped"]
+    assert os.listdir(tmp_path) == ["broken.pt2"]
+
+
+# -- the hook in a real child on a real package ------------------------------------------------------------
+
+LOAD_AND_PRINT = """
+import sys, torch
+torch.manual_seed(1)
+runner = torch._inductor.aoti_load_package(sys.argv[1])
+out = runner(torch.rand(4, 8))
+print(out)
+sys.exit(3 if not torch.isfinite(out).all() else 0)
+"""
+
+
+@pytest.mark.slow
+def test_the_hook_reads_a_real_packages_constants_without_changing_the_run(tmp_path, write_script):
+    package = str(tmp_path / "nan_constant.pt2")
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "build-cache")}
+    subprocess.run([sys.executable, os.path.join(SCENARIOS, "build_nan_constant_package.py"), package],
+                   env=env, check=True, capture_output=True, timeout=900)
+    script = write_script("load_and_print.py", LOAD_AND_PRINT)
+    harness = Harness(str(tmp_path / "run"))
+    on = harness.run(RunSpec((sys.executable, script, package), "trace", 0, (), 600.0, True))
+    off = harness.run(RunSpec((sys.executable, script, package), "baseline", 1, (), 600.0))
+    with open(on.log_path, "rb") as a, open(off.log_path, "rb") as b:
+        on_log, off_log = a.read(), b.read()
+    assert on.exit.returncode == off.exit.returncode == 3
+    assert on_log == off_log and b"nan" in on_log
+    record = read_hook(on.run_dir)
+    assert not record.problems
+    (load,) = record.events
+    by = {v.fqn: v for v in load.constant_values.values}
+    assert set(by) == {"proj.weight", "proj.bias"} and load.constant_values.skipped is None
+    assert (by["proj.bias"].nan, by["proj.bias"].numel, by["proj.weight"].bad) == (3, 16, False)
+    assert not [n for n in os.listdir(on.run_dir) if n.startswith("constants-")]  # the private .so copy is gone
