@@ -123,6 +123,8 @@ def test_a_package_that_cannot_be_reinstrumented_gets_one_line(tmp_path, make, r
     with pytest.raises(Unusable) as caught:
         reinstrument.read_package(path)
     assert reason in str(caught.value) and "\n" not in str(caught.value)
+    assert reinstrument.device_of(path) == ("cuda" if "cuda" in reason else "cpu" if "wrapper source" in reason
+                                            else None)
     assert (open(path, "rb").read() if os.path.isfile(path) else None) == before
 
 
@@ -257,6 +259,9 @@ class Prebuilt:
             return Instrumented(problems=(f"/pkg/model.pt2 cannot be re-instrumented: {self.problem}",))
         return Instrumented({"AOTI_BISECT_REDIRECT": f"/out/redirect-L{level}.json"})
 
+    def package_device(self, path):
+        return "cpu"
+
     def sanity(self, result):
         return None
 
@@ -293,6 +298,9 @@ def test_the_ladder_hands_the_trace_stage_a_copy_of_the_package_the_runs_did_not
     trace = next(s for s in out.stages if s.name == "trace")
     inspect = next(s for s in out.stages if s.name == "inspect")
     assert trace.env["AOTI_BISECT_REDIRECT"] == "/out/redirect-L3.json"
+    # A CPU package: no CUDA flags, no determinism runs, though no run compiled a wrapper.
+    assert "CUDA_LAUNCH_BLOCKING" not in trace.env
+    assert next(s for s in out.stages if s.name == "determinism").skipped.startswith("CPU-only repro")
     assert inspect.env["AOTI_BISECT_REDIRECT"] == "/out/redirect-L2.json"
     assert seen.asked == [(["/pkg/model.pt2"], 3, ()), (["/pkg/model.pt2"], 2, (KERNELS[0],))]
     assert trace.finding.startswith(f"last launch without after_launch: {KERNELS[0]}")
@@ -306,3 +314,40 @@ def test_a_package_that_cannot_be_rebuilt_is_named_with_why_in_the_trace_finding
     assert "AOTI_BISECT_REDIRECT" not in trace.env
     assert out.culprit.kind == "unknown"
     assert "/pkg/model.pt2 cannot be re-instrumented: no compiler g++ on PATH" in trace.finding
+
+
+# -- the scenario manifest's setup step -------------------------------------------------------------------------
+
+def test_a_scenarios_setup_runs_once_in_its_own_folder_and_its_args_name_that_folder(tmp_path, write_script):
+    from aoti_bisect.scenarios import load_manifest, run_setup
+    build = write_script("build.py", "import os, sys\nopen(sys.argv[1], 'w').write(os.environ['TMPDIR'])\n")
+    manifest = tmp_path / "manifest.toml"
+    manifest.write_text(f'''
+        [[scenario]]
+        name = "s"
+        script = "cpu/x.py"
+        device = "cpu"
+        demonstrates = "d"
+        verdict = "reproduced"
+        setup = ["{build}", "{{setup}}/model.pt2"]
+        args = ["{{setup}}/model.pt2"]
+    ''')
+    (s,) = load_manifest(str(manifest))
+    assert s.setup == (build, "{setup}/model.pt2") and s.args == ("{setup}/model.pt2",)
+    folder = str(tmp_path / "check" / "setup" / "s")
+    assert run_setup(s, folder) is None
+    assert open(os.path.join(folder, "model.pt2")).read() == os.path.join(folder, "tmp")
+    broken = write_script("broken.py", "raise SystemExit(4)\n")
+    import dataclasses
+    problem = run_setup(dataclasses.replace(s, setup=(broken,)), str(tmp_path / "b"))
+    assert problem.startswith("setup ") and "failed (exit 4)" in problem and "\n" not in problem
+    assert run_setup(dataclasses.replace(s, setup=()), str(tmp_path / "none")) is None
+    assert not os.path.exists(tmp_path / "none")
+
+
+def test_the_bundled_prebuilt_scenarios_have_their_setup():
+    from aoti_bisect.scenarios import SCENARIO_DIR, load_bundled
+    found = {s.name: s for s in load_bundled()}
+    for name in ("fixed_path_cache", "prebuilt_package"):
+        s = found[name]
+        assert os.path.isfile(os.path.join(SCENARIO_DIR, s.setup[0])) and "{setup}/model.pt2" in s.args

@@ -32,7 +32,11 @@ _ARG = re.compile(r"^(buf|arg)")
 
 
 class Unusable(Exception):
-    """Why a package cannot be re-instrumented: one line, for the report."""
+    """Why a package cannot be re-instrumented: one line, for the report; `device`, where the package said."""
+
+    def __init__(self, why: str, device: Optional[str] = None) -> None:
+        super().__init__(why)
+        self.device = device
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,14 @@ class Package:
     kernel: Optional[str]
     so: str
     device: str
+
+
+def device_of(path: str, model: str = "model") -> Optional[str]:
+    """The device a package's model was compiled for (its metadata's AOTI_DEVICE_KEY); None: unreadable."""
+    try:
+        return read_package(path, model).device
+    except Unusable as exc:
+        return exc.device
 
 
 def read_package(path: str, model: str = "model") -> Package:
@@ -77,10 +89,11 @@ def read_package(path: str, model: str = "model") -> Package:
     pick = lambda suffix: next((files[f] for f in sorted(files) if f.endswith(suffix)), None)  # noqa: E731
     wrapper, kernel, so = pick(".wrapper.cpp"), pick(".kernel.cpp"), pick(".so")
     if device != "cpu":
-        raise Unusable(f"{path} is a package for device {device!r}: only CPU packages can be re-instrumented")
+        raise Unusable(f"{path} is a package for device {device!r}: only CPU packages can be re-instrumented",
+                       device)
     if wrapper is None or so is None:
         raise Unusable(f"{path} holds no generated wrapper source or no .so for {model!r} (built with "
-                       "package_cpp_only, or stripped): nothing to rebuild from")
+                       "package_cpp_only, or stripped): nothing to rebuild from", device)
     return Package(model, wrapper, kernel, so, device)
 
 

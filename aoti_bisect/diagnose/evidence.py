@@ -9,9 +9,9 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Optional, Protocol
+from typing import Callable, Optional, Protocol
 
-from ..aoti import checks, level2_file, printer, sanitizer, wrapper
+from ..aoti import checks, level2_file, printer, reinstrument, sanitizer, wrapper
 from ..aoti.hook_record import HookRecord, PackageEvent, read_hook
 from ..child.hook import redirect
 from ..files import atomic_write, read_log
@@ -53,18 +53,22 @@ class Evidence(Protocol):
     def instrumented(self, packages: list[PackageEvent], level: int, kernels: tuple[str, ...]) -> Instrumented:
         """Copies of `packages` (loaded, not built, by the runs) printing what printer `level` prints."""
 
+    def package_device(self, path: str) -> Optional[str]:
+        """The device a package on disk was compiled for (None: unreadable)."""
+
 
 class RunEvidence:
     """Reads a real run's log and its compile cache. Runs of one flag set share one cache: each cache's
     wrapper is parsed once."""
 
     def __init__(self, prebuilt_dir: str = "", env: Optional[dict[str, str]] = None,
-                 cancel: Optional[process.Cancel] = None) -> None:
+                 cancel: Optional[process.Cancel] = None, say: Callable[[str], None] = lambda line: None) -> None:
         self._graphs: dict[str, Optional[wrapper.WrapperGraph]] = {}
         self.prebuilt_dir = prebuilt_dir  # where instrumented copies are built: inside the run directory
         self.env = dict(os.environ if env is None else env)
         self.cancel = cancel
         self._copies: dict[str, rebuild.Copy] = {}
+        self.say = say
 
     def sanity(self, result: RunResult) -> Optional[checks.InputRejected | checks.NanAssert]:
         return checks.sanity_hit(read_log(result.log_path))
@@ -110,6 +114,9 @@ class RunEvidence:
         return [os.path.join(result.cache_dir, "inductor"),
                 *(os.path.join(os.path.dirname(c), "sources") for c in copies)]
 
+    def package_device(self, path: str) -> Optional[str]:
+        return reinstrument.device_of(path)
+
     def instrumented(self, packages: list[PackageEvent], level: int, kernels: tuple[str, ...]) -> Instrumented:
         copies = []
         for p in packages:
@@ -117,6 +124,8 @@ class RunEvidence:
             if key not in self._copies:
                 folder = os.path.join(self.prebuilt_dir, key)
                 os.makedirs(folder, exist_ok=True)
+                self.say(f"aoti-bisect: building a copy of {p.path} that prints as printer level {level} does"
+                         + (f" for {', '.join(kernels)}" if kernels else ""))
                 self._copies[key] = rebuild.build(p.path, p.sha256, level, kernels, folder, self.env, self.cancel)
             copies.append(self._copies[key])
         built = {c.sha256: c.path for c in copies if c.path}

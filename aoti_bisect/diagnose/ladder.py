@@ -233,15 +233,7 @@ class Ladder:
         """The env that hands a stage's runs instrumented copies of the packages the failing hooked runs
         loaded without building them (a prebuilt .pt2, a fixed-path cache left before the bisection): no
         compile-time flag reaches those. Also one line per package that cannot be re-instrumented."""
-        if self.prebuilt is None:
-            hooked = [r for s in self.stages for r in s.results if r.spec.hook]
-            runs = [r for r in hooked if r.failed] or hooked
-            found: dict[str, PackageEvent] = {}
-            for r in runs:
-                for e in self.evidence.hook(r).events:
-                    if not e.compiled and not e.built_here and e.redirect != "private" and e.sha256:
-                        found.setdefault(e.sha256, e)
-            self.prebuilt = list(found.values())
+        self._instrumented_packages()
         if not self.prebuilt:
             return {}, ()
         buffers = [e for e in self.prebuilt if e.path is None]
@@ -252,6 +244,21 @@ class Ladder:
             return {}, problems
         got = self.evidence.instrumented(files, level, kernels)
         return got.env, problems + got.problems
+
+    def _instrumented_packages(self) -> None:
+        """What the failing hooked runs so far loaded without building it, once."""
+        if self.prebuilt is not None:
+            return
+        hooked = [r for s in self.stages for r in s.results if r.spec.hook]
+        if not hooked:
+            return
+        runs = [r for r in hooked if r.failed] or hooked
+        found: dict[str, PackageEvent] = {}
+        for r in runs:
+            for e in self.evidence.hook(r).events:
+                if not e.compiled and not e.built_here and e.redirect != "private" and e.sha256:
+                    found.setdefault(e.sha256, e)
+        self.prebuilt = list(found.values())
 
     def trace(self, out: Findings) -> None:
         copies, problems = self._instrumented(reinstrument.TRACE_LEVEL)
@@ -404,11 +411,17 @@ class Ladder:
         return self.evidence.graph(stage.results[0]) if stage is not None and stage.results else None
 
     def _is_cuda(self, default: bool = True) -> bool:
-        """Whether the compiled graph targets CUDA; `default` when no run compiled one (a prebuilt package)."""
+        """Whether the compiled graph targets CUDA; else whether the packages the runs loaded without building
+        them do; `default` when neither is known."""
         for stage in self.stages:
             g = self._graph(stage)
             if g is not None:
                 return g.cuda or "cuda" in g.path
+        if any(r.spec.hook for s in self.stages for r in s.results):
+            self._instrumented_packages()
+            devices = {self.evidence.package_device(e.path) for e in self.prebuilt or () if e.path}
+            if devices and None not in devices:
+                return "cuda" in devices
         return default
 
     def _finish(self, out: Findings) -> None:
