@@ -351,3 +351,43 @@ def test_the_bundled_prebuilt_scenarios_have_their_setup():
     for name in ("fixed_path_cache", "prebuilt_package"):
         s = found[name]
         assert os.path.isfile(os.path.join(SCENARIO_DIR, s.setup[0])) and "{setup}/model.pt2" in s.args
+
+
+LOGS = os.path.join(os.path.dirname(__file__), "logs", "cpu")
+
+
+@pytest.mark.parametrize("name, level", [("wrapper_index_oob_level3.cpp", 3), ("wrapper_nan_after_matmul_level2.cpp", 2),
+                                         ("wrapper_empty_batch_level2.cpp", 2),
+                                         ("wrapper_symbolic_index_bound_level2.cpp", 2)])
+def test_other_captured_wrappers_stripped_of_their_printer_lines_are_instrumented_back_to_themselves(name, level):
+    """More real models (dynamic sizes, a gather, scalars in the call): remove what the printer generated and
+    the transform puts back exactly that, with the filter the captured compile had."""
+    with open(os.path.join(LOGS, name)) as f:
+        captured = f.read()
+    body = run_impl(captured)
+    printed = [line for line in body.split("\n") if "print_tensor_handle(" in line or "printf(\"[ " in line]
+    assert printed
+    plain = captured.replace(body, "\n".join(line for line in body.split("\n") if line not in printed))
+    kernels = tuple({line.split(" - ")[1] for line in printed if "_launch - " in line})
+    assert run_impl(reinstrument.instrument(plain, level, kernels)) == body
+
+
+@pytest.mark.slow
+def test_real_fixed_path_compile_is_private_and_measures_the_same(tmp_path):
+    """A real repro compiling to a fixed path: hooked, it compiles into its run folder and fails exactly as the
+    unhooked run (the user's way, which writes the fixed path) does; the fixed path never sees the hooked run."""
+    repro = os.path.join(os.path.dirname(os.path.dirname(__file__)), "scenarios", "cpu", "fixed_path_cache.py")
+    fixed = str(tmp_path / "elsewhere" / "model.pt2")
+    os.makedirs(os.path.dirname(fixed))
+    cache = str(tmp_path / "cache")
+    on = Harness(str(tmp_path / "run"), cache_root=cache).run(RunSpec((sys.executable, repro, fixed), "sanity", 0,
+                                                                      (), 600.0, True))
+    assert not os.path.exists(fixed)
+    off = Harness(str(tmp_path / "run"), cache_root=cache).run(RunSpec((sys.executable, repro, fixed), "baseline", 1,
+                                                                       (), 600.0))
+    assert os.path.exists(fixed)
+    assert on.exit.returncode == off.exit.returncode != 0
+    assert on.signature.fingerprint == off.signature.fingerprint and on.signature.kind == "index_out_of_bounds"
+    compiled, loaded = read_hook(on.run_dir).events
+    assert compiled.requested_path == fixed and compiled.path.startswith(on.run_dir + os.sep)
+    assert (loaded.redirect, loaded.built_here, loaded.served_from) == ("private", True, compiled.path)
