@@ -90,6 +90,8 @@ def test_the_weights_linked_into_a_library_are_read_back(tmp_path):
     assert reinstrument.weights(so) == reinstrument.Weights(blob, b"")
     padded = so + b" " * (16384 - len(so) % 16384) + b"mmapped"
     assert reinstrument.weights(padded).tail == b"mmapped"
+    with pytest.raises(Unusable, match="the package's .so is damaged"):
+        reinstrument.weights(so[: len(so) // 3])
     with pytest.raises(Unusable, match="no _binary_constants_bin symbols"):
         reinstrument.weights(open(shutil.which("g++"), "rb").read())
 

@@ -235,6 +235,13 @@ class Weights:
 
 def weights(so: bytes) -> Weights:
     """The constants blob linked into an AOTI .so, read through the ELF symbol tables."""
+    try:
+        return _weights(so)
+    except (struct.error, IndexError, ValueError) as exc:  # offsets past the end: a truncated or damaged file
+        raise Unusable(f"the package's .so is damaged ({type(exc).__name__}: {exc}): its weights cannot be read")
+
+
+def _weights(so: bytes) -> Weights:
     if so[:4] != b"\x7fELF" or so[4] != 2 or so[5] != 1:
         raise Unusable("the package's .so is not a 64-bit little-endian ELF library (built for another platform)")
     shoff, = struct.unpack_from("<Q", so, 0x28)
