@@ -248,16 +248,17 @@ def test_a_compile_to_a_fixed_path_stays_private_to_its_run(tmp_path, fake_torch
 class Prebuilt:
     """Evidence of runs that load /pkg/model.pt2 without building it; records what it was asked to build."""
 
-    def __init__(self, problem=None):
+    def __init__(self, problem=None, failing_level=3):
         self.asked = []
         self.problem = problem
+        self.failing_level = failing_level
 
     def hook(self, result):
         return HookRecord((PackageEvent("aoti_load_package", "returned", "/pkg/model.pt2", "ab" * 32, False),))
 
     def instrumented(self, packages, level, kernels):
         self.asked.append(([p.path for p in packages], level, kernels))
-        if self.problem:
+        if self.problem and level == self.failing_level:
             return Instrumented(problems=(f"/pkg/model.pt2 cannot be re-instrumented: {self.problem}",))
         return Instrumented({"AOTI_BISECT_REDIRECT": f"/out/redirect-L{level}.json"})
 
@@ -393,3 +394,12 @@ def test_real_fixed_path_compile_is_private_and_measures_the_same(tmp_path):
     compiled, loaded = read_hook(on.run_dir).events
     assert compiled.requested_path == fixed and compiled.path.startswith(on.run_dir + os.sep)
     assert (loaded.redirect, loaded.built_here, loaded.served_from) == ("private", True, compiled.path)
+
+
+def test_a_copy_that_cannot_be_built_for_an_inspection_is_said_in_its_finding():
+    out = Ladder(["python", "repro.py"], fail_always, Prebuilt("rebuilding the package's wrapper failed (exit 1)", 2),
+                 Options(runs=2, max_runs=2)).run()
+    inspect = next(s for s in out.stages if s.name == "inspect")
+    assert "AOTI_BISECT_REDIRECT" not in inspect.env
+    assert inspect.finding.startswith("/pkg/model.pt2 cannot be re-instrumented: rebuilding the package's wrapper")
+    assert out.culprit.kernel == KERNELS[0]  # the trace, through its copy, still named it

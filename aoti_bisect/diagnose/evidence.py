@@ -1,4 +1,5 @@
-"""What the ladder reads from a finished run, behind one small interface so that the ladder only decides.
+"""What the ladder reads from a finished run, behind one small interface so that the ladder only decides; and
+the instrumented copies of packages the runs did not build, which it has built (run/rebuild.py) on request.
 
 The ladder is handed an `Evidence` the way it is handed `run_batch`: `RunEvidence` reads the logs and the
 generated sources a real run left behind; the ladder's tests hand it a fake built from captured text.

@@ -233,19 +233,20 @@ class Ladder:
         """The env that hands a stage's runs instrumented copies of the packages the failing hooked runs
         loaded without building them (a prebuilt .pt2, a fixed-path cache left before the bisection): no
         compile-time flag reaches those. Also one line per package that cannot be re-instrumented."""
-        self._instrumented_packages()
+        self._find_prebuilt()
         if not self.prebuilt:
             return {}, ()
-        buffers = [e for e in self.prebuilt if e.path is None]
-        problems = tuple("a package loaded from an in-memory buffer cannot be re-instrumented: save it to a file "
-                         "and load it by path" for _ in buffers[:1])
         files = [e for e in self.prebuilt if e.path is not None]
+        problems: tuple[str, ...] = ()
+        if len(files) < len(self.prebuilt):
+            problems = ("a package loaded from an in-memory buffer cannot be re-instrumented: save it to a file "
+                        "and load it by path",)
         if not files:
             return {}, problems
         got = self.evidence.instrumented(files, level, kernels)
         return got.env, problems + got.problems
 
-    def _instrumented_packages(self) -> None:
+    def _find_prebuilt(self) -> None:
         """What the failing hooked runs so far loaded without building it, once."""
         if self.prebuilt is not None:
             return
@@ -372,9 +373,10 @@ class Ladder:
         inspect_stages: list[Stage] = []
 
         def observe(kernels: list[str]):
-            copies, _ = self._instrumented(reinstrument.INSPECT_LEVEL, tuple(kernels))
+            copies, problems = self._instrumented(reinstrument.INSPECT_LEVEL, tuple(kernels))
             env = {**self._gpu_env(), **flags.INSPECT, flags.FILTER: ",".join(kernels), **copies}
             stage = self._run_until_seen(Stage("inspect", env))
+            stage.finding = "; ".join(problems)
             inspect_stages.append(stage)
             fresh = self._graph(stage)
             if fresh is not None and [l.name for l in fresh.launches] != [l.name for l in graph.launches]:
@@ -417,11 +419,10 @@ class Ladder:
             g = self._graph(stage)
             if g is not None:
                 return g.cuda or "cuda" in g.path
-        if any(r.spec.hook for s in self.stages for r in s.results):
-            self._instrumented_packages()
-            devices = {self.evidence.package_device(e.path) for e in self.prebuilt or () if e.path}
-            if devices and None not in devices:
-                return "cuda" in devices
+        self._find_prebuilt()
+        devices = {self.evidence.package_device(e.path) for e in self.prebuilt or () if e.path}
+        if devices and None not in devices:
+            return "cuda" in devices
         return default
 
     def _finish(self, out: Findings) -> None:
