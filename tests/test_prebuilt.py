@@ -202,7 +202,7 @@ def test_a_load_of_a_package_the_run_did_not_build_gets_the_instrumented_copy(tm
     env = {**os.environ, "PYTHONPATH": fake_torch}
     plain = hooked(tmp_path / "a", [sys.executable, script, str(original)], env)
     redirected = hooked(tmp_path / "b", [sys.executable, script, str(original)],
-                        {**env, "AOTI_BISECT_REDIRECT": str(mapping)}, stage="baseline", index=1)
+                        {**env, "AOTI_BISECT_REDIRECT": str(mapping)}, index=1)
     # The tool owns AOTI_BISECT_REDIRECT: one left in the user's shell reaches no run.
     assert open(redirected.log_path).read() == open(plain.log_path).read() == "original\n"
     harness = Harness(str(tmp_path / "c"), base_env=env)
