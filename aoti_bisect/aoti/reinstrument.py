@@ -18,7 +18,7 @@ import shlex
 import struct
 import zipfile
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 from .wrapper import _CALL, split_args
 
@@ -170,47 +170,40 @@ def recorded_commands(source: str, what: str) -> Commands:
     return Commands(found["Compile"], found["Link"])
 
 
+def _rewrite(recorded: tuple[str, ...], output: str, file: Callable[[str], list[str]],
+             option: Callable[[str, str], Optional[list[str]]] = lambda flag, value: None) -> list[str]:
+    """The recorded command with `-o` pointing at `output`, each file argument through `file`, and each
+    option with a value (`-include H`) through `option` (None: kept)."""
+    out: list[str] = []
+    args = iter(recorded)
+    for arg in args:
+        if arg in ("-o", "-include"):
+            value = next(args, "")
+            replaced = ["-o", output] if arg == "-o" else option(arg, value)
+            out += [arg, value] if replaced is None else replaced
+        else:
+            out += [arg] if arg.startswith("-") else file(arg)
+    return out
+
+
 def compile_command(recorded: tuple[str, ...], source: str, output: str) -> list[str]:
     """The recorded compile with our source and object; a precompiled header that is gone is left out (the
     source includes the same headers itself)."""
-    out, skip = [], False
-    args = list(recorded)
-    for i, arg in enumerate(args):
-        if skip:
-            skip = False
-            continue
-        if arg == "-include" and i + 1 < len(args) and not os.path.exists(args[i + 1]):
-            skip = True
-            continue
-        if arg == "-o" and i + 1 < len(args):
-            out += ["-o", output]
-            skip = True
-            continue
-        out.append(source if arg.endswith((".cpp", ".cc")) and not arg.startswith("-") else arg)
-    return out
+    return _rewrite(recorded, output, lambda arg: [source] if arg.endswith((".cpp", ".cc")) else [arg],
+                    lambda flag, header: None if os.path.exists(header) else [])
 
 
 def link_command(recorded: tuple[str, ...], objects: dict[str, str], output: str) -> list[str]:
     """The recorded link with our objects: `objects` maps a recorded object's suffix (`.wrapper.o`,
     `.kernel.o`, `.weights.o`) to ours."""
-    out, skip = [], False
-    args = list(recorded)
-    for i, arg in enumerate(args):
-        if skip:
-            skip = False
-            continue
-        if arg == "-o" and i + 1 < len(args):
-            out += ["-o", output]
-            skip = True
-            continue
-        if arg.endswith(".o") and not arg.startswith("-"):
-            mine = next((o for suffix, o in objects.items() if arg.endswith(suffix)), None)
-            if mine is None:
-                raise Unusable(f"the recorded link takes {os.path.basename(arg)}, which the package does not hold")
-            out.append(mine)
-            continue
-        out.append(arg)
-    return out
+    def ours(arg: str) -> list[str]:
+        if not arg.endswith(".o"):
+            return [arg]
+        mine = next((o for suffix, o in objects.items() if arg.endswith(suffix)), None)
+        if mine is None:
+            raise Unusable(f"the recorded link takes {os.path.basename(arg)}, which the package does not hold")
+        return [mine]
+    return _rewrite(recorded, output, ours)
 
 
 def missing_paths(command: list[str]) -> list[str]:
