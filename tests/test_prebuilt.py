@@ -233,6 +233,7 @@ def test_a_compile_to_a_fixed_path_stays_private_to_its_run(tmp_path, fake_torch
     assert not cache.exists()  # no hooked run left anything where other runs (and flag sets) would find it
     compiled, loaded = read_hook(second.run_dir).events
     assert compiled.requested_path == str(cache) and compiled.path.startswith(second.run_dir + os.sep)
+    assert compiled.redirect == "private"
     assert (loaded.path, loaded.served_from, loaded.redirect, loaded.built_here) == \
         (str(cache), compiled.path, "private", True)
     # A baseline run (no hook) caches it the user's way; a hooked run then sees it as a package it did not build.

@@ -10,7 +10,7 @@ from ..text import printable
 
 MD_LIMIT = 65536
 # How the hook's redirect.py served a package (aoti/hook_record.py's PackageEvent.redirect).
-_REDIRECTS = {"private": "compiled to a private path", "instrumented": "loaded an instrumented copy"}
+_REDIRECTS = {"private": "at a private path in its run folder", "instrumented": "loaded an instrumented copy"}
 
 
 def md_cell(text: object) -> str:

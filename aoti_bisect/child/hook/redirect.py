@@ -63,7 +63,7 @@ def compile_kwargs(record, event, kwargs):
         target = private_path(requested)
         if target is None:
             return kwargs
-        record.update(event, requested_path=requested, path=target)
+        record.update(event, requested_path=requested, path=target, redirect="private")
         return {**kwargs, "package_path": target}
     except Exception as exc:  # the repro must run as without us: compile where it asked
         record.error(f"redirecting a compile: {type(exc).__name__}: {exc}")
