@@ -41,6 +41,10 @@ class Scenario:
     args: tuple[str, ...] = field(default_factory=tuple)
     sanitize: bool = False  # the ladder runs its memory checker even where the repro passes (--sanitize)
     evidence: tuple[str, ...] = ()  # regexes each of which the culprit's summary or evidence must match
+    # A script (relative to this folder) and its args, run once before the bisection: what a repro needs to
+    # find in place (a package built by someone else, a warm cache). `{setup}` in setup and args is the
+    # scenario's own folder under the check's output, outside every run's folder.
+    setup: tuple[str, ...] = ()
 
     @property
     def path(self) -> str:
@@ -66,7 +70,7 @@ def load_manifest(path: Optional[str] = None) -> list[Scenario]:
             flaky=t.get("flaky", False), rate=tuple(t.get("rate", (0.0, 1.0))), stage=t.get("stage", "baseline"),
             runs=t.get("runs", 2), timeout=t.get("timeout", 300), observed=t.get("observed", ""),
             args=tuple(t.get("args", ())), sanitize=t.get("sanitize", False),
-            evidence=tuple(t.get("evidence", ()))))
+            evidence=tuple(t.get("evidence", ())), setup=tuple(t.get("setup", ()))))
     return out
 
 
@@ -133,6 +137,21 @@ def cuda_visible(run_dir: str) -> bool:
     return exit.returncode == 0 and "Error" not in read_log(log)
 
 
+def run_setup(s: Scenario, folder: str) -> Optional[str]:
+    """Runs the scenario's setup step in `folder` (its compile cache and temporary files stay there); None when
+    it succeeded or there is none, else why it failed, in one line."""
+    if not s.setup:
+        return None
+    os.makedirs(os.path.join(folder, "tmp"), exist_ok=True)
+    argv = [sys.executable, os.path.join(SCENARIO_DIR, s.setup[0]), *(a.replace("{setup}", folder) for a in s.setup[1:])]
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(folder, "inductor"), "TMPDIR": os.path.join(folder, "tmp")}
+    log = os.path.join(folder, "setup.log")
+    exit = process.execute(argv, env, folder, log, s.timeout)
+    if exit.launch_error or exit.returncode != 0:
+        return f"setup {s.setup[0]} failed ({exit.launch_error or f'exit {exit.returncode}'}); see {log}"
+    return None
+
+
 def check(scenarios: list[Scenario], run_dir: str, jobs: int = 1, stages: tuple[str, ...] = (),
           device: str = "auto") -> bool:
     from .diagnose.session import Session
@@ -148,7 +167,16 @@ def check(scenarios: list[Scenario], run_dir: str, jobs: int = 1, stages: tuple[
         if device == "cpu" and s.device != "cpu":
             continue
         print(f"scenario {s.name}: {s.demonstrates}", file=sys.stderr, flush=True)
-        session = Session(os.path.join(run_dir, s.name), [sys.executable, s.path, *s.args],
+        setup_dir = os.path.join(run_dir, "setup", s.name)
+        problem = run_setup(s, setup_dir)
+        if problem:
+            ok = False
+            rows.append((s.name, s.device, "MISMATCH", problem, "", "", "", ""))
+            results.append({"name": s.name, "status": "mismatch", "problems": [problem]})
+            print(f"scenario {s.name}: MISMATCH: {problem}", file=sys.stderr, flush=True)
+            continue
+        args = [a.replace("{setup}", setup_dir) for a in s.args]
+        session = Session(os.path.join(run_dir, s.name), [sys.executable, s.path, *args],
                           Progress(indent="  ", runs_only=True), jobs=jobs, runs=s.runs, max_runs=max(s.runs, 10),
                           timeout=s.timeout, stages=("baseline", *stages), cache_root=os.path.join(run_dir, "cache"),
                           sanitize=s.sanitize)

@@ -9,6 +9,7 @@ from typing import Callable, Optional
 import pytest
 
 from aoti_bisect.aoti import checks, flags, printer, wrapper
+from aoti_bisect.aoti.hook_record import HookRecord
 from aoti_bisect.verdict import Verdict
 from aoti_bisect.diagnose.ladder import Ladder, Options
 from aoti_bisect.aoti.sanitizer import parse_compute_sanitizer
@@ -79,6 +80,9 @@ class Seen:
 
     def graph(self, result):
         return self.wrapper
+
+    def hook(self, result):
+        return HookRecord()
 
     def kernel_source(self, kernel, results):
         return ("kernel.cpp", f"void {kernel}(...)") if self.wrapper else None

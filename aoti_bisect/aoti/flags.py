@@ -18,7 +18,7 @@ RUNTIME = frozenset({"AOTI_RUNTIME_CHECK_INPUTS", "PYTORCH_NO_CUDA_MEMORY_CACHIN
                      "PYTHONMALLOC"})
 
 # The tool's own: a user's shell may have them set, but a run must only see what its stage says.
-OWNED = (PRINTER, FILTER)
+OWNED = (PRINTER, FILTER, "AOTI_BISECT_REDIRECT")
 
 
 def needs_compile(env: dict[str, str]) -> bool:

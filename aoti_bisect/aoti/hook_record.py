@@ -47,6 +47,11 @@ class PackageEvent:
     constants: tuple[ConstantName, ...] = ()
     naming_problem: Optional[str] = None
     constant_values: Optional[ConstantValues] = None  # a returned load: what its constants hold
+    # The file really compiled to or loaded (the hook's redirect.py): a private path inside the run folder for
+    # a compile to a fixed path outside it, or an instrumented copy of a package the run did not build.
+    served_from: Optional[str] = None
+    redirect: Optional[str] = None  # private | instrumented
+    requested_path: Optional[str] = None  # a compile made private: where the repro asked it to go
 
     @property
     def compiled(self) -> bool:
@@ -67,7 +72,8 @@ def _event(raw: dict) -> PackageEvent:
                       for c in program.get("constants") or () if c.get("fqn"))
     return PackageEvent(str(raw["call"]), str(raw.get("status")), raw.get("path"), raw.get("sha256"),
                         bool(raw.get("built_here")), raw.get("existed_before"), raw.get("error"), inputs,
-                        constants, program.get("naming_problem"), parse_values(raw.get("constant_values")))
+                        constants, program.get("naming_problem"), parse_values(raw.get("constant_values")),
+                        raw.get("served_from"), raw.get("redirect"), raw.get("requested_path"))
 
 
 def parse(text: str, where: str = RECORD) -> HookRecord:
@@ -129,10 +135,11 @@ def package_rows(stage: str, records: list[HookRecord]) -> list[dict]:
     for record in records:
         seen: set[tuple] = set()
         for e in record.events:
-            key = ("compiled" if e.compiled else "loaded", e.path, e.sha256, e.built_here)
+            key = ("compiled" if e.compiled else "loaded", e.path, e.sha256, e.built_here, e.redirect)
             row = rows.setdefault(key, {"stage": stage, "action": key[0], "path": e.path, "sha256": e.sha256,
                                         "built_here": e.built_here, "runs": 0, "raised": 0, "unfinished": 0,
-                                        "existed_before": 0})
+                                        "existed_before": 0, "redirect": e.redirect,
+                                        "requested_path": e.requested_path})
             if key not in seen:
                 seen.add(key)
                 row["runs"] += 1

@@ -1,17 +1,32 @@
-"""What the ladder reads from a finished run, behind one small interface so that the ladder only decides.
+"""What the ladder reads from a finished run, behind one small interface so that the ladder only decides; and
+the instrumented copies of packages the runs did not build, which it has built (run/rebuild.py) on request.
 
 The ladder is handed an `Evidence` the way it is handed `run_batch`: `RunEvidence` reads the logs and the
 generated sources a real run left behind; the ladder's tests hand it a fake built from captured text.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
-from typing import Optional, Protocol
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Protocol
 
-from ..aoti import checks, level2_file, printer, sanitizer, wrapper
-from ..aoti.hook_record import HookRecord, read_hook
-from ..files import read_log
+from ..aoti import checks, level2_file, printer, reinstrument, sanitizer, wrapper
+from ..aoti.hook_record import HookRecord, PackageEvent, read_hook
+from ..child.hook import redirect
+from ..files import atomic_write, read_log
+from ..run import process, rebuild
 from ..run.types import RunResult
+
+
+@dataclass(frozen=True)
+class Instrumented:
+    """Instrumented copies of the packages a stage's runs load without building them: `env` points the hook
+    at them; `problems`: one line per package that cannot be re-instrumented, and why."""
+    env: dict[str, str] = field(default_factory=dict)
+    copies: tuple[rebuild.Copy, ...] = ()
+    problems: tuple[str, ...] = ()
 
 
 class Evidence(Protocol):
@@ -36,13 +51,25 @@ class Evidence(Protocol):
     def hook(self, result: RunResult) -> HookRecord:
         """The packages the run compiled and loaded, as the in-process hook recorded them."""
 
+    def instrumented(self, packages: list[PackageEvent], level: int, kernels: tuple[str, ...]) -> Instrumented:
+        """Copies of `packages` (loaded, not built, by the runs) printing what printer `level` prints."""
+
+    def package_device(self, path: str) -> Optional[str]:
+        """The device a package on disk was compiled for (None: unreadable)."""
+
 
 class RunEvidence:
     """Reads a real run's log and its compile cache. Runs of one flag set share one cache: each cache's
     wrapper is parsed once."""
 
-    def __init__(self) -> None:
+    def __init__(self, prebuilt_dir: str = "", env: Optional[dict[str, str]] = None,
+                 cancel: Optional[process.Cancel] = None, say: Callable[[str], None] = lambda line: None) -> None:
         self._graphs: dict[str, Optional[wrapper.WrapperGraph]] = {}
+        self.prebuilt_dir = prebuilt_dir  # where instrumented copies are built: inside the run directory
+        self.env = dict(os.environ if env is None else env)
+        self.cancel = cancel
+        self._copies: dict[str, rebuild.Copy] = {}
+        self.say = say
 
     def sanity(self, result: RunResult) -> Optional[checks.InputRejected | checks.NanAssert]:
         return checks.sanity_hit(read_log(result.log_path))
@@ -54,10 +81,11 @@ class RunEvidence:
         return level2_file.read_level2(result.log_path, bound)
 
     def graph(self, result: RunResult) -> Optional[wrapper.WrapperGraph]:
+        """The wrapper the run compiled; else the one of the instrumented copy it was handed."""
         cache = result.cache_dir
         if cache not in self._graphs:
             self._graphs[cache] = None
-            for path in wrapper.find_wrappers(os.path.join(cache, "inductor")):
+            for path in wrapper.find_wrappers(*self._roots(result)):
                 with open(path, errors="replace") as f:
                     graph = wrapper.parse_wrapper(f.read(), path, wrapper.extern_nodes_for(path))
                 if graph.launches:
@@ -66,7 +94,7 @@ class RunEvidence:
         return self._graphs[cache]
 
     def kernel_source(self, kernel: str, results: list[RunResult]) -> Optional[tuple[str, str]]:
-        roots = [os.path.join(r.cache_dir, "inductor") for r in results]
+        roots = [root for r in results for root in self._roots(r)]
         return wrapper.kernel_source(kernel, list(dict.fromkeys(roots)))
 
     def memcheck(self, result: RunResult, tool: str) -> sanitizer.SanitizerReport:
@@ -74,3 +102,38 @@ class RunEvidence:
 
     def hook(self, result: RunResult) -> HookRecord:
         return read_hook(result.run_dir)
+
+    def _roots(self, result: RunResult) -> list[str]:
+        mapping = result.spec.env_dict.get(redirect.ENV)
+        copies = []
+        if mapping:
+            try:
+                with open(mapping) as f:
+                    copies = list(json.load(f).values())
+            except (OSError, ValueError):
+                pass
+        return [os.path.join(result.cache_dir, "inductor"),
+                *(os.path.join(os.path.dirname(c), "sources") for c in copies)]
+
+    def package_device(self, path: str) -> Optional[str]:
+        return reinstrument.device_of(path)
+
+    def instrumented(self, packages: list[PackageEvent], level: int, kernels: tuple[str, ...]) -> Instrumented:
+        copies = []
+        for p in packages:
+            key = rebuild.copy_key(p.sha256, level, kernels)
+            if key not in self._copies:
+                folder = os.path.join(self.prebuilt_dir, key)
+                os.makedirs(folder, exist_ok=True)
+                self.say(f"aoti-bisect: building a copy of {p.path} that prints as printer level {level} does"
+                         + (f" for {', '.join(kernels)}" if kernels else ""))
+                self._copies[key] = rebuild.build(p.path, p.sha256, level, kernels, folder, self.env, self.cancel)
+            copies.append(self._copies[key])
+        built = {c.sha256: c.path for c in copies if c.path}
+        problems = tuple(f"{c.original} cannot be re-instrumented: {c.problem}" for c in copies if c.problem)
+        if not built:
+            return Instrumented(copies=tuple(copies), problems=problems)
+        text = json.dumps(built, indent=1, sort_keys=True)
+        mapping = os.path.join(self.prebuilt_dir, f"redirect-{hashlib.sha1(text.encode()).hexdigest()[:12]}.json")
+        atomic_write(mapping, text)
+        return Instrumented({redirect.ENV: mapping}, tuple(copies), problems)

@@ -10,7 +10,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from ..aoti import checks, flags, wrapper
+from ..aoti import checks, flags, reinstrument, wrapper
+from ..aoti.hook_record import PackageEvent
 from ..run.checkers import Checker, Missing
 from ..run.types import RunBatch, RunResult, RunSpec, Signature
 from ..stats import DEFAULT_MAX_RUNS, Rate, baseline_should_stop, fisher_exact, runs_to_observe
@@ -60,6 +61,7 @@ class Ladder:
         self.estimate = 1.0
         self.trace_stage: Optional[Stage] = None
         self.suspect: Optional[str] = None
+        self.prebuilt: Optional[list[PackageEvent]] = None  # what the failing runs loaded but did not build
 
     # -- running ---------------------------------------------------------------------------------
     def _run(self, stage: Stage, n: int, stop: Callable[[list[RunResult]], bool] = lambda rs: False,
@@ -227,8 +229,41 @@ class Ladder:
         det = next((s for s in self.stages if s.name == "determinism" and not s.skipped), None)
         return dict(flags.DETERMINISM) if det and det.rate.failures else {}
 
+    def _instrumented(self, level: int, kernels: tuple[str, ...] = ()) -> tuple[dict[str, str], tuple[str, ...]]:
+        """The env that hands a stage's runs instrumented copies of the packages the failing hooked runs
+        loaded without building them (a prebuilt .pt2, a fixed-path cache left before the bisection): no
+        compile-time flag reaches those. Also one line per package that cannot be re-instrumented."""
+        self._find_prebuilt()
+        if not self.prebuilt:
+            return {}, ()
+        files = [e for e in self.prebuilt if e.path is not None]
+        problems: tuple[str, ...] = ()
+        if len(files) < len(self.prebuilt):
+            problems = ("a package loaded from an in-memory buffer cannot be re-instrumented: save it to a file "
+                        "and load it by path",)
+        if not files:
+            return {}, problems
+        got = self.evidence.instrumented(files, level, kernels)
+        return got.env, problems + got.problems
+
+    def _find_prebuilt(self) -> None:
+        """What the failing hooked runs so far loaded without building it, once."""
+        if self.prebuilt is not None:
+            return
+        hooked = [r for s in self.stages for r in s.results if r.spec.hook]
+        if not hooked:
+            return
+        runs = [r for r in hooked if r.failed] or hooked
+        found: dict[str, PackageEvent] = {}
+        for r in runs:
+            for e in self.evidence.hook(r).events:
+                if not e.compiled and not e.built_here and e.redirect != "private" and e.sha256:
+                    found.setdefault(e.sha256, e)
+        self.prebuilt = list(found.values())
+
     def trace(self, out: Findings) -> None:
-        stage = self._run_until_seen(Stage("trace", {**self._gpu_env(), **flags.TRACE}))
+        copies, problems = self._instrumented(reinstrument.TRACE_LEVEL)
+        stage = self._run_until_seen(Stage("trace", {**self._gpu_env(), **flags.TRACE, **copies}))
         self.trace_stage = stage
         graph = self._graph(stage)
         if not stage.failures:
@@ -241,7 +276,8 @@ class Ladder:
             return
         traces = [self.evidence.trace(r) for r in stage.failures]
         if not any(t.launches for t in traces):
-            why = ("no generated C++ wrapper was compiled under these flags: the repro most likely loads a "
+            why = ("; ".join(problems) if problems and not copies else
+                   "no generated C++ wrapper was compiled under these flags: the repro most likely loads a "
                    "prebuilt .pt2 (compile-time flags never take effect) or uses plain torch.compile (the "
                    "Python wrapper prints nothing at level 3). Make the repro call "
                    "torch._inductor.aoti_compile_and_package itself." if graph is None else
@@ -337,8 +373,10 @@ class Ladder:
         inspect_stages: list[Stage] = []
 
         def observe(kernels: list[str]):
-            env = {**self._gpu_env(), **flags.INSPECT, flags.FILTER: ",".join(kernels)}
+            copies, problems = self._instrumented(reinstrument.INSPECT_LEVEL, tuple(kernels))
+            env = {**self._gpu_env(), **flags.INSPECT, flags.FILTER: ",".join(kernels), **copies}
             stage = self._run_until_seen(Stage("inspect", env))
+            stage.finding = "; ".join(problems)
             inspect_stages.append(stage)
             fresh = self._graph(stage)
             if fresh is not None and [l.name for l in fresh.launches] != [l.name for l in graph.launches]:
@@ -375,11 +413,16 @@ class Ladder:
         return self.evidence.graph(stage.results[0]) if stage is not None and stage.results else None
 
     def _is_cuda(self, default: bool = True) -> bool:
-        """Whether the compiled graph targets CUDA; `default` when no run compiled one (a prebuilt package)."""
+        """Whether the compiled graph targets CUDA; else whether the packages the runs loaded without building
+        them do; `default` when neither is known."""
         for stage in self.stages:
             g = self._graph(stage)
             if g is not None:
                 return g.cuda or "cuda" in g.path
+        self._find_prebuilt()
+        devices = {self.evidence.package_device(e.path) for e in self.prebuilt or () if e.path}
+        if devices and None not in devices:
+            return "cuda" in devices
         return default
 
     def _finish(self, out: Findings) -> None:

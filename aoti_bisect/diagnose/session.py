@@ -63,7 +63,8 @@ class Session:
         self.harness.run_many(specs, on_result=landed, stop=stop, on_start=self.progress.start)
 
     def execute(self) -> Report:
-        evidence = RunEvidence()
+        evidence = RunEvidence(os.path.join(self.run_dir, "prebuilt"), self.harness.base_env, self.harness.cancel,
+                               self.progress.say)
         ladder = Ladder(self.argv, self._run_batch, evidence, self.options)
         self.progress.say(f"aoti-bisect: run directory {self.run_dir}")
         # The probe runs beside the baseline, not before it.

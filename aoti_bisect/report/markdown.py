@@ -9,6 +9,8 @@ from tabulate import tabulate
 from ..text import printable
 
 MD_LIMIT = 65536
+# How the hook's redirect.py served a package (aoti/hook_record.py's PackageEvent.redirect).
+_REDIRECTS = {"private": "at a private path in its run folder", "instrumented": "loaded an instrumented copy"}
 
 
 def md_cell(text: object) -> str:
@@ -81,7 +83,8 @@ def render_markdown(d: dict) -> str:
         out += ["", "## Packages", "", "What the hooked runs compiled and loaded (the baseline runs without the "
                 "hook).", ""]
         out.append(_table([(md_cell(p["stage"]), p["action"], md_cell(p["path"] or "(in memory)"),
-                            (p["sha256"] or "-")[:12], "yes" if p["built_here"] else "no", p["runs"])
+                            (p["sha256"] or "-")[:12], ("yes" if p["built_here"] else "no")
+                            + (f" ({_REDIRECTS[p['redirect']]})" if p.get("redirect") in _REDIRECTS else ""), p["runs"])
                            for p in d["packages"]],
                           headers=["stage", "action", "package", "sha256", "built by the run", "runs"]))
     consts = d.get("constants") or {}

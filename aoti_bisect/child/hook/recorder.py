@@ -19,7 +19,7 @@ import threading
 import time
 import zipfile
 
-from . import constants
+from . import constants, redirect
 
 ENV = "AOTI_BISECT_HOOK"
 SCHEMA_VERSION = 1
@@ -245,6 +245,7 @@ def _wrap_compile(original):
                 return original(*args, **kwargs)
             target = kwargs.get("package_path")
             event = _begin_compile(target)
+            kwargs = redirect.compile_kwargs(RECORD, event, kwargs)
             try:
                 result = original(*args, **kwargs)
             except BaseException as exc:
@@ -265,6 +266,7 @@ def _wrap_load(original, call):
             target = args[0] if args else kwargs.get("path")
             model_name = (args[1] if call == "load_package" and len(args) > 1 else kwargs.get("model_name"))
             event = _begin_load(call, target, model_name or "model")
+            args, kwargs = redirect.load_args(RECORD, event, args, kwargs, sha256)
             try:
                 result = original(*args, **kwargs)
             except BaseException as exc:
