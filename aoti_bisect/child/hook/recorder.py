@@ -19,6 +19,8 @@ import threading
 import time
 import zipfile
 
+from . import capture
+
 ENV = "AOTI_BISECT_HOOK"
 SCHEMA_VERSION = 1
 # module -> the functions wrapped in it. torch._inductor.package re-exports load_package from .package.package,
@@ -203,6 +205,7 @@ def _end_compile(event, result, target, ep):
     RECORD.update(event, status="returned", path=path, sha256=digest)
     wrapper = wrapper_names(path, data) if path or data is not None else None
     RECORD.update(event, wrapper=wrapper, program=program_names(ep, wrapper) if ep is not None else None)
+    capture.on_compile(ep, path)
 
 
 @_quietly
@@ -217,6 +220,11 @@ def _begin_load(call, target, model_name):
         wrapper = {"problem": _describe_error(exc)}
     RECORD.update(event, wrapper=wrapper)
     return event
+
+
+@_quietly
+def _capture_load(model, target):
+    capture.on_load(model, package_file(target)[0])
 
 
 @_quietly
@@ -259,6 +267,7 @@ def _wrap_load(original, call):
                 _end(event, "raised", _describe_error(exc))
                 raise
             _end(event, "returned")
+            _capture_load(result, target)
             return result
     return load
 
