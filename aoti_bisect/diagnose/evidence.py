@@ -9,6 +9,7 @@ import os
 from typing import Optional, Protocol
 
 from ..aoti import checks, level2_file, printer, sanitizer, wrapper
+from ..aoti.fakecheck import FakeCheck, read_fakecheck
 from ..aoti.hook_record import HookRecord, read_hook
 from ..files import read_log
 from ..run.types import RunResult
@@ -35,6 +36,9 @@ class Evidence(Protocol):
 
     def hook(self, result: RunResult) -> HookRecord:
         """The packages the run compiled and loaded, as the in-process hook recorded them."""
+
+    def fakecheck(self, result: RunResult) -> FakeCheck:
+        """The custom ops' fake functions against the real ops, as the hook checked them in a FAKECHECK run."""
 
 
 class RunEvidence:
@@ -74,3 +78,6 @@ class RunEvidence:
 
     def hook(self, result: RunResult) -> HookRecord:
         return read_hook(result.run_dir)
+
+    def fakecheck(self, result: RunResult) -> FakeCheck:
+        return read_fakecheck(result.run_dir)

@@ -11,7 +11,7 @@ AOTI_BISECT_CAPTURE=1 writes, under <run folder>/capture/ (the folder of AOTI_BI
                  "calls": n + 1, "inputs": "inputs.pt" | null, "inputs_problem": ..., "outputs": ...,
                  "outputs_problem": ...}: which files hold what, and in one line why one is missing
 Each file is written under a temporary name and renamed, so a reader sees a whole file (a later call's, or the
-earlier one). Tensors over MAX_BYTES in all (AOTI_BISECT_CAPTURE_MAX_MB, default 512) are not saved: the
+earlier one). Tensors over MAX_BYTES in all (AOTI_BISECT_MAX_CAPTURE_MB, default 512) are not saved: the
 *_problem line says so. A later eager differential reuses it as
 `torch.export.load(program.pt2).module()(*inputs["args"], **inputs["kwargs"])` against outputs["outputs"], in
 a process that registered the same custom ops (the repro's own imports).
@@ -29,7 +29,7 @@ from . import fakecheck
 
 CAPTURE_ENV = "AOTI_BISECT_CAPTURE"
 CHECK_ENV = "AOTI_BISECT_FAKECHECK"
-MAX_MB_ENV = "AOTI_BISECT_CAPTURE_MAX_MB"
+MAX_MB_ENV = "AOTI_BISECT_MAX_CAPTURE_MB"
 SCHEMA_VERSION = 1
 
 _state = {"program": None, "calls": 0, "manifest": None}
@@ -62,6 +62,10 @@ def max_bytes():
         return 512 << 20
 
 
+def _mib(n):
+    return f"{n} bytes" if n < 1 << 20 else f"{n / (1 << 20):.1f} MiB"
+
+
 def _manifest():
     if _state["manifest"] is None:
         _state["manifest"] = {"schema_version": SCHEMA_VERSION, "program": None, "program_problem": None,
@@ -91,7 +95,7 @@ def _save(name, obj, what):
     import torch
     size = _tensor_bytes(obj)
     if size > max_bytes():
-        return None, f"{what} hold {size >> 20} MiB of tensors, over the {max_bytes() >> 20} MiB cap"
+        return None, f"{what} hold {_mib(size)} of tensors, over the cap of {_mib(max_bytes())}"
     path = os.path.join(_folder(), name)
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
@@ -113,8 +117,8 @@ def on_compile(ep, package_path):
         import torch
         size = _tensor_bytes(list(ep.state_dict.values()) + list(ep.constants.values()))
         if size > max_bytes():
-            _write_manifest(program=None, program_problem=f"the program holds {size >> 20} MiB of parameters "
-                                                          f"and constants, over the {max_bytes() >> 20} MiB cap")
+            _write_manifest(program=None, program_problem=f"the program holds {_mib(size)} of parameters and "
+                                                          f"constants, over the cap of {_mib(max_bytes())}")
             return
         path = os.path.join(_folder(), "program.pt2")
         tmp = f"{path}.{os.getpid()}.tmp.pt2"

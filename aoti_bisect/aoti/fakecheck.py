@@ -1,0 +1,116 @@
+"""What the hook's fake-function check (child/hook/fakecheck.py) and capture (capture.py) wrote into a run
+folder, as frozen records.
+
+`parse` and `capture_problem` are pure; `read_fakecheck` reads a run folder's fakecheck.json and
+capture/capture.json. A missing or damaged file gives a record whose `problem` says why in one line, never an
+exception.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+RESULT = "fakecheck.json"
+CAPTURE = os.path.join("capture", "capture.json")
+MAX_BYTES = 4 << 20
+# What an op's status means, for the lines that explain why an op could not be checked.
+_UNCHECKED = {"no_fake": "has no fake function", "fake_raised": "its fake function raised",
+              "op_raised": "the op raised", "running": "the process died inside the op"}
+
+
+@dataclass(frozen=True)
+class OpCheck:
+    op: str  # ns::op
+    status: str  # match | mismatch | no_fake | fake_raised | op_raised | running
+    inputs: tuple[str, ...] = ()  # each tensor argument as "[6, 12] float32"
+    mismatches: tuple[str, ...] = ()
+    error: Optional[str] = None
+
+    def describe(self) -> str:
+        """One line: the mismatch, or why the op could not be checked."""
+        if self.mismatches:
+            return f"the fake function of `{self.op}` disagrees with the op on inputs {', '.join(self.inputs)}: " \
+                   + "; ".join(self.mismatches)
+        why = _UNCHECKED.get(self.status, self.status)
+        return f"`{self.op}` could not be checked: {why}" + (f" ({self.error})" if self.error else "")
+
+
+@dataclass(frozen=True)
+class FakeCheck:
+    call: Optional[int] = None  # which call of the compiled model (from 0) was checked
+    custom_ops: tuple[str, ...] = ()
+    ops: tuple[OpCheck, ...] = ()
+    problem: Optional[str] = None  # why nothing (or not everything) was checked
+    capture: Optional[str] = None  # the folder holding the checked call's program and inputs
+    capture_problem: Optional[str] = None  # why they were not captured
+
+    @property
+    def mismatch(self) -> Optional[OpCheck]:
+        return next((o for o in self.ops if o.mismatches), None)
+
+    @property
+    def unchecked(self) -> list[OpCheck]:
+        return [o for o in self.ops if o.status not in ("match", "mismatch")]
+
+
+def _tensor(d: Optional[dict]) -> str:
+    return f"{d['shape']} {d['dtype']}" if d else "-"
+
+
+def parse(text: str, where: str = RESULT) -> FakeCheck:
+    try:
+        data = json.loads(text)
+        ops = tuple(OpCheck(str(o["op"]), str(o["status"]), tuple(_tensor(t) for t in o.get("inputs") or () if t),
+                            tuple(str(m) for m in o.get("mismatches") or ()), o.get("error"))
+                    for o in data["ops"])
+        problem = data.get("problem")
+        if data.get("status") == "running" and not problem:
+            problem = "the process died while the program ran eagerly" + (
+                f" (inside `{ops[-1].op}`)" if ops and ops[-1].status == "running" else "")
+        return FakeCheck(data.get("call"), tuple(str(o) for o in data.get("custom_ops") or ()), ops, problem)
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+        return FakeCheck(problem=f"{where} is not a fake-function check: {type(exc).__name__}: {exc}"[:300])
+
+
+def capture_problem(text: str) -> Optional[str]:
+    """None when capture.json says the program and a call's inputs were saved; else why not, in one line."""
+    try:
+        data = json.loads(text)
+        missing = [data.get(f"{k}_problem") or f"no {k} saved" for k in ("program", "inputs") if not data.get(k)]
+    except (ValueError, AttributeError) as exc:
+        return f"capture.json is damaged: {type(exc).__name__}: {exc}"[:300]
+    return "; ".join(missing) or None
+
+
+def _read(path: str) -> str:
+    with open(path, "rb") as f:
+        blob = f.read(MAX_BYTES + 1)
+    if len(blob) > MAX_BYTES:
+        raise OSError(f"{path} is over {MAX_BYTES >> 20} MiB")
+    return blob.decode(errors="replace")
+
+
+def read_fakecheck(run_dir: str) -> FakeCheck:
+    check = _read_check(run_dir)
+    path = os.path.join(run_dir, CAPTURE)
+    try:
+        problem = capture_problem(_read(path))
+    except FileNotFoundError:
+        problem = "nothing was captured (capture.json is missing)"
+    except OSError as exc:
+        problem = f"cannot read {path}: {exc.strerror or exc}"
+    return dataclasses.replace(check, capture=None if problem else os.path.dirname(path), capture_problem=problem)
+
+
+def _read_check(run_dir: str) -> FakeCheck:
+    path = os.path.join(run_dir, RESULT)
+    try:
+        return parse(_read(path), path)
+    except FileNotFoundError:
+        return FakeCheck(problem="no fake-function check was written: the process never called a compiled "
+                                 "model (it failed before, or ran without the hook)")
+    except OSError as exc:
+        return FakeCheck(problem=f"cannot read {path}: {exc.strerror or exc}")
