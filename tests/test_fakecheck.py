@@ -13,7 +13,7 @@ import zipfile
 import pytest
 
 from aoti_bisect.aoti import flags, printer
-from aoti_bisect.aoti.fakecheck import FakeCheck, OpCheck, capture_problem, parse, read_fakecheck
+from aoti_bisect.aoti.fakecheck import FakeCheck, OpCheck, capture_problem, differences, parse, read_fakecheck
 from aoti_bisect.run.harness import Harness
 from aoti_bisect.run.types import RunSpec
 from test_ladder import Seen, always, climb, sig, stage
@@ -84,6 +84,19 @@ def test_capture_problem_says_which_file_is_missing_and_why():
     assert capture_problem(json.dumps({"program": None, "inputs": None})) == "no program saved; no inputs saved"
 
 
+def test_the_packages_outputs_against_eager_from_a_real_run():
+    # The run's script printed "wrong values: max abs difference 6.853" for the same call.
+    with open(os.path.join(HERE, "data", "differential-wrong_fake_custom_op.json")) as f:
+        assert differences(f.read()) == (
+            "output 0 ([6] float32) differs from eager on the same inputs by up to 6.853 (tolerance rtol 1.3e-06, "
+            "atol 1e-05, as torch.testing.assert_close)",)
+    close = {"outputs": [{"index": 0, "close": True}]}
+    assert differences(json.dumps(close)) == ()
+    assert differences(json.dumps({"problem": "eager returns 2 outputs, the package 1", "outputs": []})) == (
+        "the package's outputs against eager: eager returns 2 outputs, the package 1",)
+    assert differences("{").__len__() == 1 and differences("{")[0].startswith("differential.json is damaged")
+
+
 # -- the ladder, on fakes ----------------------------------------------------------------------------------
 
 FINISHED = printer.Trace(tuple(printer.TraceEvent(k, True) for k in (
@@ -118,11 +131,12 @@ def test_a_crash_after_every_launch_is_still_checked_and_the_op_convicted():
 
 
 def test_agreeing_fakes_leave_the_walk_to_find_the_kernel():
-    agree = FakeCheck(0, ("bisectlab::pad_double",), (OpCheck("bisectlab::pad_double", "match"),))
+    agree = FakeCheck(0, ("bisectlab::pad_double",), (OpCheck("bisectlab::pad_double", "match"),),
+                      differences=("output 0 ([6] float32) differs from eager ...",))
     world = always(sig("python_exception", "run", "wrong values"))
     _, out = climb(world, seen_with(agree))
     assert stage(out, "fakecheck").finding == ("the fake functions of `bisectlab::pad_double` agree with the ops "
-                                               "on the call's inputs")
+                                               "on the call's inputs; output 0 ([6] float32) differs from eager ...")
     assert out.culprit.kind != "custom_op" and world.ran("inspect")
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 RESULT = "fakecheck.json"
+DIFFERENTIAL = "differential.json"
 CAPTURE = os.path.join("capture", "capture.json")
 MAX_BYTES = 4 << 20
 # What an op's status means, for the lines that explain why an op could not be checked.
@@ -46,6 +47,7 @@ class FakeCheck:
     problem: Optional[str] = None  # why nothing (or not everything) was checked
     capture: Optional[str] = None  # the folder holding the checked call's program and inputs
     capture_problem: Optional[str] = None  # why they were not captured
+    differences: tuple[str, ...] = ()  # the package's outputs against eager's on the checked call, one line each
 
     @property
     def mismatch(self) -> Optional[OpCheck]:
@@ -75,6 +77,27 @@ def parse(text: str, where: str = RESULT) -> FakeCheck:
         return FakeCheck(problem=f"{where} is not a fake-function check: {type(exc).__name__}: {exc}"[:300])
 
 
+def differences(text: str) -> tuple[str, ...]:
+    """One line per output of the package that eager does not match within assert_close's tolerance."""
+    try:
+        data = json.loads(text)
+        if data.get("problem"):
+            return (f"the package's outputs against eager: {data['problem']}",)
+        lines = []
+        for o in data["outputs"]:
+            if o.get("close"):
+                continue
+            if o.get("problem"):
+                lines.append(f"output {o['index']}: {o['problem']}")
+            else:
+                lines.append(f"output {o['index']} ({o['shape']} {o['dtype']}) differs from eager on the same "
+                             f"inputs by up to {o['max_abs']:.4g} (tolerance rtol {o['rtol']:g}, atol {o['atol']:g}, "
+                             "as torch.testing.assert_close)")
+        return tuple(lines)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        return (f"{DIFFERENTIAL} is damaged: {type(exc).__name__}: {exc}"[:300],)
+
+
 def capture_problem(text: str) -> Optional[str]:
     """None when capture.json says the program and a call's inputs were saved; else why not, in one line."""
     try:
@@ -102,7 +125,12 @@ def read_fakecheck(run_dir: str) -> FakeCheck:
         problem = "nothing was captured (capture.json is missing)"
     except OSError as exc:
         problem = f"cannot read {path}: {exc.strerror or exc}"
-    return dataclasses.replace(check, capture=None if problem else os.path.dirname(path), capture_problem=problem)
+    try:
+        diff = differences(_read(os.path.join(run_dir, DIFFERENTIAL)))
+    except OSError:  # absent: the call raised or died, or nothing ran eagerly
+        diff = ()
+    return dataclasses.replace(check, capture=None if problem else os.path.dirname(path), capture_problem=problem,
+                               differences=diff)
 
 
 def _read_check(run_dir: str) -> FakeCheck:

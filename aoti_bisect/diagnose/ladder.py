@@ -311,7 +311,8 @@ class Ladder:
                                        + [o.describe() for c in checks for o in c.unchecked]))
             agreed = sorted({o.op for c in checks for o in c.ops if o.status == "match"})
             stage.finding = "; ".join(([f"the fake functions of {', '.join(f'`{o}`' for o in agreed)} agree "
-                                        "with the ops on the call's inputs"] if agreed else []) + notes) \
+                                        "with the ops on the call's inputs"] if agreed else []) + notes
+                                      + [d for c in checks for d in c.differences]) \
                 or f"no custom op was checked ({', '.join(ops)})"
             return
         op = hit.mismatch
@@ -322,6 +323,7 @@ class Ladder:
         c.evidence.append(f"checked on call {hit.call} of the compiled model in a {'failing' if stage.failures else 'passing'} "
                           "run; " + (f"its program and inputs are saved in {hit.capture}" if hit.capture else
                                      f"its program and inputs were not captured: {hit.capture_problem}"))
+        c.evidence.extend(hit.differences)
         if out.culprit is not None and out.culprit.kind in FAKE_VICTIMS:
             was = out.culprit
             c.evidence.append(f"the earlier stages' suspect, {was.kind} {was.kernel or ''}".rstrip() + ": "

@@ -17,7 +17,8 @@ earlier one). Tensors over MAX_BYTES in all (AOTI_BISECT_MAX_CAPTURE_MB, default
 a process that registered the same custom ops (the repro's own imports).
 
 AOTI_BISECT_FAKECHECK=1 checks the custom ops' fake functions on each call's inputs before the package runs
-(fakecheck.py), into <run folder>/fakecheck.json.
+(fakecheck.py), into <run folder>/fakecheck.json, and compares the package's outputs of that call with the
+eager run's, into <run folder>/differential.json.
 
 Nothing here raises into the repro: a failure becomes a *_problem line or a line in hook.json's hook_errors.
 """
@@ -32,7 +33,7 @@ CHECK_ENV = "AOTI_BISECT_FAKECHECK"
 MAX_MB_ENV = "AOTI_BISECT_MAX_CAPTURE_MB"
 SCHEMA_VERSION = 1
 
-_state = {"program": None, "calls": 0, "manifest": None}
+_state = {"program": None, "calls": 0, "manifest": None, "eager": None}
 _programs = {}  # package realpath -> the ExportedProgram compiled into it
 _models = weakref.WeakKeyDictionary()  # loaded model -> its package's realpath
 
@@ -185,13 +186,16 @@ def _before_call(model, args, kwargs):
         _write_manifest(calls=call + 1, inputs=name, inputs_problem=problem, outputs=None,
                         outputs_problem=f"call {call} has not returned (it raised, or the process died in it)")
     if _on(CHECK_ENV):
-        fakecheck.check_call(_program_for(model), args, kwargs, call,
-                             os.path.join(run_folder(), fakecheck.RESULT))
+        _state["eager"] = fakecheck.check_call(_program_for(model), args, kwargs, call,
+                                               os.path.join(run_folder(), fakecheck.RESULT))
 
 
 @_guard
 def _after_call(result):
+    call = _state["calls"] - 1
+    eager, _state["eager"] = _state["eager"], None
+    if eager is not None:
+        fakecheck.write_differential(eager, result, call, os.path.join(run_folder(), fakecheck.DIFFERENTIAL))
     if _on(CAPTURE_ENV):
-        call = _state["calls"] - 1
         name, problem = _save("outputs.pt", {"call": call, "outputs": result}, f"the outputs of call {call}")
         _write_manifest(outputs=name, outputs_problem=problem)

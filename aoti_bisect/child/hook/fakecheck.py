@@ -16,11 +16,17 @@ fakecheck.json (rewritten after each op, so a process that dies inside the real 
    "real": [{"shape", "stride", "dtype", "device"} | null per output], "fake": [...], "mismatches": [str],
    "error": str | null}], "ops_dropped": k}
 A call is checked until one shows a mismatch; the file then keeps that call's result.
+
+The same eager run is the reference for the package's outputs on that call: differential.json
+  {"schema_version": 1, "call": n, "outputs": [{"index": i, "shape": [...], "dtype": "float32",
+   "rtol": r, "atol": a, "max_abs": d | null, "close": bool, "problem": str | null}]}
+with torch.testing.assert_close's tolerances for the dtype; `close` is assert_close's verdict (NaNs equal).
 """
 import json
 import os
 
 RESULT = "fakecheck.json"
+DIFFERENTIAL = "differential.json"
 SCHEMA_VERSION = 1
 MAX_OPS = 64  # op calls recorded per model call; later ones are counted in ops_dropped
 # torch's own ops: their fake functions are torch's, checked by torch's own tests.
@@ -156,16 +162,17 @@ def _mode_class():
 
 
 def check_call(ep, args, kwargs, call, path):
-    """Runs the program eagerly on this call's inputs, checking its custom ops; writes `path`."""
+    """Runs the program eagerly on this call's inputs, checking its custom ops; writes `path`. Returns the
+    eager outputs (None: not run)."""
     if _found["mismatch"]:
-        return
+        return None
     doc = {"schema_version": SCHEMA_VERSION, "call": call, "custom_ops": [], "status": "running",
            "problem": None, "ops": [], "ops_dropped": 0}
     if ep is None:
         doc.update(status="no_program", problem="the process called a compiled model but compiled no program "
                                                 "itself (a prebuilt package): nothing to run eagerly")
         write_json(path, doc)
-        return
+        return None
     import torch
     import torch.utils._pytree as pytree
     doc["custom_ops"] = custom_ops(ep)
@@ -173,15 +180,55 @@ def check_call(ep, args, kwargs, call, path):
     if not doc["custom_ops"]:
         doc["status"] = "done"
         write_json(path, doc)
-        return
+        return None
     clones = pytree.tree_map_only(torch.Tensor, lambda t: t.detach().clone(), (list(args), dict(kwargs)))
     devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    eager = None
     try:
         with torch.random.fork_rng(devices=devices), torch.no_grad(), \
                 _mode_class()(set(doc["custom_ops"]), doc, path):
-            ep.module()(*clones[0], **clones[1])
+            eager = ep.module()(*clones[0], **clones[1])
         doc["status"] = "done"
     except Exception as exc:
         doc.update(status="eager_raised", problem=f"the program raised when run eagerly: {_error(exc)}")
     write_json(path, doc)
     _found["mismatch"] = any(op["status"] == "mismatch" for op in doc["ops"])
+    return eager
+
+
+def _differ(i, eager, package):
+    import torch
+    from torch.testing._comparison import default_tolerances
+    row = {"index": i, "shape": None, "dtype": None, "rtol": None, "atol": None, "max_abs": None,
+           "close": False, "problem": None}
+    if not (isinstance(eager, torch.Tensor) and isinstance(package, torch.Tensor)):
+        row["close"] = type(eager) is type(package) and eager == package
+        row["problem"] = None if row["close"] else f"eager gives {type(eager).__name__}, the package " \
+                                                   f"{type(package).__name__}"
+        return row
+    row.update(shape=list(package.shape), dtype=str(package.dtype).replace("torch.", ""))
+    if eager.shape != package.shape or eager.dtype != package.dtype:
+        row["problem"] = f"eager gives {list(eager.shape)} {eager.dtype}, the package {list(package.shape)} " \
+                         f"{package.dtype}"
+        return row
+    rtol, atol = default_tolerances(package)
+    a, b = package.detach().to(eager.device), eager.detach()
+    row.update(rtol=rtol, atol=atol, close=bool(torch.isclose(a, b, rtol, atol, equal_nan=True).all()))
+    if a.numel() and (a.is_floating_point() or a.is_complex()):
+        both = torch.isfinite(a) & torch.isfinite(b)
+        row["max_abs"] = float((a[both] - b[both]).abs().max()) if both.any() else None
+    elif a.numel():
+        row["max_abs"] = float((a.long() - b.long()).abs().max())
+    return row
+
+
+def write_differential(eager, outputs, call, path):
+    """Compares the package's outputs of a call with the eager run's on the same inputs; writes `path`."""
+    import torch.utils._pytree as pytree
+    mine, theirs = pytree.tree_leaves(outputs), pytree.tree_leaves(eager)
+    doc = {"schema_version": SCHEMA_VERSION, "call": call, "outputs": [], "problem": None}
+    if len(mine) != len(theirs):
+        doc["problem"] = f"eager returns {len(theirs)} outputs, the package {len(mine)}"
+    else:
+        doc["outputs"] = [_differ(i, e, p) for i, (e, p) in enumerate(zip(theirs, mine))]
+    write_json(path, doc)
