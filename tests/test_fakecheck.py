@@ -7,6 +7,7 @@ hook in real children running that scenario (one real AOTI compile, marked slow)
 """
 import json
 import os
+import subprocess
 import sys
 import zipfile
 
@@ -184,3 +185,51 @@ def test_capture_and_check_leave_the_repros_output_and_exit_unchanged(tmp_path):
     check = read_fakecheck(capped.run_dir)
     assert check.mismatch is not None and check.capture is None
     assert check.capture_problem == "the inputs of call 0 hold 288 bytes of tensors, over the cap of 104 bytes"
+
+
+CHECK_CHILD = """
+import json, sys, torch
+from aoti_bisect.child.hook import fakecheck
+
+@torch.library.custom_op("fc_test::colmajor", mutates_args=())
+def colmajor(x: torch.Tensor) -> torch.Tensor:
+    return (x * 2).t().contiguous().t()  # column-major: strides (1, rows)
+
+@colmajor.register_fake
+def _(x):
+    return torch.empty_like(x)  # promises row-major
+
+@torch.library.custom_op("fc_test::picky", mutates_args=())
+def picky(x: torch.Tensor) -> torch.Tensor:
+    if x.shape[1] > 4:
+        raise ValueError("picky: more than 4 columns")
+    return x + 1
+
+@picky.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+class M(torch.nn.Module):
+    def forward(self, x):
+        return picky(colmajor(x) + 1)
+
+cols = torch.export.Dim("cols", min=2, max=16)
+ep = torch.export.export(M(), (torch.randn(3, 4),), dynamic_shapes={"x": {1: cols}})
+x = torch.randn(3, 6)
+before = torch.get_rng_state()
+fakecheck.check_call(ep, (x,), {}, 0, sys.argv[1])
+print(torch.equal(before, torch.get_rng_state()))
+"""
+
+
+def test_strides_and_a_raising_op_in_a_real_program(tmp_path, write_script):
+    script = write_script("check.py", CHECK_CHILD)
+    result = tmp_path / "fakecheck.json"
+    out = subprocess.run([sys.executable, script, str(result)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr[-2000:]  # RNG state left as it was
+    check = read_fakecheck(str(tmp_path))
+    assert check.problem == "the program raised when run eagerly: ValueError: picky: more than 4 columns"
+    colmajor, picky = check.ops
+    assert colmajor.mismatches == ("the fake returns strides [6, 1], the op [1, 3] for shape [3, 6]",)
+    assert picky.describe() == "`fc_test::picky` could not be checked: the op raised (ValueError: picky: more " \
+                               "than 4 columns)"

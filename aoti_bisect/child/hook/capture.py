@@ -22,6 +22,7 @@ eager run's, into <run folder>/differential.json.
 
 Nothing here raises into the repro: a failure becomes a *_problem line or a line in hook.json's hook_errors.
 """
+import functools
 import os
 import sys
 import weakref
@@ -152,13 +153,13 @@ def _program_for(model):
 
 
 def _wrap_call(original):
+    @functools.wraps(original)
     def __call__(self, *args, **kwargs):
         _before_call(self, args, kwargs)
         result = original(self, *args, **kwargs)
         _after_call(result)
         return result
     __call__._aoti_bisect_capture = True
-    __call__.__wrapped__ = original
     return __call__
 
 

@@ -15,7 +15,9 @@ fakecheck.json (rewritten after each op, so a process that dies inside the real 
    "status": "running" | "match" | "mismatch" | "no_fake" | "fake_raised" | "op_raised",
    "real": [{"shape", "stride", "dtype", "device"} | null per output], "fake": [...], "mismatches": [str],
    "error": str | null}], "ops_dropped": k}
-A call is checked until one shows a mismatch; the file then keeps that call's result.
+A call is checked until one shows a mismatch (the file then keeps that call's result), and only the first
+MAX_CALLS calls: each check runs the whole program eagerly, and a repro that calls the model in a long loop
+would otherwise run many times slower in this stage than in the others.
 
 The same eager run is the reference for the package's outputs on that call: differential.json
   {"schema_version": 1, "call": n, "outputs": [{"index": i, "shape": [...], "dtype": "float32",
@@ -28,6 +30,7 @@ import os
 RESULT = "fakecheck.json"
 DIFFERENTIAL = "differential.json"
 SCHEMA_VERSION = 1
+MAX_CALLS = 16
 MAX_OPS = 64  # op calls recorded per model call; later ones are counted in ops_dropped
 # torch's own ops: their fake functions are torch's, checked by torch's own tests.
 TORCH_NAMESPACES = {"aten", "prims", "higher_order", "inductor", "profiler", "rngprims", "debugprims",
@@ -164,7 +167,7 @@ def _mode_class():
 def check_call(ep, args, kwargs, call, path):
     """Runs the program eagerly on this call's inputs, checking its custom ops; writes `path`. Returns the
     eager outputs (None: not run)."""
-    if _found["mismatch"]:
+    if _found["mismatch"] or call >= MAX_CALLS:
         return None
     doc = {"schema_version": SCHEMA_VERSION, "call": call, "custom_ops": [], "status": "running",
            "problem": None, "ops": [], "ops_dropped": 0}
