@@ -57,6 +57,26 @@ class FakeCheck:
     def unchecked(self) -> list[OpCheck]:
         return [o for o in self.ops if o.status not in ("match", "mismatch")]
 
+    def conviction(self, failing: bool) -> list[str]:
+        """The evidence lines of a mismatch, the one that convicts first."""
+        return [self.mismatch.describe() + ": the package was compiled for the fake's layout, so it allocates "
+                "and reads the op's output by a layout the op does not produce",
+                f"checked on call {self.call} of the compiled model in a {'failing' if failing else 'passing'} "
+                "run; " + (f"its program and inputs are saved in {self.capture}" if self.capture else
+                           f"its program and inputs were not captured: {self.capture_problem}"),
+                *self.differences]
+
+
+def no_mismatch(checks: list[FakeCheck]) -> str:
+    """The finding of checks that convict nothing: which fakes agreed, what could not be checked and why, and
+    how the package's outputs differ from eager's."""
+    agreed = sorted({o.op for c in checks for o in c.ops if o.status == "match"})
+    lines = [f"the fake functions of {', '.join(f'`{o}`' for o in agreed)} agree with the ops on the call's "
+             "inputs"] if agreed else []
+    lines += [c.problem for c in checks if c.problem] + [o.describe() for c in checks for o in c.unchecked]
+    lines += [d for c in checks for d in c.differences]
+    return "; ".join(dict.fromkeys(lines))
+
 
 def _tensor(d: Optional[dict]) -> str:
     return f"{d['shape']} {d['dtype']}" if d else "-"

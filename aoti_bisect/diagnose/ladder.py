@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from ..aoti import checks, flags, wrapper
+from ..aoti.fakecheck import no_mismatch
 from ..run.checkers import Checker, Missing
 from ..run.types import RunBatch, RunResult, RunSpec, Signature
 from ..stats import Rate, baseline_should_stop, fisher_exact, runs_to_observe
@@ -307,23 +308,10 @@ class Ladder:
         checks = [self.evidence.fakecheck(r) for r in runs]
         hit = next((c for c in checks if c.mismatch), None)
         if hit is None:
-            notes = list(dict.fromkeys([c.problem for c in checks if c.problem]
-                                       + [o.describe() for c in checks for o in c.unchecked]))
-            agreed = sorted({o.op for c in checks for o in c.ops if o.status == "match"})
-            stage.finding = "; ".join(([f"the fake functions of {', '.join(f'`{o}`' for o in agreed)} agree "
-                                        "with the ops on the call's inputs"] if agreed else []) + notes
-                                      + [d for c in checks for d in c.differences]) \
-                or f"no custom op was checked ({', '.join(ops)})"
+            stage.finding = no_mismatch(checks) or f"no custom op was checked ({', '.join(ops)})"
             return
-        op = hit.mismatch
-        c = Culprit("custom_op", kernel=op.op)
-        c.summary = (op.describe() + ": the package was compiled for the fake's layout, so it allocates and "
-                     "reads the op's output by a layout the op does not produce")
-        c.evidence.append(c.summary)
-        c.evidence.append(f"checked on call {hit.call} of the compiled model in a {'failing' if stage.failures else 'passing'} "
-                          "run; " + (f"its program and inputs are saved in {hit.capture}" if hit.capture else
-                                     f"its program and inputs were not captured: {hit.capture_problem}"))
-        c.evidence.extend(hit.differences)
+        c = Culprit("custom_op", kernel=hit.mismatch.op, evidence=hit.conviction(bool(stage.failures)))
+        c.summary = c.evidence[0]
         if out.culprit is not None and out.culprit.kind in FAKE_VICTIMS:
             was = out.culprit
             c.evidence.append(f"the earlier stages' suspect, {was.kind} {was.kernel or ''}".rstrip() + ": "
