@@ -233,3 +233,13 @@ def test_strides_and_a_raising_op_in_a_real_program(tmp_path, write_script):
     assert colmajor.mismatches == ("the fake returns strides [6, 1], the op [1, 3] for shape [3, 6]",)
     assert picky.describe() == "`fc_test::picky` could not be checked: the op raised (ValueError: picky: more " \
                                "than 4 columns)"
+
+
+def test_a_bundle_takes_the_check_but_not_the_captured_tensors(tmp_path):
+    from aoti_bisect.report.bundle import bundle_files
+    run_dir = tmp_path / "runs" / "fakecheck-004"
+    (run_dir / "capture").mkdir(parents=True)
+    for name in ("fakecheck.json", "differential.json", "capture/inputs.pt", "capture/capture.json"):
+        (run_dir / name).write_text("{}")
+    assert sorted(name for name, _ in bundle_files(str(tmp_path), {})) == [
+        "runs/fakecheck-004/differential.json", "runs/fakecheck-004/fakecheck.json"]
