@@ -180,7 +180,8 @@ def _guard(fn):
 @_guard
 def _before_call(model, args, kwargs):
     call = _state["calls"]
-    _state["calls"] = call + 1
+    # An earlier call that raised never reached _after_call: its eager outputs are not this call's reference.
+    _state["calls"], _state["eager"] = call + 1, None
     if _on(CAPTURE_ENV):
         name, problem = _save("inputs.pt", {"call": call, "args": list(args), "kwargs": dict(kwargs)},
                               f"the inputs of call {call}")
