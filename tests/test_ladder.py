@@ -12,6 +12,7 @@ from aoti_bisect.aoti import checks, flags, printer, wrapper
 from aoti_bisect.aoti.hook_record import HookRecord
 from aoti_bisect.verdict import Verdict
 from aoti_bisect.diagnose.ladder import Ladder, Options
+from aoti_bisect.aoti.fakecheck import FakeCheck
 from aoti_bisect.aoti.sanitizer import parse_compute_sanitizer
 from aoti_bisect.run.checkers import Checker, Missing
 from aoti_bisect.run.classify import fingerprint
@@ -87,6 +88,9 @@ class Seen:
     def kernel_source(self, kernel, results):
         return ("kernel.cpp", f"void {kernel}(...)") if self.wrapper else None
 
+    def fakecheck(self, result):
+        return getattr(self, "fake_check", FakeCheck())
+
     def memcheck(self, result, tool):
         assert tool == "compute-sanitizer" and result.spec.argv[0] == "compute-sanitizer"
         return parse_compute_sanitizer(_text(self.memcheck_log) if self.memcheck_log else "")
@@ -118,7 +122,7 @@ def test_a_repro_that_cannot_run_anywhere_is_an_error_and_climbs_no_further():
     world = always(sig("infra", "unknown", "No module named 'torch'"))
     _, out = climb(world, Seen())
     assert out.verdict is Verdict.ERROR and "cannot run here" in out.summary
-    assert [s.skipped for s in out.stages[1:]] == ["infrastructure error"] * 5
+    assert [s.skipped for s in out.stages[1:]] == ["infrastructure error"] * 6
     assert {s.stage for s in world.specs} == {"baseline"}
 
 

@@ -10,15 +10,18 @@ PRINTER = "AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER"
 FILTER = "AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT"
 TRACE = {PRINTER: "3"}
 INSPECT = {PRINTER: "2"}
+# Read by aoti-bisect's in-process hook (child/hook/capture.py): capture the program and the compiled model's
+# calls, and check custom ops' fake functions against the real ops before each call.
+FAKECHECK = {"AOTI_BISECT_CAPTURE": "1", "AOTI_BISECT_FAKECHECK": "1"}
 
 # Read by the AOTI runtime, the CUDA runtime or the interpreter at run time: they never need a fresh compile.
 # PYTHONMALLOC comes with the CPU memory checker (run/checkers.py): were it a compile key, the checked run
 # would compile the model again under valgrind, which takes many times a plain compile.
 RUNTIME = frozenset({"AOTI_RUNTIME_CHECK_INPUTS", "PYTORCH_NO_CUDA_MEMORY_CACHING", "CUDA_LAUNCH_BLOCKING",
-                     "PYTHONMALLOC"})
+                     "PYTHONMALLOC", *FAKECHECK})
 
 # The tool's own: a user's shell may have them set, but a run must only see what its stage says.
-OWNED = (PRINTER, FILTER, "AOTI_BISECT_REDIRECT")
+OWNED = (PRINTER, FILTER, "AOTI_BISECT_REDIRECT", *FAKECHECK)
 
 
 def needs_compile(env: dict[str, str]) -> bool:

@@ -26,6 +26,10 @@ def next_steps(argv: list[str], sig: Optional[Signature], c: Optional[Culprit], 
                      + (f"run it under compute-sanitizer: PYTORCH_NO_CUDA_MEMORY_CACHING=1 "
                         f"compute-sanitizer --tool memcheck {cmd}" if cuda else
                         f"run it under valgrind: valgrind --error-exitcode=9 {cmd}"))
+    if c and c.kind == "custom_op":
+        steps.append(f"Make the fake function of `{c.kernel}` return what the op returns (shape, strides, dtype) "
+                     "for every size the program is exported for, in SymInts; check it on the failing inputs "
+                     "with torch.library.opcheck (the program and inputs are in the fakecheck run's capture/)")
     if kind == "illegal_memory_access":
         steps.append(f"Ground truth for the access: PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer "
                      f"--tool memcheck {cmd}")

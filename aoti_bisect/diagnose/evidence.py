@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional, Protocol
 
 from ..aoti import checks, level2_file, printer, reinstrument, sanitizer, wrapper
+from ..aoti.fakecheck import FakeCheck, read_fakecheck
 from ..aoti.hook_record import HookRecord, PackageEvent, read_hook
 from ..child.hook import redirect
 from ..files import atomic_write, read_log
@@ -56,6 +57,8 @@ class Evidence(Protocol):
 
     def package_device(self, path: str) -> Optional[str]:
         """The device a package on disk was compiled for (None: unreadable)."""
+    def fakecheck(self, result: RunResult) -> FakeCheck:
+        """The custom ops' fake functions against the real ops, as the hook checked them in a FAKECHECK run."""
 
 
 class RunEvidence:
@@ -137,3 +140,5 @@ class RunEvidence:
         mapping = os.path.join(self.prebuilt_dir, f"redirect-{hashlib.sha1(text.encode()).hexdigest()[:12]}.json")
         atomic_write(mapping, text)
         return Instrumented({redirect.ENV: mapping}, tuple(copies), problems)
+    def fakecheck(self, result: RunResult) -> FakeCheck:
+        return read_fakecheck(result.run_dir)

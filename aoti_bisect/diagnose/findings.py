@@ -14,8 +14,8 @@ from ..verdict import Verdict
 
 @dataclass
 class Culprit:
-    kind: str  # kernel | model_input | constant | outside_instrumented_kernels | unknown
-    kernel: Optional[str] = None
+    kind: str  # kernel | model_input | constant | custom_op | outside_instrumented_kernels | unknown
+    kernel: Optional[str] = None  # a custom_op's: the op (`ns::op`), as the wrapper's proxy call names it
     input_index: Optional[int] = None
     input_name: Optional[str] = None  # the wrapper's name (arg1_1, proj_weight)
     user_name: Optional[str] = None  # the user's: forward's parameter name, or the constant's FQN

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from ..aoti import checks, flags, reinstrument, wrapper
+from ..aoti.fakecheck import no_mismatch
 from ..aoti.hook_record import PackageEvent
 from ..run.checkers import Checker, Missing
 from ..run.types import RunBatch, RunResult, RunSpec, Signature
@@ -23,6 +24,10 @@ from .memcheck import MEMORY_FAULTS, memcheck_culprit
 from .sanity import sanity_culprit
 from .stages import STAGES
 from .walk import walk
+
+# Culprits a wrong fake function explains: a kernel that reads the op's output by the fake's layout, or a
+# fault the trace put after every instrumented launch. A custom op's fake check still runs after them.
+FAKE_VICTIMS = ("kernel", "outside_instrumented_kernels")
 
 # Failures that stop the process (or hang it): when every instrumented launch finished, the fault lies outside.
 FAULT_KINDS = {"illegal_memory_access", "device_assert", "index_out_of_bounds", "segfault", "abort", "crash",
@@ -136,13 +141,14 @@ class Ladder:
             return self._skip_rest(out, f"the failure is in the {sig.phase} phase: no kernel runs, so the "
                                         "runtime ladder cannot localise it")
         for name, step in (("sanity", self.sanity), ("determinism", self.determinism), ("trace", self.trace),
-                           ("memcheck", self.memcheck), ("inspect", self.inspect)):
+                           ("fakecheck", self.fakecheck), ("memcheck", self.memcheck), ("inspect", self.inspect)):
             if any(s.name == name for s in self.stages):
                 continue  # un-masking ran it already
             if name not in self.opt.stages:
                 self.stages.append(Stage(name, {}, skipped="not requested (--stages)"))
                 continue
-            if out.culprit is not None and out.culprit.kind != "unknown":
+            if out.culprit is not None and out.culprit.kind != "unknown" and not (
+                    name == "fakecheck" and out.culprit.kind in FAKE_VICTIMS):
                 self.stages.append(Stage(name, {}, skipped="culprit already pinned"))
                 continue
             step(out)
@@ -321,6 +327,33 @@ class Ladder:
                           f"{count} failing run(s) of earlier stages name {kernel} in their error message")
         c.summary = c.evidence[0]
         return c
+
+    def fakecheck(self, out: Findings) -> None:
+        """A custom op run through the proxy executor hands the package a tensor that the package lays out by
+        the op's fake function: checked against the real op on the failing call's inputs, a mismatch
+        convicts the op ahead of any kernel that reads its output."""
+        graph = self._graph(self.trace_stage) or next(
+            (g for s in self.stages if (g := self._graph(s)) is not None), None)
+        ops = sorted({launch.name for launch in graph.launches if "::" in launch.name}) if graph else []
+        if not ops:
+            self.stages.append(Stage("fakecheck", {}, skipped="no compiled wrapper to find custom ops in"
+                                     if graph is None else "no custom op runs through the proxy executor"))
+            return
+        stage = self._run_until_seen(Stage("fakecheck", dict(flags.FAKECHECK)))
+        runs = stage.failures or stage.results
+        checks = [self.evidence.fakecheck(r) for r in runs]
+        hit = next((c for c in checks if c.mismatch), None)
+        if hit is None:
+            stage.finding = no_mismatch(checks) or f"no custom op was checked ({', '.join(ops)})"
+            return
+        c = Culprit("custom_op", kernel=hit.mismatch.op, evidence=hit.conviction(bool(stage.failures)))
+        c.summary = c.evidence[0]
+        if out.culprit is not None and out.culprit.kind in FAKE_VICTIMS:
+            was = out.culprit
+            c.evidence.append(f"the earlier stages' suspect, {was.kind} {was.kernel or ''}".rstrip() + ": "
+                              + (was.summary or (was.evidence or [""])[0]))
+        stage.finding = c.summary
+        out.culprit = c
 
     def memcheck(self, out: Findings, unmasking: bool = False) -> None:
         cuda = self._is_cuda(default=False)

@@ -20,7 +20,9 @@ from .markdown import render_markdown
 from .model import redact_data
 from .redact import Redactor, mask_spans
 
-_RUN_FILES = ("output.log", "rerun.sh", "spec.json", "result.json", "hook.json")
+# Not the capture/ folder of a fakecheck run: it holds the repro's own tensors.
+_RUN_FILES = ("output.log", "rerun.sh", "spec.json", "result.json", "hook.json", "fakecheck.json",
+              "differential.json")
 RECORD = "redactions.json"
 
 

@@ -19,7 +19,7 @@ import threading
 import time
 import zipfile
 
-from . import constants, redirect
+from . import capture, constants, redirect
 
 ENV = "AOTI_BISECT_HOOK"
 SCHEMA_VERSION = 1
@@ -205,6 +205,7 @@ def _end_compile(event, result, target, ep):
     RECORD.update(event, status="returned", path=path, sha256=digest)
     wrapper = wrapper_names(path, data) if path or data is not None else None
     RECORD.update(event, wrapper=wrapper, program=program_names(ep, wrapper) if ep is not None else None)
+    capture.on_compile(ep, path)
 
 
 @_quietly
@@ -229,6 +230,11 @@ def _read_constants(event, target, model_name):
         if path or data is not None:
             scratch = os.path.dirname(RECORD.path)
             RECORD.update(event, constant_values=constants.read(path, data, model_name, scratch))
+
+
+@_quietly
+def _capture_load(model, target):
+    capture.on_load(model, package_file(target)[0])
 
 
 @_quietly
@@ -274,6 +280,7 @@ def _wrap_load(original, call):
                 raise
             _end(event, "returned")
             _read_constants(event, target, model_name or "model")
+            _capture_load(result, target)
             return result
     return load
 

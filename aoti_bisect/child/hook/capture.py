@@ -1,0 +1,203 @@
+"""Captures the exported program and the compiled model's calls inside the repro's process (recorder calls in).
+
+Off unless the run's environment asks: the ladder sets these only for the stage that needs them.
+
+AOTI_BISECT_CAPTURE=1 writes, under <run folder>/capture/ (the folder of AOTI_BISECT_HOOK):
+  program.pt2   torch.export.save of the ExportedProgram the process last handed to aoti_compile_and_package
+  inputs.pt     torch.save({"call": n, "args": [...], "kwargs": {...}}) of the compiled model's latest call
+                (n counts from 0), written BEFORE the call runs: a call that dies leaves its inputs
+  outputs.pt    torch.save({"call": n, "outputs": ...}) once that call returned (absent: it raised or died)
+  capture.json  {"schema_version": 1, "program": "program.pt2" | null, "program_problem": str | null,
+                 "calls": n + 1, "inputs": "inputs.pt" | null, "inputs_problem": ..., "outputs": ...,
+                 "outputs_problem": ...}: which files hold what, and in one line why one is missing
+Each file is written under a temporary name and renamed, so a reader sees a whole file (a later call's, or the
+earlier one). Tensors over MAX_BYTES in all (AOTI_BISECT_MAX_CAPTURE_MB, default 512) are not saved: the
+*_problem line says so. A later eager differential reuses it as
+`torch.export.load(program.pt2).module()(*inputs["args"], **inputs["kwargs"])` against outputs["outputs"], in
+a process that registered the same custom ops (the repro's own imports).
+
+AOTI_BISECT_FAKECHECK=1 checks the custom ops' fake functions on each call's inputs before the package runs
+(fakecheck.py), into <run folder>/fakecheck.json, and compares the package's outputs of that call with the
+eager run's, into <run folder>/differential.json.
+
+Nothing here raises into the repro: a failure becomes a *_problem line or a line in hook.json's hook_errors.
+"""
+import functools
+import os
+import sys
+import weakref
+
+from . import fakecheck
+
+CAPTURE_ENV = "AOTI_BISECT_CAPTURE"
+CHECK_ENV = "AOTI_BISECT_FAKECHECK"
+MAX_MB_ENV = "AOTI_BISECT_MAX_CAPTURE_MB"
+SCHEMA_VERSION = 1
+
+_state = {"program": None, "calls": 0, "manifest": None, "eager": None}
+_programs = {}  # package realpath -> the ExportedProgram compiled into it
+_models = weakref.WeakKeyDictionary()  # loaded model -> its package's realpath
+
+
+def _on(name):
+    return os.environ.get(name) == "1"
+
+
+def enabled():
+    return _on(CAPTURE_ENV) or _on(CHECK_ENV)
+
+
+def run_folder():
+    return os.path.dirname(os.path.abspath(os.environ["AOTI_BISECT_HOOK"]))
+
+
+def _folder():
+    path = os.path.join(run_folder(), "capture")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def max_bytes():
+    try:
+        return int(float(os.environ.get(MAX_MB_ENV, "512")) * (1 << 20))
+    except ValueError:
+        return 512 << 20
+
+
+def _mib(n):
+    return f"{n} bytes" if n < 1 << 20 else f"{n / (1 << 20):.1f} MiB"
+
+
+def _manifest():
+    if _state["manifest"] is None:
+        _state["manifest"] = {"schema_version": SCHEMA_VERSION, "program": None, "program_problem": None,
+                              "calls": 0, "inputs": None, "inputs_problem": None, "outputs": None,
+                              "outputs_problem": None}
+    return _state["manifest"]
+
+
+def _write_manifest(**fields):
+    doc = _manifest()
+    doc.update(fields)
+    fakecheck.write_json(os.path.join(_folder(), "capture.json"), doc)
+
+
+def _tensor_bytes(tree):
+    import torch
+    return sum(t.untyped_storage().nbytes() for t in _tensors(tree) if isinstance(t, torch.Tensor))
+
+
+def _tensors(tree):
+    import torch.utils._pytree as pytree
+    return pytree.tree_leaves(tree)
+
+
+def _save(name, obj, what):
+    """torch.save into capture/<name>; returns (name, None) or (None, why not)."""
+    import torch
+    size = _tensor_bytes(obj)
+    if size > max_bytes():
+        return None, f"{what} hold {_mib(size)} of tensors, over the cap of {_mib(max_bytes())}"
+    path = os.path.join(_folder(), name)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    except Exception as exc:  # an unpicklable argument, a full disk
+        return None, f"cannot save {what}: {type(exc).__name__}: {exc}"[:300]
+    return name, None
+
+
+def on_compile(ep, package_path):
+    """After aoti_compile_and_package returned: remember the program (and save it when capturing)."""
+    if not enabled() or ep is None:
+        return
+    _state["program"] = ep
+    if package_path:
+        _programs[package_path] = ep
+    if _on(CAPTURE_ENV):
+        import torch
+        size = _tensor_bytes(list(ep.state_dict.values()) + list(ep.constants.values()))
+        if size > max_bytes():
+            _write_manifest(program=None, program_problem=f"the program holds {_mib(size)} of parameters and "
+                                                          f"constants, over the cap of {_mib(max_bytes())}")
+            return
+        path = os.path.join(_folder(), "program.pt2")
+        tmp = f"{path}.{os.getpid()}.tmp.pt2"
+        try:
+            torch.export.save(ep, tmp)
+            os.replace(tmp, path)
+            _write_manifest(program="program.pt2", program_problem=None)
+        except Exception as exc:
+            _write_manifest(program=None, program_problem=f"torch.export.save failed: {type(exc).__name__}: "
+                                                          f"{exc}"[:300])
+
+
+def on_load(model, package_path):
+    """After a package loaded: wrap its class's __call__ once, and remember which program it holds."""
+    if not enabled() or model is None:
+        return
+    try:
+        _models[model] = package_path
+    except TypeError:
+        pass
+    cls = type(model)
+    if getattr(cls.__call__, "_aoti_bisect_capture", False):
+        return
+    cls.__call__ = _wrap_call(cls.__call__)
+
+
+def _program_for(model):
+    path = _models.get(model) if model is not None else None
+    return _programs.get(path) or _state["program"]
+
+
+def _wrap_call(original):
+    @functools.wraps(original)
+    def __call__(self, *args, **kwargs):
+        _before_call(self, args, kwargs)
+        result = original(self, *args, **kwargs)
+        _after_call(result)
+        return result
+    __call__._aoti_bisect_capture = True
+    return __call__
+
+
+def _guard(fn):
+    def guarded(*args):
+        try:
+            fn(*args)
+        except Exception as exc:
+            from . import recorder
+            if recorder.RECORD is not None:
+                recorder.RECORD.error(f"capture: {fn.__name__}: {type(exc).__name__}: {exc}")
+            else:
+                sys.stderr.write(f"aoti-bisect hook: capture: {type(exc).__name__}: {exc}\n")
+    guarded.__name__ = fn.__name__
+    return guarded
+
+
+@_guard
+def _before_call(model, args, kwargs):
+    call = _state["calls"]
+    # An earlier call that raised never reached _after_call: its eager outputs are not this call's reference.
+    _state["calls"], _state["eager"] = call + 1, None
+    if _on(CAPTURE_ENV):
+        name, problem = _save("inputs.pt", {"call": call, "args": list(args), "kwargs": dict(kwargs)},
+                              f"the inputs of call {call}")
+        _write_manifest(calls=call + 1, inputs=name, inputs_problem=problem, outputs=None,
+                        outputs_problem=f"call {call} has not returned (it raised, or the process died in it)")
+    if _on(CHECK_ENV):
+        _state["eager"] = fakecheck.check_call(_program_for(model), args, kwargs, call,
+                                               os.path.join(run_folder(), fakecheck.RESULT))
+
+
+@_guard
+def _after_call(result):
+    call = _state["calls"] - 1
+    eager, _state["eager"] = _state["eager"], None
+    if eager is not None:
+        fakecheck.write_differential(eager, result, call, os.path.join(run_folder(), fakecheck.DIFFERENTIAL))
+    if _on(CAPTURE_ENV):
+        name, problem = _save("outputs.pt", {"call": call, "outputs": result}, f"the outputs of call {call}")
+        _write_manifest(outputs=name, outputs_problem=problem)
