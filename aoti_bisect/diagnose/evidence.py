@@ -6,11 +6,13 @@ generated sources a real run left behind; the ladder's tests hand it a fake buil
 from __future__ import annotations
 
 import os
-from typing import Optional, Protocol
+from typing import Callable, Optional, Protocol
 
 from ..aoti import checks, level2_file, printer, sanitizer, wrapper
 from ..aoti.hook_record import HookRecord, read_hook
+from ..aoti.package import PackageFacts, read_package
 from ..files import read_log
+from ..run.registry import native_backtrace
 from ..run.types import RunResult
 
 
@@ -36,13 +38,23 @@ class Evidence(Protocol):
     def hook(self, result: RunResult) -> HookRecord:
         """The packages the run compiled and loaded, as the in-process hook recorded them."""
 
+    def package(self, result: RunResult) -> Optional[PackageFacts]:
+        """What the last package the run loaded needs (None: the hook saw no load of a package file)."""
+
+    def fresh_process(self, ops: tuple[str, ...]) -> dict:
+        """What a fresh process of the repro's interpreter registers of `ops` and loads (run/registry.py)."""
+
+    def backtrace(self, result: RunResult) -> list[str]:
+        """The native frames of a run made under the debugger (none: it did not crash there)."""
+
 
 class RunEvidence:
     """Reads a real run's log and its compile cache. Runs of one flag set share one cache: each cache's
     wrapper is parsed once."""
 
-    def __init__(self) -> None:
+    def __init__(self, fresh: Callable[[tuple[str, ...]], dict] = lambda ops: {"error": "not asked"}) -> None:
         self._graphs: dict[str, Optional[wrapper.WrapperGraph]] = {}
+        self._fresh = fresh
 
     def sanity(self, result: RunResult) -> Optional[checks.InputRejected | checks.NanAssert]:
         return checks.sanity_hit(read_log(result.log_path))
@@ -74,3 +86,13 @@ class RunEvidence:
 
     def hook(self, result: RunResult) -> HookRecord:
         return read_hook(result.run_dir)
+
+    def package(self, result: RunResult) -> Optional[PackageFacts]:
+        loads = [e for e in read_hook(result.run_dir).events if not e.compiled and e.path]
+        return read_package(loads[-1].path) if loads else None
+
+    def fresh_process(self, ops: tuple[str, ...]) -> dict:
+        return self._fresh(ops)
+
+    def backtrace(self, result: RunResult) -> list[str]:
+        return native_backtrace(read_log(result.log_path))
