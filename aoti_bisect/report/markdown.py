@@ -62,7 +62,7 @@ def culprit_who(c: dict) -> str:
 # GitHub shows a table as wide as its longest row, and a line wider than the page scrolls sideways: table
 # cells are cut at these widths (the whole text follows the table), prose is wrapped at WRAP.
 TABLE_LINE = 160
-FINDING_CELL = 80
+FINDING_CELL = 95
 WRAP = 100
 
 
@@ -133,7 +133,8 @@ def render_markdown(d: dict) -> str:
         for i, e in enumerate(c["evidence"], 1):
             out += _item(md_cell(e), f"{i}. ")
     if c.get("source"):
-        out += ["", f"## Culprit source (`{md_cell(os.path.basename(c['source']['path']))}`)", "",
+        # The generated file's name is a 52-character hash: under the heading, not in it.
+        out += ["", "## Culprit source", "", f"`{md_cell(os.path.basename(c['source']['path']))}`:", "",
                 _code(c["source"]["excerpt"], "cpp" if c["source"]["path"].endswith(".cpp") else "python")]
     if d.get("next_steps"):
         out += ["", "## Next steps", ""]
