@@ -69,7 +69,10 @@ WRAP = 100
 def _short(text: str, width: int) -> tuple[str, bool]:
     """One line of at most `width` characters, and whether it was cut."""
     s = " ".join(str(text).split())
-    return (s, False) if len(s) <= width else (s[: width - 1].rstrip() + "…", True)
+    if len(s) <= width:
+        return s, False
+    cut = s[: width - 1]
+    return (cut.rsplit(" ", 1)[0] if " " in cut[width // 2:] else cut).rstrip(" ,;:") + "…", True
 
 
 def _item(text: str, bullet: str = "- ") -> list[str]:
