@@ -116,3 +116,17 @@ def test_bundle_carries_the_repro_script_redacted(tmp_path):
         member = next(m for m in tar.getmembers() if m.name.endswith("/repro/repro.py"))
         text = tar.extractfile(member).read().decode()
     assert "raise SystemExit('non-finite output')" in text and token not in text
+
+
+def test_a_wrapped_line_never_starts_a_block():
+    d = real_report()
+    d["culprit"]["evidence"] = ["a" * 99 + f" {marker} rest" for marker in ("# heading", "- item", "1. one", "====")]
+    tokens = GFM.parse(render_markdown(d))
+    headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open"]
+    assert not [h for h in headings if "heading" in h or "aaaa" in h]
+    evidence = [t for t in tokens if t.type == "ordered_list_open"]
+    assert len(evidence) == 1  # one list, not a list per broken item
+    start = tokens.index(evidence[0])
+    inside = tokens[start: next(i for i, t in enumerate(tokens) if i > start and t.type == "ordered_list_close")]
+    assert sum(t.type == "list_item_open" for t in inside) == 4
+    assert not any(t.type == "bullet_list_open" for t in inside)

@@ -75,10 +75,24 @@ def _short(text: str, width: int) -> tuple[str, bool]:
     return (cut.rsplit(" ", 1)[0] if " " in cut[width // 2:] else cut).rstrip(" ,;:") + "…", True
 
 
+# What would start a list, heading, quote or setext underline at the start of a line (and so end the item).
+_BLOCK_START = re.compile(r"(?:[-+*>#=]|\d+[.)])")
+
+
 def _item(text: str, bullet: str = "- ") -> list[str]:
-    """A list item, wrapped: continuation lines are indented so that they stay in the item."""
-    return textwrap.wrap(text, WRAP, initial_indent=bullet, subsequent_indent=" " * len(bullet),
-                         break_long_words=False, break_on_hyphens=False) or [bullet.rstrip()]
+    """A list item, wrapped: continuation lines are indented so that they stay in the item, and a wrapped
+    line that begins like a block (`- x`, `# x`, `1. x`) has that first character escaped."""
+    lines = textwrap.wrap(text, WRAP, break_long_words=False, break_on_hyphens=False) or [""]
+    indent = " " * len(bullet)
+    return [bullet + lines[0]] + [indent + _unblock(l) for l in lines[1:]]
+
+
+def _unblock(line: str) -> str:
+    m = _BLOCK_START.match(line)
+    if not m:
+        return line
+    at = m.end() - 1  # the marker's punctuation: `-`, `#`, or the `.` of `1.` (a backslash before a digit shows)
+    return line[:at] + "\\" + line[at:]
 
 
 def _rates(d: dict) -> str:
