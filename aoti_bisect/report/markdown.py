@@ -82,7 +82,7 @@ _BLOCK_START = re.compile(r"(?:[-+*>#=]|\d+[.)])")
 def _item(text: str, bullet: str = "- ") -> list[str]:
     """A list item, wrapped: continuation lines are indented so that they stay in the item, and a wrapped
     line that begins like a block (`- x`, `# x`, `1. x`) has that first character escaped."""
-    lines = textwrap.wrap(text, WRAP, break_long_words=False, break_on_hyphens=False) or [""]
+    lines = textwrap.wrap(text, WRAP - len(bullet), break_long_words=False, break_on_hyphens=False) or [""]
     indent = " " * len(bullet)
     return [bullet + lines[0]] + [indent + _unblock(l) for l in lines[1:]]
 
