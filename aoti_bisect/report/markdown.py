@@ -136,8 +136,11 @@ def render_markdown(d: dict) -> str:
     out.append(_table(rows, headers=["stage", "recompiled", "runs", "failures", "finding"]))
     if cut:
         out += ["", "Findings in full:", ""]
+        same: dict[str, list[str]] = {}  # stages skipped for one reason are said once
         for name, finding in cut:
-            out += _item(f"**{md_cell(name)}**: {md_cell(finding)}")
+            same.setdefault(finding, []).append(name)
+        for finding, names in same.items():
+            out += _item(f"**{md_cell(', '.join(names))}**: {md_cell(finding)}")
     if d.get("packages"):
         out += ["", "## Packages", "", "What the hooked runs compiled and loaded (the baseline runs without the "
                 "hook).", ""]
