@@ -128,3 +128,21 @@ def test_the_ladder_runs_the_doctor_once_for_a_load_failure(tmp_path):
     assert doctor.finding == out.culprit.summary and doctor.tool is None  # no gdb for an exception
     assert all("load phase" in s.skipped for s in out.stages if s.name not in ("baseline", "doctor"))
     assert not any("register every custom-op library" in step for step in out.next_steps)
+
+
+def test_the_scenario_manifest_matches_the_op_and_only_a_climbing_ladder_runs_the_doctor(tmp_path):
+    from aoti_bisect.scenarios import culprit_matches
+    expected = {"kind": "missing_custom_op", "pattern": "^bisectlab::fused_norm$"}
+    assert culprit_matches(expected, {"kind": "missing_custom_op", "kernel": None, "op": OP})
+    assert not culprit_matches(expected, {"kind": "missing_custom_op", "kernel": None, "op": "mylib::other"})
+
+    specs = []
+
+    def run_batch(batch, on_result, stop):
+        for spec in batch:
+            specs.append(spec)
+            on_result(RunResult(spec, Outcome.FAILED, ProcessExit(1, None, False, 1.0, 0), "/r", "/r/output.log",
+                                MISSING, "/c"))
+
+    out = Ladder(["python", "repro.py"], run_batch, DoctorEvidence(None), Options(stages=("baseline",))).run()
+    assert {s.stage for s in specs} == {"baseline"} and out.culprit is None
