@@ -98,7 +98,7 @@ def culprit_matches(expected: dict, found: Optional[dict]) -> bool:
     if kind == "model_input":
         return found.get("input_index") == expected.get("input")
     pattern = expected.get("pattern")
-    return not pattern or bool(re.search(pattern, found.get("kernel") or "", re.I))
+    return not pattern or bool(re.search(pattern, found.get("kernel") or found.get("op") or "", re.I))
 
 
 def _found_culprit(c: Optional[dict]) -> str:
@@ -106,7 +106,7 @@ def _found_culprit(c: Optional[dict]) -> str:
         return "none"
     if c["kind"] == "model_input":
         return f"model_input {c.get('input_index')}"
-    return f"{c['kind']} {c.get('kernel') or ''}".strip()
+    return f"{c['kind']} {c.get('kernel') or c.get('op') or ''}".strip()
 
 
 def compare(s: Scenario, report: dict) -> list[str]:

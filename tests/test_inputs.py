@@ -269,7 +269,7 @@ def test_hostile_names_cannot_break_the_markdown(tmp_path):
     assert not [h for h in headings if "heading" in h]
     for row in proc.stdout.splitlines():
         if row.startswith("|") and "script" in row:
-            assert len(re.findall(r"(?<!\\)\|", row)) in (3, 7), row  # a 2- or 6-column table row
+            assert len(re.findall(r"(?<!\\)\|", row)) in (3, 6, 7), row  # a 2-, 5- or 6-column table row
     assert "3.10" in proc.stdout  # text that looks like a number is shown as given, not as 3.1
 
 

@@ -146,7 +146,7 @@ def test_a_broken_script_is_an_error_not_a_reproduction():
     assert out.verdict is Verdict.ERROR and "broken" in out.summary
 
 
-@pytest.mark.parametrize("phase", ["export", "compile", "load"])
+@pytest.mark.parametrize("phase", ["export", "compile"])  # load: tests/test_load_doctor.py (the doctor runs)
 def test_a_failure_before_any_kernel_runs_skips_the_runtime_ladder(phase):
     world = always(sig("compile_error" if phase == "compile" else "python_exception", phase))
     _, out = climb(world, Seen())

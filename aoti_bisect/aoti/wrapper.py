@@ -267,8 +267,9 @@ def find_wrappers(*roots: str) -> list[str]:
     return sorted(set(found), key=os.path.getmtime, reverse=True)
 
 
-def kernel_source(name: str, roots: list[str], max_lines: int = 60) -> Optional[tuple[str, str]]:
-    """(path, excerpt) of a kernel's definition: CPU kernel sources, then Triton sources, then the wrapper."""
+def kernel_source(name: str, roots: list[str], max_lines: int = 80) -> Optional[tuple[str, str]]:
+    """(path, excerpt) of a kernel's definition, and nothing after it: CPU kernel sources, then Triton sources,
+    then the wrapper."""
     definition = re.compile(rf"(\bvoid\s+{re.escape(name)}\s*\([^;{{]*\)\s*\{{|def {re.escape(name)}\s*\()")
     for suffix in ("*.kernel.cpp", "*.py", "*.wrapper.cpp"):
         for root in roots:
@@ -283,9 +284,32 @@ def kernel_source(name: str, roots: list[str], max_lines: int = 60) -> Optional[
                     start = text.rfind("\n", 0, m.start()) + 1
                     # Include the decorators/comments right above a Triton def (they carry the source nodes).
                     above = text[:start].splitlines()[-12:] if suffix == "*.py" else []
-                    lines = [l for l in above if l.startswith(("@", "#"))] + text[start:].splitlines()[:max_lines]
-                    return path, "\n".join(lines)
+                    body = (_python_def(text[start:]) if suffix == "*.py" else _cpp_function(text, start, m.end() - 1))
+                    lines = body.splitlines()
+                    if len(lines) > max_lines:
+                        more = "#" if suffix == "*.py" else "//"
+                        lines = lines[:max_lines] + [f"{more} ... {len(lines) - max_lines} more lines in "
+                                                     f"{os.path.basename(path)}"]
+                    return path, "\n".join([l for l in above if l.startswith(("@", "#"))] + lines)
     return None
+
+
+def _cpp_function(text: str, start: int, brace: int) -> str:
+    """From `start` to the brace that closes the one at `brace` (generated code: no braces in strings)."""
+    depth = 0
+    for i in range(brace, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[start: i + 1]
+    return text[start:]
+
+
+def _python_def(text: str) -> str:
+    """A top-level def up to the next top-level statement (the next kernel's decorator, say)."""
+    lines = text.splitlines()
+    end = next((i for i, l in enumerate(lines[1:], 1) if l and not l[0].isspace() and not l.startswith(")")),
+               len(lines))
+    return "\n".join(lines[:end]).rstrip()
 
 
 def triton_kernel_name(source: str) -> Optional[str]:

@@ -40,7 +40,7 @@ def next_steps(argv: list[str], sig: Optional[Signature], c: Optional[Culprit], 
         steps.append(f"Check the numerics of the ops fused into {c.kernel} (log/sqrt/div of values outside "
                      "their domain); on CUDA, TORCHINDUCTOR_RUNTIME_TRITON_NAN_ASSERTS=1 narrows it to the "
                      "element")
-    if sig and sig.phase == "load":
+    if sig and sig.phase == "load" and not (c and c.kind in ("missing_custom_op", "load_environment")):
         steps.append("Load failures: register every custom-op library the package calls "
                      "(torch.ops.load_library / import the extension) before aoti_load_package, and load "
                      "with the same torch build and C++ toolchain (CXX) that compiled it")

@@ -17,7 +17,9 @@ from ..aoti.fakecheck import FakeCheck, read_fakecheck
 from ..aoti.hook_record import HookRecord, PackageEvent, read_hook
 from ..child.hook import redirect
 from ..files import atomic_write, read_log
+from ..aoti.package import PackageFacts, read_package
 from ..run import process, rebuild
+from ..run.registry import native_backtrace
 from ..run.types import RunResult
 
 
@@ -57,8 +59,18 @@ class Evidence(Protocol):
 
     def package_device(self, path: str) -> Optional[str]:
         """The device a package on disk was compiled for (None: unreadable)."""
+
     def fakecheck(self, result: RunResult) -> FakeCheck:
         """The custom ops' fake functions against the real ops, as the hook checked them in a FAKECHECK run."""
+
+    def package(self, result: RunResult) -> Optional[PackageFacts]:
+        """What the last package the run loaded needs (None: the hook saw no load of a package file)."""
+
+    def fresh_process(self, ops: tuple[str, ...]) -> dict:
+        """What a fresh process of the repro's interpreter registers of `ops` and loads (run/registry.py)."""
+
+    def backtrace(self, result: RunResult) -> list[str]:
+        """The native frames of a run made under the debugger (none: it did not crash there)."""
 
 
 class RunEvidence:
@@ -66,13 +78,15 @@ class RunEvidence:
     wrapper is parsed once."""
 
     def __init__(self, prebuilt_dir: str = "", env: Optional[dict[str, str]] = None,
-                 cancel: Optional[process.Cancel] = None, say: Callable[[str], None] = lambda line: None) -> None:
+                 cancel: Optional[process.Cancel] = None, say: Callable[[str], None] = lambda line: None,
+                 fresh: Callable[[tuple[str, ...]], dict] = lambda ops: {"error": "not asked"}) -> None:
         self._graphs: dict[str, Optional[wrapper.WrapperGraph]] = {}
         self.prebuilt_dir = prebuilt_dir  # where instrumented copies are built: inside the run directory
         self.env = dict(os.environ if env is None else env)
         self.cancel = cancel
         self._copies: dict[str, rebuild.Copy] = {}
         self.say = say
+        self._fresh = fresh
 
     def sanity(self, result: RunResult) -> Optional[checks.InputRejected | checks.NanAssert]:
         return checks.sanity_hit(read_log(result.log_path))
@@ -140,5 +154,16 @@ class RunEvidence:
         mapping = os.path.join(self.prebuilt_dir, f"redirect-{hashlib.sha1(text.encode()).hexdigest()[:12]}.json")
         atomic_write(mapping, text)
         return Instrumented({redirect.ENV: mapping}, tuple(copies), problems)
+
     def fakecheck(self, result: RunResult) -> FakeCheck:
         return read_fakecheck(result.run_dir)
+
+    def package(self, result: RunResult) -> Optional[PackageFacts]:
+        loads = [e for e in read_hook(result.run_dir).events if not e.compiled and e.path]
+        return read_package(loads[-1].path) if loads else None
+
+    def fresh_process(self, ops: tuple[str, ...]) -> dict:
+        return self._fresh(ops)
+
+    def backtrace(self, result: RunResult) -> list[str]:
+        return native_backtrace(read_log(result.log_path))

@@ -14,7 +14,8 @@ from ..verdict import Verdict
 
 @dataclass
 class Culprit:
-    kind: str  # kernel | model_input | constant | custom_op | outside_instrumented_kernels | unknown
+    kind: str  # kernel | model_input | constant | custom_op | outside_instrumented_kernels | missing_custom_op |
+    # load_environment | unknown
     kernel: Optional[str] = None  # a custom_op's: the op (`ns::op`), as the wrapper's proxy call names it
     input_index: Optional[int] = None
     input_name: Optional[str] = None  # the wrapper's name (arg1_1, proj_weight)
@@ -23,12 +24,13 @@ class Culprit:
     stats: list[dict] = field(default_factory=list)
     probes: list[list[str]] = field(default_factory=list)
     summary: str = ""  # the one line that convicts; the evidence list is the whole chain
+    op: Optional[str] = None  # a custom op (`mylib::scale`) the package needs and the loading process lacks
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "kernel": self.kernel, "summary": self.summary or (self.evidence or [""])[0],
                 "input_index": self.input_index,
                 "input_name": self.input_name, "user_name": self.user_name, "evidence": self.evidence, "stats": self.stats,
-                "probes": self.probes}
+                "probes": self.probes, "op": self.op}
 
 
 def input_phrase(index: int, placeholder: str, user: Optional[str] = None) -> str:

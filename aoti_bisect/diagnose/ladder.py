@@ -20,6 +20,7 @@ from .advice import next_steps
 from .evidence import Evidence
 from ..verdict import Verdict
 from .findings import Culprit, Findings, Stage
+from .loaddoctor import CRASHES, diagnose_load
 from .memcheck import MEMORY_FAULTS, memcheck_culprit
 from .sanity import sanity_culprit
 from .stages import STAGES
@@ -45,6 +46,8 @@ class Options:
     # The memory checker per device ("cuda", "cpu"), or why there is none; found by the session.
     checkers: tuple[tuple[str, tuple[Checker, ...] | Missing], ...] = ()
     sanitize: bool = False  # run the memcheck stage whatever the failure (or none) looks like
+    # The load doctor's debugger: (command prefix, None), or ((), why there is none); found by the session.
+    debugger: tuple[tuple[str, ...], Optional[str]] = ((), "no debugger looked for")
 
 
 def dominant(results: list[RunResult]) -> Optional[Signature]:
@@ -136,8 +139,10 @@ class Ladder:
         else:
             base.finding = f"reproduced {rate.describe()}: {sig.kind} in {sig.phase}: {sig.message}"
             out.summary = base.finding
+        if sig.phase == "load" and set(self.opt.stages) - {"baseline"}:
+            self.doctor(out)
         if sig.phase in ("export", "compile", "load"):
-            out.next_steps = next_steps(self.argv, sig, None, self._is_cuda())
+            out.next_steps = next_steps(self.argv, sig, out.culprit, self._is_cuda())
             return self._skip_rest(out, f"the failure is in the {sig.phase} phase: no kernel runs, so the "
                                         "runtime ladder cannot localise it")
         for name, step in (("sanity", self.sanity), ("determinism", self.determinism), ("trace", self.trace),
@@ -195,6 +200,26 @@ class Ladder:
             out.summary = out.masked
             return True
         return False
+
+    def doctor(self, out: Findings) -> None:
+        """A load failure: one hooked run tells which package was loaded, then the cheap experiments."""
+        sig = out.signature
+        prefix, no_trace = self.opt.debugger if sig.kind in CRASHES else (
+            (), "the load raised an exception (its traceback is in the log); it did not crash in native code")
+        stage = Stage("doctor", {}, tool=" ".join(prefix) or None)
+        # Under gdb a run is several times slower (symbols of every library torch loads).
+        self._run(stage, self._repeat(), stop=lambda rs: any(r.failed for r in rs), prefix=prefix,
+                  slowdown=4.0 if prefix else 1.0)
+        run = (stage.failures or stage.results or [None])[0]
+        facts = self.evidence.package(run) if run else None
+        fresh = self.evidence.fresh_process(facts.custom_ops) if facts and not facts.problem else {}
+        trace = self.evidence.backtrace(run) if run and prefix else []
+        if prefix and not trace:
+            no_trace = "the run did not crash under gdb"
+        out.culprit = diagnose_load(sig, facts, fresh, trace, None if trace else no_trace)
+        stage.finding = out.culprit.summary or out.culprit.evidence[0]
+        if out.culprit.kind != "unknown":
+            out.summary += f"; {out.culprit.summary}"
 
     def sanity(self, out: Findings) -> None:
         stage = self._run_until_seen(Stage("sanity", dict(flags.SANITY)))

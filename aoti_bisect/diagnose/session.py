@@ -7,12 +7,13 @@ import threading
 from typing import Optional
 
 from ..exits import EXIT_INTERNAL, UsageFailure
-from ..report.bundle import record_secret_spans
+from ..report.bundle import keep_repro_script, record_secret_spans
 from ..report.model import Report
 from ..report.redact import Redactor
 from ..run import checkers, process
 from ..run.harness import Harness
 from ..run.probe import interpreter_of, probe_environment, relevant_env
+from ..run.registry import debugger, fresh_process
 from ..run.types import RunResult
 from ..aoti.hook_record import Names, package_rows
 from .evidence import RunEvidence
@@ -38,7 +39,7 @@ class Session:
         self.python_script = python_script
         self.harness = Harness(run_dir, jobs=jobs, limits=limits, cache_root=cache_root)
         self.options = Options(runs=runs, max_runs=max_runs, timeout=timeout, stages=stages, sanitize=sanitize,
-                               checkers=checkers.find(sanitizer, sanitizer_tools))
+                               checkers=checkers.find(sanitizer, sanitizer_tools), debugger=debugger())
         self.environment: dict = {}
         self.redactor = Redactor.from_env(dict(os.environ), redact_paths)
 
@@ -64,9 +65,16 @@ class Session:
 
     def execute(self) -> Report:
         evidence = RunEvidence(os.path.join(self.run_dir, "prebuilt"), self.harness.base_env, self.harness.cancel,
-                               self.progress.say)
+                               self.progress.say,
+                               lambda ops: fresh_process(self.python, ops, os.path.join(self.run_dir, "doctor"),
+                                                         self.harness.base_env, self.harness.cancel))
         ladder = Ladder(self.argv, self._run_batch, evidence, self.options)
         self.progress.say(f"aoti-bisect: run directory {self.run_dir}")
+        if self.python_script:
+            try:
+                keep_repro_script(self.run_dir, self.argv)
+            except OSError as exc:  # the bundle goes without it; the runs do not need it
+                self.progress.say(f"aoti-bisect: cannot keep a copy of the repro script: {exc.strerror or exc}")
         # The probe runs beside the baseline, not before it.
         probe: dict = {}
         thread = threading.Thread(target=lambda: probe.setdefault("problem", self.probe()), daemon=True)

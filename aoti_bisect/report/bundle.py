@@ -15,7 +15,7 @@ import stat
 import tarfile
 
 from ..exits import UsageFailure
-from ..files import atomic_write, read_text
+from ..files import atomic_write, read_text, write_file
 from .markdown import render_markdown
 from .model import redact_data
 from .redact import Redactor, mask_spans
@@ -24,6 +24,14 @@ from .redact import Redactor, mask_spans
 _RUN_FILES = ("output.log", "rerun.sh", "spec.json", "result.json", "hook.json", "fakecheck.json",
               "differential.json")
 RECORD = "redactions.json"
+REPRO_DIR = "repro"  # the session's copy of the repro script: the one file a maintainer reads first
+
+
+def keep_repro_script(run_dir: str, argv: list[str]) -> None:
+    """Copies the repro script (argv[1] of `python SCRIPT ...`) into the run directory as it was when the run
+    started, so that the bundle carries the script the runs ran, redacted like every other file."""
+    os.makedirs(os.path.join(run_dir, REPRO_DIR), exist_ok=True)
+    write_file(os.path.join(run_dir, REPRO_DIR, os.path.basename(argv[1])), read_text(argv[1]))
 
 
 def bundle_files(run_dir: str, data: dict) -> list[tuple[str, str]]:
@@ -34,6 +42,8 @@ def bundle_files(run_dir: str, data: dict) -> list[tuple[str, str]]:
             f = os.path.join(path, name)
             if _packable(run_dir, f):
                 files.append((f"runs/{os.path.basename(os.path.dirname(path))}/{name}", f))
+    files += [(f"{REPRO_DIR}/{os.path.basename(p)}", p)
+              for p in sorted(glob.glob(os.path.join(glob.escape(run_dir), REPRO_DIR, "*"))) if _packable(run_dir, p)]
     files += [(f"generated/{os.path.basename(p)}", p) for p in _culprit_sources(run_dir, data)]
     return files
 

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
+import textwrap
 
 from tabulate import tabulate
 
@@ -52,9 +54,53 @@ def culprit_who(c: dict) -> str:
         name = f"`{c['user_name']}`, wrapper {name}"
     if c.get("kernel"):
         return c["kernel"]
+    if c.get("op"):
+        return c["op"]
     if c.get("kind") == "model_input":
         return f"model input {c.get('input_index')} ({name})"
     return name or "-"
+
+
+# GitHub shows a table as wide as its longest row, and a line wider than the page scrolls sideways: table
+# cells are cut at these widths (the whole text follows the table), prose is wrapped at WRAP.
+TABLE_LINE = 160
+FINDING_CELL = 95
+WRAP = 100
+
+
+def _short(text: str, width: int) -> tuple[str, bool]:
+    """One line of at most `width` characters, and whether it was cut."""
+    s = " ".join(str(text).split())
+    if len(s) <= width:
+        return s, False
+    cut = s[: width - 1]
+    return (cut.rsplit(" ", 1)[0] if " " in cut[width // 2:] else cut).rstrip(" ,;:") + "…", True
+
+
+# What would start a list, heading, quote or setext underline at the start of a line (and so end the item).
+_BLOCK_START = re.compile(r"(?:[-+*>#=]|\d+[.)])")
+
+
+def _item(text: str, bullet: str = "- ") -> list[str]:
+    """A list item, wrapped: continuation lines are indented so that they stay in the item, and a wrapped
+    line that begins like a block (`- x`, `# x`, `1. x`) has that first character escaped."""
+    lines = textwrap.wrap(text, WRAP - len(bullet), break_long_words=False, break_on_hyphens=False) or [""]
+    indent = " " * len(bullet)
+    return [bullet + lines[0]] + [indent + _unblock(l) for l in lines[1:]]
+
+
+def _unblock(line: str) -> str:
+    m = _BLOCK_START.match(line)
+    if not m:
+        return line
+    at = m.end() - 1  # the marker's punctuation: `-`, `#`, or the `.` of `1.` (a backslash before a digit shows)
+    return line[:at] + "\\" + line[at:]
+
+
+def _rates(d: dict) -> str:
+    parts = [f"baseline {rate_cell(d['reproduction'])}"]
+    parts += [f"{s['name']} {s['failures']}/{s['runs']}" for s in d["stages"][1:] if s["runs"]]
+    return "; ".join(parts)
 
 
 def render_markdown(d: dict) -> str:
@@ -63,26 +109,44 @@ def render_markdown(d: dict) -> str:
     out = [f"# aoti-bisect report: {md_cell(d['verdict'])}", ""]
     if not d.get("complete", True):
         out += ["> **Interrupted**: this report covers only the runs that finished; later stages are missing.", ""]
-    summary = [("Verdict", d["verdict"]), ("Failure", f"{sig.get('kind', '-')} in phase {sig.get('phase', '-')}"),
-               ("Message", sig.get("message", "-")), ("Reproduction", rate_cell(d["reproduction"]))]
-    if d.get("masked"):
-        summary.append(("Masked", d["masked"]))
+    # The first screen: what failed, who did it, the line that convicts, how often.
+    summary = [("Verdict", f"{d['verdict']}: {sig.get('kind', '-')} in phase {sig.get('phase', '-')}"),
+               ("Message", sig.get("message", "-"))]
     if c.get("kind"):
         summary.append(("Culprit", f"{c['kind']}: {culprit_who(c)}"))
+        if c.get("source_nodes"):
+            summary.append(("FX nodes", c["source_nodes"]))
         if c.get("summary"):
-            summary.append(("Evidence", c["summary"]))
-    out.append(_table([(k, md_cell(v)) for k, v in summary], headers=["", ""]))
+            summary.append(("Convicted by", c["summary"]))
+    summary.append(("Rates", _rates(d)))
+    if d.get("masked"):
+        summary.append(("Masked", d["masked"]))
+    for key, value in summary:
+        out += _item(f"**{key}**: {md_cell(value)}")
+    chain = kernel_chain(c)
+    if chain:
+        out += ["", "## Kernel chain", "", chain]
     out += ["", "## Stages", ""]
-    rows = []
+    rows, cut = [], []
     for s in d["stages"]:
-        env = " ".join(f"{k}={v}" for k, v in s["env"].items()) or "(none)"
-        rows.append((md_cell(s["name"]), md_cell(env), "yes" if s["recompiled"] else "no",
-                     s["runs"], s["failures"], md_cell(s["skipped"] and f"skipped: {s['skipped']}" or s["finding"])))
-    out.append(_table(rows, headers=["stage", "flags", "recompiled", "runs", "failures", "finding"]))
+        finding = s["skipped"] and f"skipped: {s['skipped']}" or s["finding"]
+        cell, was_cut = _short(finding, FINDING_CELL)
+        if was_cut:
+            cut.append((s["name"], finding))
+        rows.append((md_cell(s["name"]), "yes" if s["recompiled"] else "no", s["runs"], s["failures"],
+                     md_cell(cell)))
+    out.append(_table(rows, headers=["stage", "recompiled", "runs", "failures", "finding"]))
+    if cut:
+        out += ["", "Findings in full:", ""]
+        same: dict[str, list[str]] = {}  # stages skipped for one reason are said once
+        for name, finding in cut:
+            same.setdefault(finding, []).append(name)
+        for finding, names in same.items():
+            out += _item(f"**{md_cell(', '.join(names))}**: {md_cell(finding)}")
     if d.get("packages"):
         out += ["", "## Packages", "", "What the hooked runs compiled and loaded (the baseline runs without the "
                 "hook).", ""]
-        out.append(_table([(md_cell(p["stage"]), p["action"], md_cell(p["path"] or "(in memory)"),
+        out.append(_table([(md_cell(p["stage"]), p["action"], md_cell(_package_path(p["path"], d.get("run_dir"))),
                             (p["sha256"] or "-")[:12], ("yes" if p["built_here"] else "no")
                             + (f" ({_REDIRECTS[p['redirect']]})" if p.get("redirect") in _REDIRECTS else ""), p["runs"])
                            for p in d["packages"]],
@@ -94,18 +158,26 @@ def render_markdown(d: dict) -> str:
         out += [f"- {md_cell(x['finding'])}" for x in consts["nonfinite"]]
         out += [f"- not read: {md_cell(why)}" for why in consts.get("not_read") or ()]
     if c.get("evidence"):
-        out += ["", "## Evidence chain", ""] + [f"{i}. {md_cell(e)}" for i, e in enumerate(c["evidence"], 1)]
-    if c.get("source_nodes"):
-        out += ["", f"Source nodes: {md_cell(c['source_nodes'])}"]
+        out += ["", "## Evidence chain", ""]
+        for i, e in enumerate(c["evidence"], 1):
+            out += _item(md_cell(e), f"{i}. ")
     if c.get("source"):
-        out += ["", f"## Culprit source (`{md_cell(os.path.basename(c['source']['path']))}`)", "",
+        # The generated file's name is a 52-character hash: under the heading, not in it.
+        out += ["", "## Culprit source", "", f"`{md_cell(os.path.basename(c['source']['path']))}`:", "",
                 _code(c["source"]["excerpt"], "cpp" if c["source"]["path"].endswith(".cpp") else "python")]
     if d.get("next_steps"):
-        out += ["", "## Next steps", ""] + [f"- {md_cell(s)}" for s in d["next_steps"]]
-    out += ["", "## Reproduce each stage", ""]
+        out += ["", "## Next steps", ""]
+        for step in d["next_steps"]:
+            out += _item(md_cell(step))
+    out += ["", "## Reproduce each stage", "",
+            *textwrap.wrap("What each stage sets on top of the repro's command. Each run's rerun.sh (linked) "
+                           "reruns it exactly: its folder, caches and every variable aoti-bisect set.", WRAP), ""]
+    command = d.get("command") or []
     for s in d["stages"]:
         if s.get("rerun_script"):
-            out += [f"**{md_cell(s['name'])}**", "", _code(s["rerun_script"], "sh"), ""]
+            link = _run_link(s["rerun"][0], d.get("run_dir")) if s.get("rerun") else None
+            out += [f"**{md_cell(s['name'])}**" + (f" ([rerun.sh](<{link}>))" if link else ""), "",
+                    _code(stage_command(s, command), "sh"), ""]
     if d.get("environment"):
         out += ["## Environment", "", *_environment(d["environment"], d.get("tool_version")), ""]
     # Logs and messages are the child's bytes: escaped here, a report shown with cat cannot drive the terminal.
@@ -122,6 +194,64 @@ def render_markdown(d: dict) -> str:
     if len(text) > MD_LIMIT:
         text = text[: MD_LIMIT - 200] + "\n\n*(report truncated to fit a GitHub issue body)*\n"
     return text
+
+
+def stage_command(stage: dict, command: list[str]) -> str:
+    """The repro's command with only what the stage adds (its flags, a checker's prefix), one per line."""
+    parts = [f"{k}={shlex.quote(str(v))}" for k, v in stage["env"].items()]
+    if stage.get("tool"):
+        parts.append(stage["tool"])
+    parts.append(" ".join(shlex.quote(str(a)) for a in command))
+    return " \\\n  ".join(parts)
+
+
+def _run_link(path: str, run_dir: str | None) -> str | None:
+    """rerun.sh relative to report.md (which sits in the run directory), if it lies inside it."""
+    if not run_dir or not path.startswith(run_dir.rstrip("/") + "/"):
+        return None
+    return os.path.relpath(path, run_dir)
+
+
+def _package_path(path: str | None, run_dir: str | None) -> str:
+    if not path:
+        return "(in memory)"
+    shown = os.path.relpath(path, run_dir) if run_dir and path.startswith(run_dir.rstrip("/") + "/") else path
+    return shown if len(shown) <= 60 else "…" + shown[-59:]
+
+
+def kernel_chain(c: dict) -> str | None:
+    """The walk as a Mermaid flowchart in launch order: the culprit's good inputs, the culprit, and each later
+    kernel whose output went bad, down to the graph output. GitHub renders a ```mermaid block as a diagram."""
+    stats = [s for s in c.get("stats") or () if s.get("kernel")]
+    kernels = list(dict.fromkeys(s["kernel"] for s in stats))[::-1]  # the walk went backwards
+    if not kernels:
+        return None
+    culprit = c.get("kernel") if c.get("kind") == "kernel" else None
+    ids = {k: f"k{i}" for i, k in enumerate(kernels)}
+    lines = ["flowchart LR", "  classDef culprit fill:#fdd,stroke:#c00,stroke-width:2px",
+             "  classDef good fill:#dfd,stroke:#080"]
+    edges = []
+    for k in kernels:
+        wrote = [s for s in stats if s["kernel"] == k and s["when"].startswith("after")]
+        label = k + "".join(f"<br/>wrote {s['arg']}: {_range(s)}" for s in dict(
+            (s["arg"], s) for s in wrote).values())
+        lines.append(f"  {ids[k]}[\"{_mermaid(label)}\"]" + (":::culprit" if k == culprit else ""))
+        if k == culprit:
+            for j, s in enumerate(s for s in stats if s["kernel"] == k and s["when"].startswith("before")):
+                lines.append(f"  in{j}[\"{_mermaid(s['arg'] + ': ' + _range(s))}\"]:::good")
+                edges.append(f"in{j} --> {ids[k]}")
+    edges += [f"{ids[a]} --> {ids[b]}" for a, b in zip(kernels, kernels[1:])]
+    return _code("\n".join(lines + [f"  {e}" for e in edges]), "mermaid")
+
+
+def _range(s: dict) -> str:
+    return f"{s.get('dtype', '?')} {s.get('size', '')} min {s.get('min')} max {s.get('max')}"
+
+
+def _mermaid(text: str) -> str:
+    """A quoted Mermaid label: no quote, no angle bracket but our <br/>, and short enough for one line."""
+    parts = (p.replace('"', "#quot;").replace("<", "#lt;").replace(">", "#gt;") for p in text.split("<br/>"))
+    return "<br/>".join(parts)[:150]
 
 
 _SYSTEM_CUDA = re.compile(r"^CUDA runtime version: (?!Could not collect|No CUDA|N/A)(.+)$", re.M)

@@ -148,7 +148,7 @@ class Report:
         elif c and c.get("kind") == "model_input":
             line += f" | culprit: {culprit_who(c)}"
         elif c and c.get("kind"):
-            line += f" | culprit: {c['kind']}" + (f" ({culprit_who(c)})" if c.get("kernel") or c.get("input_name")
+            line += f" | culprit: {c['kind']}" + (f" ({culprit_who(c)})" if c.get("kernel") or c.get("input_name") or c.get("op")
                                                   else "")
         if not d.get("complete", True):
             line += " | INTERRUPTED: partial report"

@@ -19,6 +19,10 @@ _CPP_KERNEL = re.compile(r"Exception raised from (?P<kernel>(?:cpp_fused|triton|
 _GLOG_PREFIX = re.compile(r"^\[[EWIF]\d{4} [\d:.]+ \S+\] ")
 _HASH_TOKEN = re.compile(r"\b[a-z0-9]{40,64}\b")
 _NUMBER = re.compile(r"0x[0-9a-fA-F]+|\d+")
+# A C++ backtrace under a c10 error (TORCH_SHOW_CPP_STACKTRACES, or a repro that prints the exception it
+# caught): none of its lines is the error, which is the line above "Exception raised from".
+_CPP_TRACE_LINE = re.compile(r"^\s*(?:#\d+ .* from \S+$|frame #\d+: |C\+\+ CapturedTraceback:|"
+                             r"Exception raised from \S+ at |<omitting python frames>)")
 
 # (kind, regex over the whole log); first match wins, so the most specific come first.
 _TEXT_KINDS: list[tuple[str, re.Pattern]] = [
@@ -170,7 +174,7 @@ def _one_line(s: str, limit: int = 300) -> str:
 
 def _last_words(text: str) -> str:
     for line in reversed(text.splitlines()):
-        if line.strip() and not line.startswith(("  File ", "Extension modules:")):
+        if line.strip() and not line.startswith(("  File ", "Extension modules:")) and not _CPP_TRACE_LINE.match(line):
             return line.strip()
     return ""
 

@@ -20,7 +20,11 @@ from . import process
 from .classify import classify
 from .types import Outcome, ProcessExit, RunResult, RunSpec, Signature
 
-CHILD_ENV = {"PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1", "TORCH_SHOW_CPP_STACKTRACES": "1"}
+CHILD_ENV = {"PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"}
+# Only the diagnostic (hooked) runs: it makes a CPU kernel's exception name the kernel, but it also changes
+# what the repro prints (a symbolized C++ stack under every c10 error), so the runs that stand for the user's
+# own (baseline, determinism) go without it.
+DIAGNOSTIC_ENV = {"TORCH_SHOW_CPP_STACKTRACES": "1"}
 HOOK_RECORD = "hook.json"  # beside output.log; a second recording process writes hook-<pid>.json
 
 
@@ -93,6 +97,7 @@ class Harness:
             "TORCH_EXTENSIONS_DIR": os.path.join(self.cache_root, "torch_extensions"),
         })
         if spec.hook:
+            env.update(DIAGNOSTIC_ENV)
             # First on the path, ahead of the user's own entries (kept): its sitecustomize runs theirs.
             user_path = self.base_env.get("PYTHONPATH")
             env["PYTHONPATH"] = hook.SITE_DIR + (os.pathsep + user_path if user_path else "")

@@ -1,0 +1,90 @@
+"""The load doctor: for a failure while loading a package, what its cheap experiments found, as a named culprit.
+
+The experiments (run by the ladder through run_batch and Evidence): the package's own facts (the custom ops
+its proxy executor calls, the device and CPU ISA it was compiled for, the compiler that built it), what a
+fresh process of the repro's interpreter registers and loads, and a native backtrace of a crash under gdb.
+This module only decides what they show.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..aoti.package import PackageFacts
+from ..run.types import Signature
+from .findings import Culprit
+
+CRASHES = ("segfault", "abort", "crash")
+# torch.backends.cpu.get_cpu_capability() names, weakest first; a package compiled for a later one runs
+# instructions an earlier CPU does not have.
+_ISA_ORDER = ("DEFAULT", "VSX", "ZVECTOR", "SVE256", "AVX2", "AVX512")
+
+
+def diagnose_load(sig: Signature, facts: Optional[PackageFacts], fresh: dict, backtrace: list[str],
+                  no_backtrace: Optional[str]) -> Culprit:
+    """`fresh`: child/registry.py's answer for facts.custom_ops; `no_backtrace`: why there is none, if none."""
+    if facts is None:
+        return Culprit("unknown", evidence=[
+            "the hooked run recorded no package load (the repro loads its package some other way than "
+            "aoti_load_package / load_package), so the package's needs could not be read"])
+    if facts.problem:
+        return Culprit("unknown", evidence=[facts.problem])
+    evidence = [_package_line(facts)]
+    if fresh.get("error"):
+        evidence.append(f"no fresh process of the repro's Python could answer: {fresh['error']}")
+    else:
+        evidence.append(f"a fresh process of the repro's Python has torch {fresh.get('torch')}, CPU capability "
+                        f"{fresh.get('cpu_capability')}, CUDA {'available' if fresh.get('cuda') else 'not available'}"
+                        f", {fresh.get('libstdcxx') or 'an unknown libstdc++'}")
+    evidence.append("the package records no torch version (torch 2.13 writes none into a .pt2), so the torch "
+                    "that built it cannot be compared" + (f"; this process has torch {fresh['torch']}"
+                                                          if fresh.get("torch") else ""))
+    evidence += (["native backtrace (gdb) of the crash, innermost first:", *backtrace] if backtrace else
+                 [f"no native backtrace: {no_backtrace}"] if no_backtrace else [])
+    culprit = _named(sig, facts, fresh)
+    if culprit is None:
+        culprit = Culprit("unknown")
+        culprit.summary = ("the package's custom ops are all registered, and its device and CPU ISA match "
+                           "this machine: the load failure is none of the causes checked")
+    culprit.evidence = [culprit.summary, *evidence]
+    return culprit
+
+
+def _named(sig: Signature, facts: PackageFacts, fresh: dict) -> Optional[Culprit]:
+    ops = fresh.get("ops") or {}
+    missing = [op for op in facts.custom_ops if ops.get(op) is False]
+    if missing:
+        # The loader names the op it failed on; otherwise the package's first unregistered one.
+        op = next((o for o in missing if o in sig.message), missing[0])
+        c = Culprit("missing_custom_op", op=op)
+        c.summary = (f"the package needs `{op}`, which the loading process never registered (a fresh process "
+                     f"with torch {fresh.get('torch')} does not have it either): load the library that defines "
+                     "it (torch.ops.load_library, or import its extension) before aoti_load_package")
+        if len(missing) > 1:
+            c.summary += f"; also unregistered: {', '.join(o for o in missing if o != op)}"
+        return c
+    meta = dict(facts.metadata)
+    if facts.device and facts.device.startswith("cuda") and fresh.get("cuda") is False:
+        c = Culprit("load_environment")
+        c.summary = (f"the package was compiled for {facts.device} (AOTI_DEVICE_KEY) but the loading torch "
+                     f"{fresh.get('torch')} sees no CUDA device: load it where it was built for, or recompile")
+        return c
+    built, here = meta.get("AOTI_CPU_ISA"), fresh.get("cpu_capability")
+    if built in _ISA_ORDER and here in _ISA_ORDER and _ISA_ORDER.index(built) > _ISA_ORDER.index(here):
+        c = Culprit("load_environment")
+        c.summary = (f"the package was compiled for CPU ISA {built} (AOTI_CPU_ISA) but this CPU runs {here}: "
+                     "its kernels use instructions this machine lacks; recompile here")
+        return c
+    return None
+
+
+def _package_line(facts: PackageFacts) -> str:
+    meta = dict(facts.metadata)
+    ops = ", ".join(f"`{o}`" for o in facts.custom_ops) or "none"
+    target = " ".join(v for v in (meta.get("AOTI_DEVICE_KEY"), meta.get("AOTI_PLATFORM"), meta.get("AOTI_MACHINE"))
+                      if v)
+    return (f"the package ({facts.path}) was compiled for {target or 'an unrecorded target'}"
+            + (f", CPU ISA {meta['AOTI_CPU_ISA']}" if meta.get("AOTI_CPU_ISA") else "")
+            + (f", compute capability {meta['AOTI_COMPUTE_CAPABILITY']}" if meta.get("AOTI_COMPUTE_CAPABILITY")
+               else "")
+            + (f", built by {facts.compiler}" if facts.compiler else "")
+            + f"; custom ops its proxy executor calls: {ops}")

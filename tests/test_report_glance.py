@@ -1,0 +1,132 @@
+"""report.md read at a glance on GitHub: rendered through a GitHub-flavoured Markdown parser (tables on), the
+first screen, line widths, the kernel chain as Mermaid, the culprit's source alone, short rerun commands."""
+import json
+import os
+import subprocess
+import sys
+import tarfile
+
+from markdown_it import MarkdownIt
+
+from aoti_bisect.aoti.wrapper import kernel_source
+from aoti_bisect.report.markdown import render_markdown
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
+# A real report: `aoti-bisect scenarios/cpu/nan_after_matmul.py` on torch 2.13.0+cpu (see data/README.md).
+REAL = os.path.join(DATA, "report-nan_after_matmul.json")
+GFM = MarkdownIt("commonmark", {"html": True}).enable("table")
+TABLE_LINE = 160  # wider, and GitHub scrolls the table sideways (issue #16)
+
+
+def real_report() -> dict:
+    with open(REAL) as f:
+        return json.load(f)
+
+
+def outside_fences(md: str) -> list[str]:
+    lines, fence = [], None
+    for line in md.splitlines():
+        stripped = line.lstrip()
+        if fence is None and stripped.startswith("```"):
+            fence = stripped[: len(stripped) - len(stripped.lstrip("`"))]
+        elif fence is not None and stripped.startswith(fence) and not stripped.strip("`"):
+            fence = None
+        elif fence is None:
+            lines.append(line)
+    return lines
+
+
+def test_first_screen_says_verdict_culprit_conviction_and_rates():
+    md = render_markdown(real_report())
+    first = md.split("\n## ")[0]  # everything above the first section
+    assert "reproduced: nan_inf in phase run" in first
+    assert "kernel: cpp_fused_add_log_mul_relu_sub_0" in first
+    assert "produced bad values from good inputs" in first  # the one line that convicts
+    assert "baseline 2/2 (100%" in first and "inspect 1/1" in first
+    assert len(first.splitlines()) <= 20
+
+
+def test_tables_parse_and_no_line_is_wider_than_the_page():
+    d = real_report()
+    md = render_markdown(d)
+    tokens = GFM.parse(md)
+    rows = [t for t in tokens if t.type == "tr_open"]
+    assert sum(t.type == "table_open" for t in tokens) >= 2  # stages, environment
+    assert len(rows) >= len(d["stages"]) + 1
+    for line in outside_fences(md):
+        if line.startswith("|"):
+            assert len(line) <= TABLE_LINE, line
+        elif not line.startswith("<details>"):
+            assert len(line) <= TABLE_LINE, line
+    html = GFM.render(md)
+    assert html.count("<table>") >= 2 and "<td>inspect</td>" in html
+
+
+def test_kernel_chain_is_a_mermaid_block_ending_at_the_culprit():
+    tokens = GFM.parse(render_markdown(real_report()))
+    mermaid = [t.content for t in tokens if t.type == "fence" and t.info == "mermaid"]
+    assert len(mermaid) == 1 and mermaid[0].startswith("flowchart LR")
+    chart = mermaid[0]
+    assert '["cpp_fused_add_log_mul_relu_sub_0' in chart and ":::culprit" in chart
+    culprit_line = next(line for line in chart.splitlines() if ":::culprit" in line)
+    assert "cpp_fused_add_log_mul_relu_sub_0" in culprit_line and "min nan" in culprit_line
+    assert "arg1_1" in chart and "k0 --> k1" in chart  # good input -> culprit -> the kernel after it
+    assert all(len(line) <= TABLE_LINE for line in chart.splitlines())
+
+
+def test_rerun_commands_show_only_what_the_stage_adds():
+    d = real_report()
+    md = render_markdown(d)
+    tokens = GFM.parse(md)
+    commands = [t.content for t in tokens if t.type == "fence" and t.info == "sh"]
+    assert len(commands) == sum(1 for s in d["stages"] if s.get("rerun_script"))
+    for text in commands:
+        for internal in ("TMPDIR=", "TORCHINDUCTOR_CACHE_DIR=", "TRITON_CACHE_DIR=", "XDG_CACHE_HOME=",
+                         "AOTI_BISECT_RUN_INDEX", d["run_dir"]):
+            assert internal not in text
+        assert text.rstrip().endswith("nan_after_matmul.py")
+    assert "AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER=3 \\\n" in md
+    assert "[rerun.sh](<runs/trace-003/rerun.sh>)" in md  # the exact command, one click away
+
+
+def test_culprit_source_is_the_culprit_kernel_alone(tmp_path):
+    # The real kernel.cpp of nan_after_matmul: two kernels in one file, then the compile command.
+    cache = tmp_path / "inductor" / "cb"
+    cache.mkdir(parents=True)
+    (cache / "k.kernel.cpp").write_text(open(os.path.join(DATA, "nan_after_matmul.kernel.cpp")).read())
+    path, excerpt = kernel_source("cpp_fused_add_log_mul_relu_sub_0", [str(tmp_path / "inductor")])
+    assert excerpt.startswith('extern "C"') and "tmp3.log()" in excerpt
+    assert excerpt.rstrip().endswith("}") and "cpp_fused_mul_tanh_1" not in excerpt
+    assert "Compile cmd" not in excerpt
+
+
+def test_bundle_carries_the_repro_script_redacted(tmp_path):
+    token = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
+    script = tmp_path / "repro.py"
+    script.write_text(f"TOKEN = '{token}'\nraise SystemExit('non-finite output')\n")
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", str(script), "--stages", "baseline", "--runs", "1",
+                           "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    bundle = tmp_path / "b.tar.gz"
+    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", "report", str(out), "--bundle", str(bundle)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode in (0, 1), proc.stderr
+    with tarfile.open(bundle) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("/repro/repro.py"))
+        text = tar.extractfile(member).read().decode()
+    assert "raise SystemExit('non-finite output')" in text and token not in text
+
+
+def test_a_wrapped_line_never_starts_a_block():
+    d = real_report()
+    d["culprit"]["evidence"] = ["a" * 99 + f" {marker} rest" for marker in ("# heading", "- item", "1. one", "====")]
+    tokens = GFM.parse(render_markdown(d))
+    headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open"]
+    assert not [h for h in headings if "heading" in h or "aaaa" in h]
+    evidence = [t for t in tokens if t.type == "ordered_list_open"]
+    assert len(evidence) == 1  # one list, not a list per broken item
+    start = tokens.index(evidence[0])
+    inside = tokens[start: next(i for i, t in enumerate(tokens) if i > start and t.type == "ordered_list_close")]
+    assert sum(t.type == "list_item_open" for t in inside) == 4
+    assert not any(t.type == "bullet_list_open" for t in inside)
