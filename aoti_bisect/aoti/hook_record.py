@@ -12,6 +12,8 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
+from .provenance import ProgramNode, parse_program
+
 RECORD = "hook.json"
 COMPILE = "aoti_compile_and_package"
 MAX_RECORD_BYTES = 16 << 20
@@ -44,6 +46,7 @@ class PackageEvent:
     inputs: tuple[InputName, ...] = ()
     constants: tuple[ConstantName, ...] = ()
     naming_problem: Optional[str] = None
+    nodes: tuple[ProgramNode, ...] = ()  # a compile: the exported program's nodes and their source lines
 
     @property
     def compiled(self) -> bool:
@@ -64,7 +67,7 @@ def _event(raw: dict) -> PackageEvent:
                       for c in program.get("constants") or () if c.get("fqn"))
     return PackageEvent(str(raw["call"]), str(raw.get("status")), raw.get("path"), raw.get("sha256"),
                         bool(raw.get("built_here")), raw.get("existed_before"), raw.get("error"), inputs,
-                        constants, program.get("naming_problem"))
+                        constants, program.get("naming_problem"), parse_program(raw.get("provenance")))
 
 
 def parse(text: str, where: str = RECORD) -> HookRecord:

@@ -17,6 +17,7 @@ from ..run.types import RunResult
 from ..aoti.hook_record import Names, package_rows
 from .evidence import RunEvidence
 from .names import name_findings
+from .source import locate_findings, source_map, walked_graph
 from ..verdict import Verdict
 from .ladder import Findings, Ladder, Options
 
@@ -86,7 +87,10 @@ class Session:
             outcome = Findings(Verdict.ERROR, outcome.signature, outcome.baseline, outcome.stages, summary=problem)
             self.progress.say(f"aoti-bisect: error: {problem}")
         hooks = [(s.name, [evidence.hook(r) for r in s.results]) for s in outcome.stages]  # a name may repeat
-        name_findings(outcome, Names.of([h for _, records in hooks for h in records]))
+        records = [h for _, stage_records in hooks for h in stage_records]
+        name_findings(outcome, Names.of(records))
+        graph = walked_graph(outcome, evidence)
+        locate_findings(outcome, graph, source_map(graph, records))
         packages = [row for stage, records in hooks for row in package_rows(stage, records)]
         report = Report.from_findings(self.run_dir, self.argv, outcome, self.environment, self.redactor, packages)
         try:

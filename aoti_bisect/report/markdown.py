@@ -55,6 +55,18 @@ def culprit_who(c: dict) -> str:
     return name or "-"
 
 
+def culprit_source(c: dict) -> str:
+    """The culprit kernel's lines in the user's code ("line 11 of model.py: `...`"), or its FX nodes, saying so."""
+    o = c.get("origin") or {}
+    if o.get("lines"):
+        return "; ".join(f"line {line['line']} of {os.path.basename(line['path'])}: `{line['code']}`"
+                         if line.get("code") else f"line {line['line']} of {os.path.basename(line['path'])}"
+                         for line in o["lines"])
+    if o.get("nodes"):
+        return f"FX nodes {', '.join(o['nodes'])} (no source line recorded)"
+    return ""
+
+
 def render_markdown(d: dict) -> str:
     c = d.get("culprit") or {}
     sig = d.get("signature") or {}
@@ -67,6 +79,8 @@ def render_markdown(d: dict) -> str:
         summary.append(("Masked", d["masked"]))
     if c.get("kind"):
         summary.append(("Culprit", f"{c['kind']}: {culprit_who(c)}"))
+        if culprit_source(c):
+            summary.append(("Source", culprit_source(c)))
         if c.get("summary"):
             summary.append(("Evidence", c["summary"]))
     out.append(_table([(k, md_cell(v)) for k, v in summary], headers=["", ""]))

@@ -19,6 +19,8 @@ import threading
 import time
 import zipfile
 
+from . import provenance
+
 ENV = "AOTI_BISECT_HOOK"
 SCHEMA_VERSION = 1
 # module -> the functions wrapped in it. torch._inductor.package re-exports load_package from .package.package,
@@ -203,6 +205,8 @@ def _end_compile(event, result, target, ep):
     RECORD.update(event, status="returned", path=path, sha256=digest)
     wrapper = wrapper_names(path, data) if path or data is not None else None
     RECORD.update(event, wrapper=wrapper, program=program_names(ep, wrapper) if ep is not None else None)
+    if ep is not None:
+        RECORD.update(event, provenance=provenance.program_nodes(ep))
 
 
 @_quietly
