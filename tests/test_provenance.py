@@ -232,3 +232,17 @@ def test_provenance_leaves_the_generated_code_and_the_result_unchanged(tmp_path)
     assert _code(plain["files"]["kernel"]) == _code(traced["files"]["kernel"])
     assert _code(plain["files"]["wrapper"]) == _code(traced["files"]["wrapper"])
     assert "[Provenance debug handles]" in traced["files"]["wrapper"]  # it was on
+
+
+def test_a_scenarios_expected_line_is_checked():
+    from aoti_bisect.scenarios import compare, load_manifest
+    s = next(s for s in load_manifest() if s.name == "nan_source_line")
+    assert s.line == "nan_source_line.py:14"
+    report = {"verdict": "reproduced", "signature": {"kind": "nan_inf", "phase": "run"},
+              "reproduction": {"ci95": [0.3, 1.0]},
+              "culprit": {"kind": "kernel", "kernel": "cpp_fused_sqrt_sub_0", "summary": "", "evidence": []}}
+    assert compare(s, report) == ["culprit source none lacks nan_source_line.py:14"]
+    report["culprit"]["origin"] = {"lines": [{"where": "nan_source_line.py:15"}]}
+    assert compare(s, report) == ["culprit source nan_source_line.py:15 lacks nan_source_line.py:14"]
+    report["culprit"]["origin"] = {"lines": [{"where": "nan_source_line.py:14"}]}
+    assert compare(s, report) == []

@@ -40,7 +40,7 @@ def locate_findings(out: Findings, graph: Optional[WrapperGraph], sources: Sourc
     for launch in graph.launches:
         origins.setdefault(launch.name, sources.origin(launch.name, launch.handle, launch.source_nodes))
     # Longest names first: cpp_fused_1 must not match inside cpp_fused_10.
-    named = re.compile("|".join(rf"\b{re.escape(n)}\b" for n in sorted(origins, key=len, reverse=True)))
+    named = re.compile("|".join(rf"(?<!\w){re.escape(n)}(?!\w)" for n in sorted(origins, key=len, reverse=True)))
     told: dict[str, Origin] = {}
 
     def tell(text: str) -> str:
