@@ -168,10 +168,12 @@ def test_stats_and_bounds_name_the_users_input_beside_the_wrappers():
                                                 "k reads model input 0 (`x`, wrapper arg2_1) and it is bad"],
                 stats=[{"arg": "arg2_1"}, {"arg": "buf0"}])
     out = walked(c)
-    name_findings(out, Names({"arg2_1": "x"}, {"proj_weight": "proj.weight"}))
+    c.evidence.append("k reads constant w and it is bad")
+    name_findings(out, Names({"arg2_1": "x"}, {"proj_weight": "proj.weight", "w": "w"}))
     assert c.evidence == ["k produced bad values from good inputs: `x` (arg2_1): float32 size [4]",
                           "index into dim 0 of `x` (arg2_1) reached 9",
-                          "k reads model input 0 (`x`, wrapper arg2_1) and it is bad"]
+                          "k reads model input 0 (`x`, wrapper arg2_1) and it is bad",
+                          "k reads constant `w` (wrapper w) and it is bad"]
     assert c.stats == [{"arg": "arg2_1", "user_name": "x"}, {"arg": "buf0"}]
 
 

@@ -155,6 +155,3 @@ class SourceMap:
         if lines:
             return Origin(lines, nodes, "program")
         return Origin((), nodes, "nodes" if nodes else "none")
-
-    def __bool__(self) -> bool:
-        return bool(self.kernels or self.program)

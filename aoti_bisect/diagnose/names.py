@@ -39,5 +39,7 @@ def _rename(text: str, names: Names) -> str:
     # Any other mention (a tensor's stats `arg3_1: float32 ...`, a bound's "dim 0 of `arg3_1`") gains the
     # user's name beside the wrapper's; a phrase above already says "wrapper arg3_1" and is left alone.
     for placeholder, user in (names.inputs | names.constants).items():
-        text = re.sub(rf"(?<!wrapper )(`?)\b{re.escape(placeholder)}\b\1", f"`{user}` ({placeholder})", text)
+        if user != placeholder:  # a parameter `w` is `w` in the wrapper too: nothing to add
+            text = re.sub(rf"(?<!wrapper )(`?)\b{re.escape(placeholder)}\b\1",
+                          lambda _, user=user, placeholder=placeholder: f"`{user}` ({placeholder})", text)
     return text
