@@ -177,6 +177,14 @@ def test_stats_and_bounds_name_the_users_input_beside_the_wrappers():
     assert c.stats == [{"arg": "arg2_1", "user_name": "x"}, {"arg": "buf0"}]
 
 
+def test_the_input_checks_own_message_names_the_input():
+    out = walked(Culprit("model_input", input_index=1, input_name="arg3_1"))
+    out.summary = "reproduced 2/2: input_mismatch in run: input_handles[1]: unmatched dim value at 0, expected: 4"
+    name_findings(out, Names({"arg2_1": "x", "arg3_1": "idx"}, {}))
+    assert out.summary.endswith("input_handles[1] (`idx`): unmatched dim value at 0, expected: 4")
+    assert out.culprit.user_name == "idx"
+
+
 COMPILE = textwrap.dedent("""
     import os, sys, zipfile
     import torch

@@ -31,9 +31,10 @@ def name_findings(out: Findings, names: Names) -> None:
 
 
 def _rename(text: str, names: Names) -> str:
-    if "model input " in text:
-        for index, (placeholder, user) in enumerate(names.inputs.items()):
-            text = text.replace(input_phrase(index, placeholder), input_phrase(index, placeholder, user))
+    for index, (placeholder, user) in enumerate(names.inputs.items()):
+        text = text.replace(input_phrase(index, placeholder), input_phrase(index, placeholder, user))
+        # The input check's own words (`input_handles[0]: unmatched dim value ...`), as the signature quotes them.
+        text = text.replace(f"input_handles[{index}]:", f"input_handles[{index}] (`{user}`):")
     for placeholder, fqn in names.constants.items():
         text = text.replace(constant_phrase(placeholder) + " ", constant_phrase(placeholder, fqn) + " ")
     # Any other mention (a tensor's stats `arg3_1: float32 ...`, a bound's "dim 0 of `arg3_1`") gains the
