@@ -256,3 +256,22 @@ def test_a_scenarios_expected_line_is_checked():
     assert compare(s, report) == ["culprit source nan_source_line.py:15 lacks nan_source_line.py:14"]
     report["culprit"]["origin"] = {"lines": [{"where": "nan_source_line.py:14"}]}
     assert compare(s, report) == []
+
+
+@pytest.mark.parametrize("scenario, names, said", [
+    ("symbolic_index_bound", {"arg0_1": "table", "arg1_1": "ids"},
+     ["the bound `ks0` of k is a size known only at run time: ks0 = s70, read from dim 0 of `arg0_1` (5 at run time)",
+      "index into dim 0 of `arg0_1` (5 rows at run time) reached 9; the values come from `arg1_1`"]),
+    ("empty_batch", {"arg0_1": "candidates", "arg1_1": "keep"},
+     ["model input 0: dim 0 of `arg0_1` is 0 at run time, outside its exported range 2..64: a zero-size dimension "
+      "at run time"])])
+def test_the_scenarios_evidence_is_checked_in_the_users_names(scenario, names, said):
+    """What those scenarios' walks said before the names (their `observed`), renamed as the run renames it."""
+    from aoti_bisect.scenarios import compare, load_manifest
+    s = next(s for s in load_manifest() if s.name == scenario)
+    out = walked(Culprit("kernel", kernel="k", evidence=list(said)))
+    name_findings(out, Names(names, {}))
+    report = {"verdict": s.verdict, "signature": {"kind": s.kind, "phase": s.phase}, "reproduction": {"ci95": [1, 1]},
+              "culprit": {**out.culprit.to_json(), "kind": s.culprit["kind"], "input_index": s.culprit.get("input"),
+                          "kernel": "cpp_fused_index_sum_tanh_0"}}
+    assert compare(s, report) == []
