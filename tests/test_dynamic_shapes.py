@@ -133,6 +133,7 @@ def test_a_scenarios_evidence_patterns_are_checked():
                                      "dim 0 of `table` (arg0_1) (5 at run time)",
                                      "index into dim 0 of `table` (arg0_1) (5 rows at run time) reached 9; the values "
                                      "come from `ids` (arg1_1)"]
+    report["culprit"]["origin"] = {"lines": [{"where": "symbolic_index_bound.py:11"}]}
     assert compare(s, report) == []
 
 

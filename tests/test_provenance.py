@@ -274,4 +274,4 @@ def test_the_scenarios_evidence_is_checked_in_the_users_names(scenario, names, s
     report = {"verdict": s.verdict, "signature": {"kind": s.kind, "phase": s.phase}, "reproduction": {"ci95": [1, 1]},
               "culprit": {**out.culprit.to_json(), "kind": s.culprit["kind"], "input_index": s.culprit.get("input"),
                           "kernel": "cpp_fused_index_sum_tanh_0"}}
-    assert compare(s, report) == []
+    assert [p for p in compare(s, report) if "evidence" in p] == []
