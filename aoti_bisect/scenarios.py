@@ -45,6 +45,7 @@ class Scenario:
     # find in place (a package built by someone else, a warm cache). `{setup}` in setup and args is the
     # scenario's own folder under the check's output, outside every run's folder.
     setup: tuple[str, ...] = ()
+    line: Optional[str] = None  # `model.py:11`: a line the culprit kernel comes from (its provenance)
 
     @property
     def path(self) -> str:
@@ -70,7 +71,7 @@ def load_manifest(path: Optional[str] = None) -> list[Scenario]:
             flaky=t.get("flaky", False), rate=tuple(t.get("rate", (0.0, 1.0))), stage=t.get("stage", "baseline"),
             runs=t.get("runs", 2), timeout=t.get("timeout", 300), observed=t.get("observed", ""),
             args=tuple(t.get("args", ())), sanitize=t.get("sanitize", False),
-            evidence=tuple(t.get("evidence", ())), setup=tuple(t.get("setup", ()))))
+            evidence=tuple(t.get("evidence", ())), setup=tuple(t.get("setup", ())), line=t.get("line")))
     return out
 
 
@@ -124,6 +125,9 @@ def compare(s: Scenario, report: dict) -> list[str]:
     c = report.get("culprit") or {}
     told = "\n".join([c.get("summary") or "", *(c.get("evidence") or [])])
     problems += [f"culprit evidence lacks /{e}/" for e in s.evidence if not re.search(e, told)]
+    lines = [line.get("where") for line in (c.get("origin") or {}).get("lines") or ()]
+    if s.line and s.line not in lines:
+        problems.append(f"culprit source {', '.join(lines) or 'none'} lacks {s.line}")
     lo, hi = report["reproduction"]["ci95"]
     if s.flaky and (hi < s.rate[0] or lo > s.rate[1]):
         problems.append(f"rate CI {lo:.0%}-{hi:.0%} outside the expected {s.rate[0]:.0%}-{s.rate[1]:.0%}")

@@ -130,9 +130,10 @@ def test_a_scenarios_evidence_patterns_are_checked():
     assert [p for p in compare(s, report) if "evidence lacks" in p] == [f"culprit evidence lacks /{e}/"
                                                                          for e in s.evidence]
     report["culprit"]["evidence"] = ["the bound `ks0` of k is a size known only at run time: ks0 = s70, read from "
-                                     "dim 0 of `arg0_1` (5 at run time)",
-                                     "index into dim 0 of `arg0_1` (5 rows at run time) reached 9; the values come "
-                                     "from `arg1_1`"]
+                                     "dim 0 of `table` (arg0_1) (5 at run time)",
+                                     "index into dim 0 of `table` (arg0_1) (5 rows at run time) reached 9; the values "
+                                     "come from `ids` (arg1_1)"]
+    report["culprit"]["origin"] = {"lines": [{"where": "symbolic_index_bound.py:11"}]}
     assert compare(s, report) == []
 
 

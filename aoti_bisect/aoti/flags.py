@@ -8,11 +8,15 @@ SANITY = {"AOTI_RUNTIME_CHECK_INPUTS": "1", "TORCHINDUCTOR_NAN_ASSERTS": "1"}
 DETERMINISM = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "CUDA_LAUNCH_BLOCKING": "1"}
 PRINTER = "AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER"
 FILTER = "AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT"
-TRACE = {PRINTER: "3"}
-INSPECT = {PRINTER: "2"}
 # Read by aoti-bisect's in-process hook (child/hook/capture.py): capture the program and the compiled model's
 # calls, and check custom ops' fake functions against the real ops before each call.
 FAKECHECK = {"AOTI_BISECT_CAPTURE": "1", "AOTI_BISECT_FAKECHECK": "1"}
+# Inductor's provenance: kernel_information.json beside the wrapper maps each kernel to the user's source lines
+# (aoti/provenance.py). It adds `// [Provenance debug handles]` comments and nothing else to the generated code
+# (tests/test_provenance.py compiles with and without it), so the stages that read the wrapper carry it.
+PROVENANCE = {"INDUCTOR_PROVENANCE": "1"}
+TRACE = {PRINTER: "3", **PROVENANCE}
+INSPECT = {PRINTER: "2", **PROVENANCE}
 
 # Read by the AOTI runtime, the CUDA runtime or the interpreter at run time: they never need a fresh compile.
 # PYTHONMALLOC comes with the CPU memory checker (run/checkers.py): were it a compile key, the checked run

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .constants import ConstantValues, parse_values
+from .provenance import ProgramNode, parse_program
 
 RECORD = "hook.json"
 COMPILE = "aoti_compile_and_package"
@@ -52,6 +53,7 @@ class PackageEvent:
     served_from: Optional[str] = None
     redirect: Optional[str] = None  # private | instrumented
     requested_path: Optional[str] = None  # a compile made private: where the repro asked it to go
+    nodes: tuple[ProgramNode, ...] = ()  # a compile: the exported program's nodes and their source lines
 
     @property
     def compiled(self) -> bool:
@@ -73,7 +75,8 @@ def _event(raw: dict) -> PackageEvent:
     return PackageEvent(str(raw["call"]), str(raw.get("status")), raw.get("path"), raw.get("sha256"),
                         bool(raw.get("built_here")), raw.get("existed_before"), raw.get("error"), inputs,
                         constants, program.get("naming_problem"), parse_values(raw.get("constant_values")),
-                        raw.get("served_from"), raw.get("redirect"), raw.get("requested_path"))
+                        raw.get("served_from"), raw.get("redirect"), raw.get("requested_path"),
+                        parse_program(raw.get("provenance")))
 
 
 def parse(text: str, where: str = RECORD) -> HookRecord:

@@ -23,6 +23,8 @@ _INPUT_NAME = re.compile(r'inputs_info_\[(?P<i>\d+)\]\.name = "(?P<name>[^"]+)"'
 _OUTPUT = re.compile(r"output_handles\[(?P<i>\d+)\]\s*=\s*(?P<name>\w+)\.release\(\)")
 _ASSERT = re.compile(r"assert_size_stride\((?P<name>\w+), \{(?P<size>[^}]*)\}, \{(?P<stride>[^}]*)\}")
 _SOURCE_NODES = re.compile(r"//\s*Topologically Sorted Source Nodes: (?P<nodes>.*)")
+# With INDUCTOR_PROVENANCE, the key of the launch that follows in kernel_information.json (aoti/provenance.py).
+_HANDLE = re.compile(r"//\s*\[Provenance debug handles\] (?P<handle>\S+)")
 _CPP_PARAM = re.compile(r"\((?P<const>const\s+)?[\w:<> ]+\*\)\((?P<name>\w+)\.data_ptr\(\)\)")
 _TRITON_DEF = re.compile(r"def (?P<name>\w+)\((?P<params>[^)]*)\)")
 # A CPU kernel's prototype, declared in the wrapper: its parameter names place a size argument (`ks0`).
@@ -43,6 +45,7 @@ class Launch:
     writes: tuple[str, ...]  # storages written
     source_nodes: str = ""
     call_args: tuple[str, ...] = ()  # every argument as written at the call, sizes included (`s70`)
+    handle: str = ""  # its provenance handle (`cpp_fused_sqrt_sub_0:1`), where the compile had provenance on
 
 
 @dataclass
@@ -184,11 +187,14 @@ def parse_wrapper(text: str, path: str = "", extern_nodes: Optional[list[str]] =
     arrays: dict[str, list[str]] = {}
     written: set[str] = set(inputs) | set(constants)
     launches: list[Launch] = []
-    nodes = ""
+    nodes = handle = ""
     graph = WrapperGraph(path, launches, inputs, constants, [], aliases)
     for lineno, line in enumerate(body.splitlines(), start=offset + 1):
         if (n := _SOURCE_NODES.search(line)):
             nodes = n["nodes"]
+            continue
+        if (h := _HANDLE.search(line)):
+            handle = h["handle"]
             continue
         if (a := _ALIAS.match(line)) and a["new"] != a["old"]:
             aliases[a["new"]] = a["old"]
@@ -209,8 +215,8 @@ def parse_wrapper(text: str, path: str = "", extern_nodes: Optional[list[str]] =
         reads, writes = _roles(name, raw_args, args, graph, written, triton.get(name))
         written.update(writes)
         launches.append(Launch(len(launches), name, lineno, tuple(dict.fromkeys(args)), tuple(reads),
-                               tuple(writes), nodes, tuple(call_args)))
-        nodes = ""
+                               tuple(writes), nodes, tuple(call_args), handle))
+        nodes = handle = ""
     graph.cuda = "device_type_cuda" in text or "call_triton_" in text
     graph.params = {**triton, **_cpp_params(text)}
     graph.sizes = {m["sym"]: (m["var"], int(m["dim"])) for m in _SIZE_SYMBOL.finditer(body)}

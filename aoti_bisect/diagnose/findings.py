@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..aoti import flags
+from ..aoti.provenance import Origin
 from ..run.types import RunResult, Signature
 from ..stats import Rate
 from ..verdict import Verdict
@@ -25,12 +26,15 @@ class Culprit:
     probes: list[list[str]] = field(default_factory=list)
     summary: str = ""  # the one line that convicts; the evidence list is the whole chain
     op: Optional[str] = None  # a custom op (`mylib::scale`) the package needs and the loading process lacks
+    origin: Optional[Origin] = None  # the culprit kernel's source lines (diagnose/source.py)
+    kernel_origins: dict[str, dict] = field(default_factory=dict)  # each kernel the evidence names -> its origin
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "kernel": self.kernel, "summary": self.summary or (self.evidence or [""])[0],
                 "input_index": self.input_index,
                 "input_name": self.input_name, "user_name": self.user_name, "evidence": self.evidence, "stats": self.stats,
-                "probes": self.probes, "op": self.op}
+                "probes": self.probes, "op": self.op, "origin": self.origin.to_json() if self.origin else None,
+                "kernel_origins": self.kernel_origins}
 
 
 def input_phrase(index: int, placeholder: str, user: Optional[str] = None) -> str:

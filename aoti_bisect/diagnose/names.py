@@ -6,6 +6,8 @@ where the mapping is known (one compiled program, every name paired); elsewhere 
 """
 from __future__ import annotations
 
+import re
+
 from ..aoti.hook_record import Names
 from .findings import Findings, constant_phrase, input_phrase
 
@@ -18,6 +20,9 @@ def name_findings(out: Findings, names: Names) -> None:
         c.user_name = names.inputs[c.input_name]
     elif c.kind == "constant" and c.input_name in names.constants:
         c.user_name = names.constants[c.input_name]
+    for s in c.stats:
+        if s.get("arg") in names.inputs or s.get("arg") in names.constants:
+            s["user_name"] = names.inputs.get(s["arg"]) or names.constants[s["arg"]]
     out.summary = _rename(out.summary, names)
     c.summary = _rename(c.summary, names)
     c.evidence[:] = [_rename(line, names) for line in c.evidence]
@@ -26,9 +31,16 @@ def name_findings(out: Findings, names: Names) -> None:
 
 
 def _rename(text: str, names: Names) -> str:
-    if "model input " in text:
-        for index, (placeholder, user) in enumerate(names.inputs.items()):
-            text = text.replace(input_phrase(index, placeholder), input_phrase(index, placeholder, user))
+    for index, (placeholder, user) in enumerate(names.inputs.items()):
+        text = text.replace(input_phrase(index, placeholder), input_phrase(index, placeholder, user))
+        # The input check's own words (`input_handles[0]: unmatched dim value ...`), as the signature quotes them.
+        text = text.replace(f"input_handles[{index}]:", f"input_handles[{index}] (`{user}`):")
     for placeholder, fqn in names.constants.items():
         text = text.replace(constant_phrase(placeholder) + " ", constant_phrase(placeholder, fqn) + " ")
+    # Any other mention (a tensor's stats `arg3_1: float32 ...`, a bound's "dim 0 of `arg3_1`") gains the
+    # user's name beside the wrapper's; a phrase above already says "wrapper arg3_1" and is left alone.
+    for placeholder, user in (names.inputs | names.constants).items():
+        if user != placeholder:  # a parameter `w` is `w` in the wrapper too: nothing to add
+            text = re.sub(rf"(?<!wrapper )(`?)\b{re.escape(placeholder)}\b\1",
+                          lambda _, user=user, placeholder=placeholder: f"`{user}` ({placeholder})", text)
     return text

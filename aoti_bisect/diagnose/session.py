@@ -20,6 +20,7 @@ from .evidence import RunEvidence
 from .constants import convict_constants
 from .names import name_findings
 from ..stats import DEFAULT_MAX_RUNS
+from .source import locate_findings, source_map, walked_graph
 from ..verdict import Verdict
 from .ladder import Findings, Ladder, Options
 
@@ -97,9 +98,11 @@ class Session:
             outcome = Findings(Verdict.ERROR, outcome.signature, outcome.baseline, outcome.stages, summary=problem)
             self.progress.say(f"aoti-bisect: error: {problem}")
         hooks = [(s.name, [evidence.hook(r) for r in s.results]) for s in outcome.stages]  # a name may repeat
-        name_findings(outcome, Names.of([h for _, records in hooks for h in records]))
-        graph = next((g for s in outcome.stages for r in s.results[:1] if (g := evidence.graph(r))), None)
-        convict_constants(outcome, [h for _, records in hooks for h in records], graph, self.argv)
+        records = [h for _, stage_records in hooks for h in stage_records]
+        name_findings(outcome, Names.of(records))
+        graph = walked_graph(outcome, evidence)
+        convict_constants(outcome, records, graph, self.argv)
+        locate_findings(outcome, graph, source_map(graph, records))
         packages = [row for stage, records in hooks for row in package_rows(stage, records)]
         report = Report.from_findings(self.run_dir, self.argv, outcome, self.environment, self.redactor, packages)
         try:

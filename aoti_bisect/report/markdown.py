@@ -103,6 +103,18 @@ def _rates(d: dict) -> str:
     return "; ".join(parts)
 
 
+def culprit_source(c: dict) -> str:
+    """The culprit kernel's lines in the user's code ("line 11 of model.py: `...`"), or its FX nodes, saying so."""
+    o = c.get("origin") or {}
+    if o.get("lines"):
+        return "; ".join(f"line {line['line']} of {os.path.basename(line['path'])}: `{line['code']}`"
+                         if line.get("code") else f"line {line['line']} of {os.path.basename(line['path'])}"
+                         for line in o["lines"])
+    if o.get("nodes"):
+        return f"FX nodes {', '.join(o['nodes'])} (no source line recorded)"
+    return ""
+
+
 def render_markdown(d: dict) -> str:
     c = d.get("culprit") or {}
     sig = d.get("signature") or {}
@@ -114,7 +126,9 @@ def render_markdown(d: dict) -> str:
                ("Message", sig.get("message", "-"))]
     if c.get("kind"):
         summary.append(("Culprit", f"{c['kind']}: {culprit_who(c)}"))
-        if c.get("source_nodes"):
+        if culprit_source(c):
+            summary.append(("Source", culprit_source(c)))
+        elif c.get("source_nodes"):
             summary.append(("FX nodes", c["source_nodes"]))
         if c.get("summary"):
             summary.append(("Convicted by", c["summary"]))

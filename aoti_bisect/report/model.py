@@ -145,6 +145,8 @@ class Report:
             line += " | masked at baseline"
         if c and c.get("kind") == "kernel":
             line += f" | culprit kernel: {c.get('kernel')}"
+            where = [f"{os.path.basename(s['path'])}:{s['line']}" for s in (c.get("origin") or {}).get("lines") or ()]
+            line += f" (from {', '.join(where)})" if where else ""
         elif c and c.get("kind") == "model_input":
             line += f" | culprit: {culprit_who(c)}"
         elif c and c.get("kind"):

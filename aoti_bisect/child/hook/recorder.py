@@ -19,7 +19,7 @@ import threading
 import time
 import zipfile
 
-from . import capture, constants, redirect
+from . import capture, constants, provenance, redirect
 
 ENV = "AOTI_BISECT_HOOK"
 SCHEMA_VERSION = 1
@@ -206,6 +206,8 @@ def _end_compile(event, result, target, ep):
     wrapper = wrapper_names(path, data) if path or data is not None else None
     RECORD.update(event, wrapper=wrapper, program=program_names(ep, wrapper) if ep is not None else None)
     capture.on_compile(ep, path)
+    if ep is not None:
+        RECORD.update(event, provenance=provenance.program_nodes(ep))
 
 
 @_quietly
