@@ -14,7 +14,7 @@ from ..run import checkers, process
 from ..run.harness import Harness
 from ..run.probe import interpreter_of, probe_environment, relevant_env
 from ..run.types import RunResult
-from ..aoti.hook_record import Names, package_rows
+from ..aoti.hook_record import Names, compile_counts, package_rows
 from .evidence import RunEvidence
 from .names import name_findings
 from ..verdict import Verdict
@@ -27,14 +27,14 @@ class Session:
                  python_script: bool = True, limits: process.OutputLimits = process.OutputLimits(),
                  cache_root: Optional[str] = None, redact_paths: bool = False, python: Optional[str] = None,
                  sanitize: bool = False, sanitizer: Optional[str] = None,
-                 sanitizer_tools: tuple[str, ...] = ("memcheck",)) -> None:
+                 sanitizer_tools: tuple[str, ...] = ("memcheck",), reuse: str = "hooked") -> None:
         self.run_dir = run_dir
         self.argv = argv
         # The interpreter the probe describes: the repro's, never aoti-bisect's own (see interpreter_of).
         self.python = python or interpreter_of(argv)
         self.progress = progress
         self.python_script = python_script
-        self.harness = Harness(run_dir, jobs=jobs, limits=limits, cache_root=cache_root)
+        self.harness = Harness(run_dir, jobs=jobs, limits=limits, cache_root=cache_root, reuse=reuse)
         self.options = Options(runs=runs, max_runs=max_runs, timeout=timeout, stages=stages, sanitize=sanitize,
                                checkers=checkers.find(sanitizer, sanitizer_tools))
         self.environment: dict = {}
@@ -88,7 +88,10 @@ class Session:
         hooks = [(s.name, [evidence.hook(r) for r in s.results]) for s in outcome.stages]  # a name may repeat
         name_findings(outcome, Names.of([h for _, records in hooks for h in records]))
         packages = [row for stage, records in hooks for row in package_rows(stage, records)]
-        report = Report.from_findings(self.run_dir, self.argv, outcome, self.environment, self.redactor, packages)
+        compiles = [compile_counts(s.name, records, self.harness.hooked_stage(s.hook))
+                    for s, (_, records) in zip(outcome.stages, hooks)]
+        report = Report.from_findings(self.run_dir, self.argv, outcome, self.environment, self.redactor, packages,
+                                      compiles, self.harness.reuse)
         try:
             report.write()
             record_secret_spans(self.run_dir, report.data, self.redactor)  # a later bundle knows this run's secrets

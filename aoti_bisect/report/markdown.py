@@ -6,6 +6,7 @@ import re
 
 from tabulate import tabulate
 
+from ..aoti.hook_record import describe_counts
 from ..text import printable
 
 MD_LIMIT = 65536
@@ -77,9 +78,13 @@ def render_markdown(d: dict) -> str:
         rows.append((md_cell(s["name"]), md_cell(env), "yes" if s["recompiled"] else "no",
                      s["runs"], s["failures"], md_cell(s["skipped"] and f"skipped: {s['skipped']}" or s["finding"])))
     out.append(_table(rows, headers=["stage", "flags", "recompiled", "runs", "failures", "finding"]))
+    counts = [s["compiles"] for s in d["stages"] if s.get("compiles") and s["compiles"]["runs"]]
+    if counts:
+        out += ["", f"Compiles (`--reuse {md_cell(d.get('reuse') or 'hooked')}`):", ""]
+        out += [f"- {md_cell(describe_counts(c))}" for c in counts]
     if d.get("packages"):
-        out += ["", "## Packages", "", "What the hooked runs compiled and loaded (the baseline runs without the "
-                "hook).", ""]
+        out += ["", "## Packages", "", "What the hooked runs compiled (or reused) and loaded; runs without the hook "
+                "(the baseline's, unless `--reuse all`) are not listed.", ""]
         out.append(_table([(md_cell(p["stage"]), p["action"], md_cell(p["path"] or "(in memory)"),
                             (p["sha256"] or "-")[:12], "yes" if p["built_here"] else "no", p["runs"])
                            for p in d["packages"]],

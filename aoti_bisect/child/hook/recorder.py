@@ -3,7 +3,8 @@
 Standard library only, and torch is never imported here: an import hook wraps
 torch._inductor.aoti_compile_and_package and aoti_load_package, and torch._inductor.package.load_package,
 when the repro itself imports them. The wrappers pass every argument, return value and exception through
-unchanged, and recording never raises into the repro. The record is rewritten whole and atomically after
+unchanged, and recording never raises into the repro; where the harness asks for reuse, reuse.py may serve a
+compile from the flag set's cached package instead. The record is rewritten whole and atomically after
 every event, so a process that dies (a segfault while loading, in a kernel) leaves what happened before.
 """
 import contextlib
@@ -18,6 +19,8 @@ import sys
 import threading
 import time
 import zipfile
+
+from . import reuse
 
 ENV = "AOTI_BISECT_HOOK"
 SCHEMA_VERSION = 1
@@ -220,6 +223,12 @@ def _begin_load(call, target, model_name):
 
 
 @_quietly
+def _note_reuse(event, fields):
+    if event is not None:
+        RECORD.update(event, reuse=fields)
+
+
+@_quietly
 def _end(event, status, error=None):
     if event is not None:
         RECORD.update(event, status=status, **({"error": error} if error else {}))
@@ -234,7 +243,7 @@ def _wrap_compile(original):
             target = kwargs.get("package_path")
             event = _begin_compile(target)
             try:
-                result = original(*args, **kwargs)
+                result = reuse.compile_or_reuse(original, args, kwargs, functools.partial(_note_reuse, event))
             except BaseException as exc:
                 _end(event, "raised", _describe_error(exc))
                 raise
