@@ -176,3 +176,16 @@ def test_a_real_compile_is_reused_and_the_reused_package_gives_the_same_output(t
     out = [line for line in first_log.splitlines() if line.startswith("OUT")]
     assert out == [line for line in second_log.splitlines() if line.startswith("OUT")] == \
         ["OUT [[2.0, 2.0, 2.0], [2.0, 2.0, 2.0]]"]
+
+
+def test_the_benchmarks_floor_is_one_compile_per_key_plus_the_other_runs_over_the_slots():
+    import importlib.util
+    bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
+    sys.path.append(bench)  # it imports its neighbour _common as a script does
+    spec = importlib.util.spec_from_file_location("bench_reuse_gpu", os.path.join(bench, "reuse_gpu.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    runs = [("default", 60.0, 0.0), ("default", 5.5, 0.5), ("default", 5.0, 0.0), ("abc", 70.0, 0.2),
+            ("abc", 6.2, 0.2)]
+    assert module.floor(runs, 1) == 60.0 + 5.0 + 5.0 + 70.0 + 6.0
+    assert module.floor(runs, 2) == 60.0 + 70.0 + (5.0 + 5.0 + 6.0) / 2
