@@ -97,6 +97,16 @@ def test_another_program_misses(tmp_path, repro):
     assert (event.reuse, event.reuse_reason) == ("compiled", "no cached package for this key")
 
 
+def test_an_edit_of_the_script_misses(tmp_path, repro):
+    # A user Triton kernel is saved in the program by its op's name only: the edit must show some other way.
+    h = harness(tmp_path)
+    run(h, repro, 0)
+    with open(repro, "a") as f:
+        f.write("# an edit that leaves the exported program as it was\n")
+    log, event, _ = run(h, repro, 1)
+    assert "COMPILING" in log and event.reuse == "compiled"
+
+
 @pytest.mark.parametrize("change", ["SET_CONFIG", "INDUCTOR_CONFIGS"])
 def test_a_change_of_inductors_config_in_code_or_in_the_call_misses(tmp_path, repro, change):
     h = harness(tmp_path)

@@ -10,10 +10,11 @@ keyed or checked compiles, as the repro would without us, and says why; the repr
 through untouched. Standard library at import time; torch only inside calls the repro made into torch.
 """
 import hashlib
-import io
 import json
 import os
 import shutil
+import sys
+import tempfile
 import time
 import warnings
 import zipfile
@@ -39,9 +40,10 @@ def compile_or_reuse(original, args, kwargs, note):
     started = time.monotonic()
     try:
         target = _package_path(kwargs.get("package_path"))
-        key, parts = _key(args[0] if args else kwargs.get("exported_program"), kwargs.get("inductor_configs"))
-        keyed = time.monotonic()
         os.makedirs(folder, exist_ok=True)
+        key, parts = _key(args[0] if args else kwargs.get("exported_program"), kwargs.get("inductor_configs"),
+                          folder)
+        keyed = time.monotonic()
         lock = _lock(os.path.join(folder, f"{key}.lock"), note)
     except Exception as exc:  # keying is ours: whatever goes wrong, the repro compiles as it would without us
         note({"outcome": "compiled", "reason": _reason(exc), "flag_set": os.environ.get(FLAG_SET_ENV)})
@@ -83,41 +85,51 @@ def _package_path(value):
     return os.path.abspath(os.fspath(value))
 
 
-def _key(ep, inductor_configs):
+def _key(ep, inductor_configs, folder):
     import torch  # the repro is calling into torch._inductor: torch is imported already
     from torch._inductor import config
 
-    buffer = io.BytesIO()
+    # Saved to a file, not to memory: a model's weights would otherwise be held twice in the repro's process.
+    fd, saved = tempfile.mkstemp(suffix=".key.pt2", dir=folder)
+    os.close(fd)
     try:
         with warnings.catch_warnings():  # its deprecation chatter would land in the repro's log
             warnings.simplefilter("ignore")
-            torch.export.save(ep, buffer)
+            torch.export.save(ep, saved)
+        program = _archive_digest(saved)
     except Exception as exc:
         raise NoKey(f"the exported program cannot be serialized: {_reason(exc)}") from exc
+    finally:
+        os.unlink(saved)
     portable = getattr(config, "save_config_portable", None)
     if portable is None:
         raise NoKey("this torch has no torch._inductor.config.save_config_portable")
     parts = {
-        "program": _archive_digest(buffer),
+        "program": program,
         "inductor_configs": _stable(inductor_configs or {}, "inductor_configs"),
         "config": _stable(portable(), "Inductor's config"),
         "flag_set": os.environ.get(FLAG_SET_ENV, ""),
         "torch": [torch.__version__, torch.version.cuda, getattr(torch.version, "hip", None)],
         "devices": _devices(torch, ep),
         "toolchain": {k: os.environ.get(k) for k in _TOOLCHAIN_ENV},
+        # A user Triton kernel is saved by its op's name only: an edit of its body must still miss.
+        "script": _file_digest(sys.argv[0]) if sys.argv and os.path.isfile(sys.argv[0]) else None,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest(), parts
 
 
-def _archive_digest(buffer):
-    """sha256 over the archive's records, less the id that torch's zip writer draws afresh on every save."""
+def _archive_digest(path):
+    """sha256 over the archive's records, less the id that torch's zip writer draws afresh on every save and
+    the top folder, which torch names after the file."""
     h = hashlib.sha256()
-    with zipfile.ZipFile(buffer) as z:
-        for name in sorted(z.namelist()):
-            if not name.endswith("/.data/serialization_id"):
-                data = z.read(name)
-                h.update(f"{name}\0{len(data)}\0".encode())
-                h.update(data)
+    with zipfile.ZipFile(path) as z:
+        for info in sorted(z.infolist(), key=lambda i: i.filename):
+            name = info.filename.split("/", 1)[-1]
+            if name != ".data/serialization_id":
+                h.update(f"{name}\0{info.file_size}\0".encode())
+                with z.open(info) as f:
+                    for block in iter(lambda: f.read(1 << 20), b""):
+                        h.update(block)
     return h.hexdigest()
 
 
@@ -188,7 +200,7 @@ def _check(stored):
     try:
         with open(sidecar) as f:
             want = json.load(f)["sha256"]
-        have = _sha256(stored)
+        have = _file_digest(stored)
         if have != want:
             return f"cached package failed its check: sha256 {have[:12]} is not the sidecar's {str(want)[:12]}"
         with zipfile.ZipFile(stored) as z:
@@ -200,7 +212,7 @@ def _check(stored):
     return None
 
 
-def _sha256(path):
+def _file_digest(path):
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -220,5 +232,5 @@ def _store(built, stored, parts):
     sidecar = f"{os.path.splitext(stored)[0]}.json"
     tmp = f"{sidecar}.{os.getpid()}.tmp"
     with open(tmp, "w") as f:
-        json.dump({"sha256": _sha256(stored), "parts": parts, "pid": os.getpid()}, f, indent=1)
+        json.dump({"sha256": _file_digest(stored), "parts": parts, "pid": os.getpid()}, f, indent=1)
     os.replace(tmp, sidecar)
