@@ -199,3 +199,29 @@ def test_the_benchmarks_floor_is_one_compile_per_key_plus_the_other_runs_over_th
             ("abc", 6.2, 0.2)]
     assert module.floor(runs, 1) == 60.0 + 5.0 + 5.0 + 70.0 + 6.0
     assert module.floor(runs, 2) == 60.0 + 70.0 + (5.0 + 5.0 + 6.0) / 2
+
+
+def test_the_report_says_per_stage_which_runs_compiled_and_which_reused(tmp_path, repro):
+    from aoti_bisect.diagnose.findings import Findings, Stage
+    from aoti_bisect.report.model import Report
+    from aoti_bisect.stats import Rate
+    from aoti_bisect.verdict import Verdict
+
+    h = harness(tmp_path, reuse="hooked")
+    trace = Stage("trace", dict(NAN))
+    for i in (0, 1):
+        trace.results.append(run(h, repro, i, NAN, "trace")[2])
+    baseline = Stage("baseline", {})
+    baseline.results.append(h.run(RunSpec((sys.executable, repro), "baseline", 2, (), 300.0, False)))
+    stages = [baseline, trace]
+    compiles = [compile_counts(s.name, [read_hook(r.run_dir) for r in s.results], h.hooked_stage(s.hook))
+                for s in stages]
+    out = Findings(Verdict.NOT_REPRODUCED, None, Rate(0, 1), stages)
+    report = Report.from_findings(str(tmp_path), ["python", "repro.py"], out, compiles=compiles, reuse=h.reuse)
+    assert report.data["reuse"] == "hooked"
+    assert [s["compiles"]["reused"] for s in report.data["stages"]] == [0, 1]
+    report.write()
+    markdown = (tmp_path / "report.md").read_text()
+    assert "- baseline: 1 run(s) without the hook, each compiling as the script does (no reuse)" in markdown
+    assert ("- trace: 1 of 2 run(s) compiled, 1 reused the flag set's package; compiled because: no cached "
+            "package for this key (1)") in markdown
