@@ -36,7 +36,7 @@ def compile_key(env: dict[str, str]) -> str:
 
 class Harness:
     """Owns the run directory layout: runs/<stage>-NNN/{output.log,rerun.sh,spec.json,hook.json,cwd,tmp},
-    cache/<key>/.
+    cache/<key>/, and cache/<key>.reuse/ (the flag set's packages, for runs under reuse: child/hook/reuse.py).
 
     Parallel runs never share a writable compile cache: AOTI rewrites files in it on every compile, even a
     cached one (`extern_kernel_nodes.json` is truncated, then written), so a run packaging its model beside
