@@ -85,7 +85,8 @@ def summary(report: dict) -> str:
     compiled, reused = sum(c["compiled"] for c in counts), sum(c["reused"] for c in counts)
     base = report["stages"][0]
     rate = Rate(base["failures"], base["runs"])
-    return (f"{report['verdict']}; compiled {compiled}, reused {reused}; baseline {rate.failures}/{rate.runs} "
+    made = f"compiled {compiled}, reused {reused}" if compiled + reused else "runs without the hook, each compiled"
+    return (f"{report['verdict']}; {made}; baseline {rate.failures}/{rate.runs} "
             f"failed (95% {rate.ci95[0]:.2f}-{rate.ci95[1]:.2f})")
 
 
