@@ -225,3 +225,11 @@ def test_the_report_says_per_stage_which_runs_compiled_and_which_reused(tmp_path
     assert "- baseline: 1 run(s) without the hook, each compiling as the script does (no reuse)" in markdown
     assert ("- trace: 1 of 2 run(s) compiled, 1 reused the flag set's package; compiled because: no cached "
             "package for this key (1)") in markdown
+
+
+def test_the_gpu_benchmark_answers_help():
+    import subprocess
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, os.path.join(repo, "bench", "reuse_gpu.py"), "--help"], capture_output=True,
+                         text=True, cwd=repo)
+    assert out.returncode == 0 and "--skip-off" in out.stdout, out.stderr
