@@ -9,6 +9,7 @@ from typing import Optional
 
 import click
 
+from .aoti.flags import REUSE_MODES
 from .diagnose.stages import STAGES as STAGE_NAMES
 from . import stopping
 from .exits import EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, UsageFailure, report_crash
@@ -85,6 +86,9 @@ _run_dir: Optional[str] = None
                                                  "invocations on the same repro, never by two at once).")
 @click.option("--json", "as_json", is_flag=True, help="Print report.json on stdout and nothing else.")
 @click.option("--jobs", type=int, default=1, show_default=True, help="Runs in parallel.")
+@click.option("--reuse", type=click.Choice(REUSE_MODES), default="hooked", show_default=True,
+              help="Which runs take a flag set's package from its first compile instead of compiling: the hooked "
+                   "stages' (the baseline and determinism compile every run, as the script does), all, or none.")
 @click.option("--stages", default=",".join(STAGE_NAMES), show_default=True,
               help="Comma-separated stages to run (baseline always runs).")
 @click.option("--redact-paths", is_flag=True, help="Replace home directories and the user name in the report.")
@@ -95,7 +99,7 @@ _run_dir: Optional[str] = None
               help="compute-sanitizer tools to run, comma-separated: memcheck, racecheck, initcheck, synccheck.")
 @click.option("-q", "--quiet", count=True, help="Less on stderr.")
 @click.option("-v", "--verbose", count=True, help="More on stderr.")
-def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, cache_dir, as_json, jobs, stages,
+def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, cache_dir, as_json, jobs, reuse, stages,
             redact_paths, sanitize, sanitizer, sanitizer_tools, quiet, verbose):
     """Rerun a failing repro under the debugging ladder and localise the fault."""
     wanted = tuple(s.strip() for s in stages.split(",") if s.strip())
@@ -129,7 +133,7 @@ def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, cach
     session = Session(run_dir, argv, Progress(verbose - quiet), jobs=jobs, runs=runs, max_runs=max_runs,
                       timeout=timeout, stages=("baseline", *wanted), python_script=cmd is None,
                       redact_paths=redact_paths, python=interpreter_of(argv, python), sanitize=sanitize,
-                      sanitizer=sanitizer, sanitizer_tools=tools, cache_root=cache_dir)
+                      sanitizer=sanitizer, sanitizer_tools=tools, cache_root=cache_dir, reuse=reuse)
     report = session.execute()
     if as_json:
         print(json.dumps(report.data, indent=2))

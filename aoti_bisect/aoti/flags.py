@@ -27,6 +27,11 @@ RUNTIME = frozenset({"AOTI_RUNTIME_CHECK_INPUTS", "PYTORCH_NO_CUDA_MEMORY_CACHIN
 # The tool's own: a user's shell may have them set, but a run must only see what its stage says.
 OWNED = (PRINTER, FILTER, "AOTI_BISECT_REDIRECT", *FAKECHECK)
 
+# Which runs serve a flag set's later compiles from the package its first run built (child/hook/reuse.py):
+# `hooked` the runs that carry the hook anyway (not the baseline's, nor determinism's: they run the user's way),
+# `all` every run (the baseline then carries the hook too), `none` no run.
+REUSE_MODES = ("hooked", "all", "none")
+
 
 def needs_compile(env: dict[str, str]) -> bool:
     return any(k not in RUNTIME for k in env)

@@ -54,10 +54,20 @@ class PackageEvent:
     redirect: Optional[str] = None  # private | instrumented
     requested_path: Optional[str] = None  # a compile made private: where the repro asked it to go
     nodes: tuple[ProgramNode, ...] = ()  # a compile: the exported program's nodes and their source lines
+    # A compile under reuse (child/hook/reuse.py): "reused" (served from the flag set's package), "compiled",
+    # or "compiling"/"waiting" (the process died there); None: the run had no reuse.
+    reuse: Optional[str] = None
+    reuse_reason: Optional[str] = None  # why a compile under reuse compiled
 
     @property
     def compiled(self) -> bool:
         return self.call == COMPILE
+
+    @property
+    def action(self) -> str:
+        if not self.compiled:
+            return "loaded"
+        return "reused" if self.reuse == "reused" else "compiled"
 
 
 @dataclass(frozen=True)
@@ -72,11 +82,12 @@ def _event(raw: dict) -> PackageEvent:
                    if i.get("name"))
     constants = tuple(ConstantName(str(c["fqn"]), str(c.get("kind")), c.get("placeholder"))
                       for c in program.get("constants") or () if c.get("fqn"))
+    reuse = raw.get("reuse") or {}
     return PackageEvent(str(raw["call"]), str(raw.get("status")), raw.get("path"), raw.get("sha256"),
                         bool(raw.get("built_here")), raw.get("existed_before"), raw.get("error"), inputs,
                         constants, program.get("naming_problem"), parse_values(raw.get("constant_values")),
                         raw.get("served_from"), raw.get("redirect"), raw.get("requested_path"),
-                        parse_program(raw.get("provenance")))
+                        parse_program(raw.get("provenance")), reuse.get("outcome"), reuse.get("reason"))
 
 
 def parse(text: str, where: str = RECORD) -> HookRecord:
@@ -138,7 +149,7 @@ def package_rows(stage: str, records: list[HookRecord]) -> list[dict]:
     for record in records:
         seen: set[tuple] = set()
         for e in record.events:
-            key = ("compiled" if e.compiled else "loaded", e.path, e.sha256, e.built_here, e.redirect)
+            key = (e.action, e.path, e.sha256, e.built_here, e.redirect)
             row = rows.setdefault(key, {"stage": stage, "action": key[0], "path": e.path, "sha256": e.sha256,
                                         "built_here": e.built_here, "runs": 0, "raised": 0, "unfinished": 0,
                                         "existed_before": 0, "redirect": e.redirect,
@@ -150,3 +161,36 @@ def package_rows(stage: str, records: list[HookRecord]) -> list[dict]:
             row["unfinished"] += e.status == "started"
             row["existed_before"] += bool(e.existed_before)
     return list(rows.values())
+
+
+def compile_counts(stage: str, records: list[HookRecord], hooked: bool) -> dict:
+    """How a stage's runs came by their packages: how many compiled, how many reused the flag set's first
+    compile, and why the ones under reuse compiled. `hooked` False: the runs ran without the hook, as the
+    user's script runs, and compiled whenever the script does (nothing is known of them here)."""
+    row = {"stage": stage, "hooked": hooked, "runs": len(records), "compiled": 0, "reused": 0, "reasons": {}}
+    for record in records:
+        compiles = [e for e in record.events if e.compiled]
+        if not compiles:
+            continue
+        if all(e.reuse == "reused" for e in compiles):
+            row["reused"] += 1
+        else:
+            row["compiled"] += 1
+        for e in compiles:
+            if e.reuse != "reused" and e.reuse_reason:
+                row["reasons"][e.reuse_reason] = row["reasons"].get(e.reuse_reason, 0) + 1
+    return row
+
+
+def describe_counts(row: dict) -> str:
+    """One line for report.md."""
+    if not row["hooked"]:
+        return (f"{row['stage']}: {row['runs']} run(s) without the hook, each compiling as the script does "
+                "(no reuse)")
+    none = row["runs"] - row["compiled"] - row["reused"]
+    text = f"{row['stage']}: {row['compiled']} of {row['runs']} run(s) compiled, {row['reused']} reused the flag set's package"
+    if none:
+        text += f", {none} compiled nothing"
+    if row["reasons"]:
+        text += "; compiled because: " + "; ".join(f"{why} ({n})" for why, n in sorted(row["reasons"].items()))
+    return text

@@ -15,7 +15,7 @@ from ..run.harness import Harness
 from ..run.probe import interpreter_of, probe_environment, relevant_env
 from ..run.registry import debugger, fresh_process
 from ..run.types import RunResult
-from ..aoti.hook_record import Names, package_rows
+from ..aoti.hook_record import Names, compile_counts, package_rows
 from .evidence import RunEvidence
 from .constants import convict_constants
 from .names import name_findings
@@ -31,14 +31,14 @@ class Session:
                  python_script: bool = True, limits: process.OutputLimits = process.OutputLimits(),
                  cache_root: Optional[str] = None, redact_paths: bool = False, python: Optional[str] = None,
                  sanitize: bool = False, sanitizer: Optional[str] = None,
-                 sanitizer_tools: tuple[str, ...] = ("memcheck",)) -> None:
+                 sanitizer_tools: tuple[str, ...] = ("memcheck",), reuse: str = "hooked") -> None:
         self.run_dir = run_dir
         self.argv = argv
         # The interpreter the probe describes: the repro's, never aoti-bisect's own (see interpreter_of).
         self.python = python or interpreter_of(argv)
         self.progress = progress
         self.python_script = python_script
-        self.harness = Harness(run_dir, jobs=jobs, limits=limits, cache_root=cache_root)
+        self.harness = Harness(run_dir, jobs=jobs, limits=limits, cache_root=cache_root, reuse=reuse)
         self.options = Options(runs=runs, max_runs=max_runs, timeout=timeout, stages=stages, sanitize=sanitize,
                                checkers=checkers.find(sanitizer, sanitizer_tools), debugger=debugger())
         self.environment: dict = {}
@@ -104,7 +104,10 @@ class Session:
         convict_constants(outcome, records, graph, self.argv)
         locate_findings(outcome, graph, source_map(graph, records))
         packages = [row for stage, records in hooks for row in package_rows(stage, records)]
-        report = Report.from_findings(self.run_dir, self.argv, outcome, self.environment, self.redactor, packages)
+        compiles = [compile_counts(s.name, records, self.harness.hooked_stage(s.hook))
+                    for s, (_, records) in zip(outcome.stages, hooks)]
+        report = Report.from_findings(self.run_dir, self.argv, outcome, self.environment, self.redactor, packages,
+                                      compiles, self.harness.reuse)
         try:
             report.write()
             record_secret_spans(self.run_dir, report.data, self.redactor)  # a later bundle knows this run's secrets

@@ -8,6 +8,7 @@ import textwrap
 
 from tabulate import tabulate
 
+from ..aoti.hook_record import describe_counts
 from ..text import printable
 
 MD_LIMIT = 65536
@@ -157,9 +158,15 @@ def render_markdown(d: dict) -> str:
             same.setdefault(finding, []).append(name)
         for finding, names in same.items():
             out += _item(f"**{md_cell(', '.join(names))}**: {md_cell(finding)}")
+    counts = [s["compiles"] for s in d["stages"] if s.get("compiles") and s["compiles"]["runs"]]
+    if counts:
+        out += ["", f"Compiles (`--reuse {md_cell(d.get('reuse') or 'hooked')}`):", ""]
+        for c in counts:
+            out += _item(md_cell(describe_counts(c)))
     if d.get("packages"):
-        out += ["", "## Packages", "", "What the hooked runs compiled and loaded (the baseline runs without the "
-                "hook).", ""]
+        out += ["", "## Packages", "", *textwrap.wrap(
+            "What the hooked runs compiled (or reused) and loaded; runs without the hook (the baseline's, unless "
+            "`--reuse all`) are not listed.", WRAP), ""]
         out.append(_table([(md_cell(p["stage"]), p["action"], md_cell(_package_path(p["path"], d.get("run_dir"))),
                             (p["sha256"] or "-")[:12], ("yes" if p["built_here"] else "no")
                             + (f" ({_REDIRECTS[p['redirect']]})" if p.get("redirect") in _REDIRECTS else ""), p["runs"])

@@ -54,8 +54,10 @@ class Report:
 
     @classmethod
     def from_findings(cls, run_dir: str, command: list[str], outcome, environment: Optional[dict] = None,
-                      redactor: Redactor = Redactor(), packages: tuple[dict, ...] = ()) -> "Report":
-        """`packages`: aoti/hook_record.package_rows of each stage, what the hooked runs compiled and loaded."""
+                      redactor: Redactor = Redactor(), packages: tuple[dict, ...] = (), compiles: tuple[dict, ...] = (),
+                      reuse: Optional[str] = None) -> "Report":
+        """`packages`: aoti/hook_record.package_rows of each stage, what the hooked runs compiled and loaded;
+        `compiles`: aoti/hook_record.compile_counts of each stage, in order; `reuse`: the harness's reuse mode."""
         sig = outcome.signature
         culprit = outcome.culprit
         c_json = None
@@ -65,8 +67,9 @@ class Report:
                                 if outcome.source else None)
             c_json["source_nodes"] = outcome.source_nodes or None
         stages = []
-        for stage in outcome.stages:
+        for i, stage in enumerate(outcome.stages):
             s = stage.to_json()
+            s["compiles"] = compiles[i] if i < len(compiles) else None
             s["rerun_script"] = _read(s["rerun"][0]) if s["rerun"] else None
             log = s["failing_log"] or (s["logs"][0] if s["logs"] else None)
             s["excerpt"] = log_excerpt(log) if log else None
@@ -88,6 +91,7 @@ class Report:
             "masked": outcome.masked,
             "packages": list(packages),
             "constants": outcome.constants or None,
+            "reuse": reuse,
             "next_steps": outcome.next_steps,
             "environment": environment or {},
             "run_dir": run_dir,

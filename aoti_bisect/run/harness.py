@@ -40,7 +40,7 @@ def compile_key(env: dict[str, str]) -> str:
 
 class Harness:
     """Owns the run directory layout: runs/<stage>-NNN/{output.log,rerun.sh,spec.json,hook.json,cwd,tmp},
-    cache/<key>/.
+    cache/<key>/, and cache/<key>.reuse/ (the flag set's packages, for runs under reuse: child/hook/reuse.py).
 
     Parallel runs never share a writable compile cache: AOTI rewrites files in it on every compile, even a
     cached one (`extern_kernel_nodes.json` is truncated, then written), so a run packaging its model beside
@@ -53,7 +53,7 @@ class Harness:
     def __init__(self, run_dir: str, base_env: Optional[dict[str, str]] = None, jobs: int = 1,
                  limits: process.OutputLimits = process.OutputLimits(),
                  cancel: Optional[process.Cancel] = None, cache_root: Optional[str] = None,
-                 gpu_slots: Optional[list[str]] = None) -> None:
+                 gpu_slots: Optional[list[str]] = None, reuse: str = "hooked") -> None:
         # Real paths: a run's folder is checked against them for links (see _prepare).
         self.run_dir = os.path.realpath(run_dir)
         # Several sessions (a scenario check) may share one cache root: keys include the flags and the graph.
@@ -61,6 +61,9 @@ class Harness:
         self.base_env = {k: v for k, v in (base_env if base_env is not None else os.environ).items()
                          if not k.startswith(flags.OWNED)}
         self.jobs = max(1, jobs)
+        if reuse not in flags.REUSE_MODES:
+            raise ValueError(f"reuse must be one of {flags.REUSE_MODES}, not {reuse!r}")
+        self.reuse = reuse
         self.limits = limits
         self.cancel = cancel or process.Cancel()
         self._warm: set[tuple] = set()
@@ -77,6 +80,19 @@ class Harness:
     def cache_dir(self, overlay: dict[str, str], slot: int = 0) -> str:
         base = os.path.join(self.cache_root, compile_key(overlay))
         return base if slot == 0 else f"{base}.slot{slot}"
+
+    def hooked_stage(self, hook: bool) -> bool:
+        """Whether a stage's runs carry the hook: its own choice, or reuse for every run."""
+        return hook or self.reuse == "all"
+
+    def hooked(self, spec: RunSpec) -> bool:
+        return self.hooked_stage(spec.hook)
+
+    def reuse_dir(self, spec: RunSpec) -> Optional[str]:
+        """The flag set's package folder, shared by its runs in every slot; None: this run compiles."""
+        if self.reuse == "none" or not self.hooked(spec):
+            return None
+        return self.cache_dir(spec.env_dict) + ".reuse"
 
     def overlay(self, spec: RunSpec, run_path: str, slot: int = 0) -> dict[str, str]:
         """Every variable a run gets on top of the user's environment (what rerun.sh sets)."""
@@ -96,12 +112,17 @@ class Harness:
             # Extensions do not depend on Inductor flags; sharing them saves a C++ build per stage.
             "TORCH_EXTENSIONS_DIR": os.path.join(self.cache_root, "torch_extensions"),
         })
-        if spec.hook:
+        if spec.hook:  # a diagnostic stage's own: never a baseline run, even one that carries the hook for reuse
             env.update(DIAGNOSTIC_ENV)
+        if self.hooked(spec):
             # First on the path, ahead of the user's own entries (kept): its sitecustomize runs theirs.
             user_path = self.base_env.get("PYTHONPATH")
             env["PYTHONPATH"] = hook.SITE_DIR + (os.pathsep + user_path if user_path else "")
             env[hook.ENV] = os.path.join(run_path, HOOK_RECORD)
+        reuse = self.reuse_dir(spec)
+        if reuse:
+            env[hook.REUSE_ENV] = reuse
+            env[hook.FLAG_SET_ENV] = compile_key(spec.env_dict)
         env.update(spec.env_dict)
         return env
 
@@ -115,7 +136,9 @@ class Harness:
         cache = self.cache_dir(spec.env_dict, slot)
         self._sync_slot(spec, slot, cache)
         headers = os.path.join(self.cache_root, "precompiled-headers")
-        for d in (cwd, tmp, os.path.join(cache, "inductor"), headers):
+        for d in (cwd, tmp, os.path.join(cache, "inductor"), headers, self.reuse_dir(spec)):
+            if d is None:
+                continue
             os.makedirs(d, exist_ok=True)
         # Inductor keeps precompiled headers under $TMPDIR/torchinductor_<user>; a private TMPDIR would
         # rebuild them (10-20 s) every run. Their names hash the header and the compiler flags, so one

@@ -9,4 +9,6 @@ at import time. Importing this package imports no torch (nor anything else).
 import os
 
 ENV = "AOTI_BISECT_HOOK"
+REUSE_ENV = "AOTI_BISECT_REUSE"  # the flag set's package folder (reuse.py)
+FLAG_SET_ENV = "AOTI_BISECT_FLAG_SET"
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sitedir")

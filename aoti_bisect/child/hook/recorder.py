@@ -3,7 +3,8 @@
 Standard library only, and torch is never imported here: an import hook wraps
 torch._inductor.aoti_compile_and_package and aoti_load_package, and torch._inductor.package.load_package,
 when the repro itself imports them. The wrappers pass every argument, return value and exception through
-unchanged, and recording never raises into the repro. The record is rewritten whole and atomically after
+unchanged, and recording never raises into the repro; where the harness asks for reuse, reuse.py may serve a
+compile from the flag set's cached package instead. The record is rewritten whole and atomically after
 every event, so a process that dies (a segfault while loading, in a kernel) leaves what happened before.
 """
 import contextlib
@@ -19,7 +20,7 @@ import threading
 import time
 import zipfile
 
-from . import capture, constants, provenance, redirect
+from . import capture, constants, provenance, redirect, reuse
 
 ENV = "AOTI_BISECT_HOOK"
 SCHEMA_VERSION = 1
@@ -240,6 +241,12 @@ def _capture_load(model, target):
 
 
 @_quietly
+def _note_reuse(event, fields):
+    if event is not None:
+        RECORD.update(event, reuse=fields)
+
+
+@_quietly
 def _end(event, status, error=None):
     if event is not None:
         RECORD.update(event, status=status, **({"error": error} if error else {}))
@@ -255,7 +262,7 @@ def _wrap_compile(original):
             event = _begin_compile(target)
             kwargs = redirect.compile_kwargs(RECORD, event, kwargs)
             try:
-                result = original(*args, **kwargs)
+                result = reuse.compile_or_reuse(original, args, kwargs, functools.partial(_note_reuse, event))
             except BaseException as exc:
                 _end(event, "raised", _describe_error(exc))
                 raise

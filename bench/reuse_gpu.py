@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Issue #17: each CUDA scenario's ladder time with compile reuse on and off, against its floor.
+
+For each scenario of scenarios/manifest.toml with device = cuda (or --device cpu, for a smoke test), in turn:
+  on     `aoti-bisect SCRIPT --reuse all` with the options `scenarios check` gives it (--runs, --max-runs,
+         --timeout from the manifest; all stages), --jobs J, from a cold cache (a fresh --out).
+  floor  from that run's own runs: the first run of each distinct set of compile-time flags (the harness's
+         compile key) in full -- it compiles, alone, as the harness runs it -- plus every other run's wall time
+         less the seconds the hook spent keying the call and waiting for the lock (hook.json's key_s and
+         waited_s), divided by J. That is one compile per flag set plus what each run's process start,
+         import, load and execution cost, spread over J slots; the environment probe and the report are not
+         in it.
+  off    the same with `--reuse none` (every run compiles, as before #17); --skip-off leaves it out (it is the
+         slow one: 60-107 s a compile on torch 2.11, ~18 minutes for the 40-run flaky ladder at --jobs 4).
+Printed as each measurement ends: wall seconds, runs/compile keys, compiled/reused runs, the baseline's failure
+rate (with reuse on, the baseline compiles once too: compare its rate with off's), on/floor (target <= 1.25)
+and off/on. The machine line names the machine, the date, the load and the torch version.
+
+On the lent GPU machine, export CXX=g++ first (see NOTES-gpu.md: the image's /opt/gcc g++ builds packages that
+segfault while loading). About 8 minutes on one H100 for the CUDA set with --skip-off.
+
+Usage: python bench/reuse_gpu.py [--jobs 4] [--skip-off] [--scenarios a,b] [--device cuda|cpu]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from _common import clean_env, machine, timed, tool_argv
+
+from aoti_bisect.aoti.hook_record import compile_counts, read_hook
+from aoti_bisect.run.harness import compile_key
+from aoti_bisect.scenarios import Scenario, load_manifest
+from aoti_bisect.stats import Rate
+
+
+def ladder(s: Scenario, tmp: str, reuse: str, jobs: int) -> tuple[float, dict]:
+    out = os.path.join(tmp, f"ladder-{reuse}")
+    t = timed(tool_argv(s.path, *s.args, "--runs", str(s.runs), "--max-runs", str(max(s.runs, 10)),
+                        "--timeout", str(s.timeout), "--jobs", str(jobs), "--reuse", reuse, "-q", "--out", out),
+              clean_env(), tmp, os.path.join(tmp, f"ladder-{reuse}.log"))
+    with open(os.path.join(out, "report.json")) as f:
+        return t.seconds, json.load(f)
+
+
+def runs_of(report: dict) -> list[tuple[str, float, float]]:
+    """(compile key, wall seconds, seconds the hook spent keying and waiting) of each run, in run order."""
+    out = []
+    for stage in report["stages"]:
+        for log in stage["logs"]:
+            run_dir = os.path.dirname(log)
+            with open(os.path.join(run_dir, "result.json")) as f:
+                seconds = json.load(f)["duration_s"]
+            overhead = 0.0
+            hook_json = os.path.join(run_dir, "hook.json")
+            if os.path.exists(hook_json):
+                with open(hook_json) as f:
+                    for event in json.load(f)["events"]:
+                        reuse = event.get("reuse") or {}
+                        overhead += (reuse.get("key_s") or 0.0) + (reuse.get("waited_s") or 0.0)
+            out.append((compile_key(stage["env"]), seconds, overhead))
+    return out
+
+
+def floor(runs: list[tuple[str, float, float]], jobs: int) -> float:
+    """One compile per key (the key's first run, whole) + the other runs' own cost, over `jobs` slots."""
+    seen: set[str] = set()
+    first = rest = 0.0
+    for key, seconds, overhead in runs:
+        if key in seen:
+            rest += max(0.0, seconds - overhead)
+        else:
+            seen.add(key)
+            first += seconds
+    return first + rest / max(1, jobs)
+
+
+def summary(report: dict) -> str:
+    counts = [compile_counts(s["name"], [read_hook(os.path.dirname(log)) for log in s["logs"]], True)
+              for s in report["stages"]]
+    compiled, reused = sum(c["compiled"] for c in counts), sum(c["reused"] for c in counts)
+    base = report["stages"][0]
+    rate = Rate(base["failures"], base["runs"])
+    made = f"compiled {compiled}, reused {reused}" if compiled + reused else "runs without the hook, each compiled"
+    return (f"{report['verdict']}; {made}; baseline {rate.failures}/{rate.runs} "
+            f"failed (95% {rate.ci95[0]:.2f}-{rate.ci95[1]:.2f})")
+
+
+def run(args: argparse.Namespace) -> None:
+    chosen = [s for s in load_manifest() if s.device == args.device and (not args.scenarios or s.name in args.scenarios)]
+    if not chosen:
+        sys.exit(f"no {args.device} scenario matches {args.scenarios or 'the manifest'}")
+    print(f"jobs {args.jobs}; reuse off {'skipped' if args.skip_off else 'measured'}\n", flush=True)
+    for s in chosen:
+        with tempfile.TemporaryDirectory(prefix=f"bench-reuse-{s.name}-") as tmp:
+            on, report = ladder(s, tmp, "all", args.jobs)
+            runs = runs_of(report)
+            low = floor(runs, args.jobs)
+            keys = len({k for k, _, _ in runs})
+            print(f"{s.name}: reuse on {on:.1f}s, {len(runs)} runs/{keys} keys; floor {low:.1f}s; "
+                  f"on/floor {on / low:.2f}; {summary(report)}", flush=True)
+            if not args.skip_off:
+                off, report = ladder(s, tmp, "none", args.jobs)
+                print(f"{s.name}: reuse off {off:.1f}s, {len(runs_of(report))} runs; off/on {off / on:.2f}; "
+                      f"off/floor {off / low:.2f}; {summary(report)}", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--jobs", type=int, default=4)
+    ap.add_argument("--skip-off", action="store_true", help="measure reuse on only")
+    ap.add_argument("--scenarios", default="", help="comma-separated names (default: every one of --device)")
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    args = ap.parse_args()
+    args.scenarios = [n.strip() for n in args.scenarios.split(",") if n.strip()]
+    print(machine(), flush=True)
+    try:  # not through torch: this process must hold no CUDA context while the ladders run
+        gpus = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                              text=True, timeout=60).stdout.strip().replace("\n", ", ")
+    except (OSError, subprocess.SubprocessError):
+        gpus = "none seen"
+    print(f"gpus: {gpus}; CXX={os.environ.get('CXX')}", flush=True)
+    run(args)
+
+
+if __name__ == "__main__":
+    main()

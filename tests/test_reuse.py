@@ -1,0 +1,235 @@
+"""Compile reuse (aoti_bisect/child/hook/reuse.py): later runs of a flag set take the package the first one built.
+
+Real children under the real harness and real torch: export, torch.export.save, Inductor's config and the
+hook are torch's own. Only Inductor's backend (`_aoti_compile_and_package_inner`, which the public
+aoti_compile_and_package calls) is swapped in the child for one that writes a small zip and says COMPILING,
+so that a test can count compiles in seconds; one slow test compiles for real.
+"""
+import json
+import os
+import sys
+import threading
+import zipfile
+
+import pytest
+
+from aoti_bisect.aoti.hook_record import compile_counts, describe_counts, package_rows, read_hook
+from aoti_bisect.child import hook
+from aoti_bisect.run.harness import Harness, compile_key
+from aoti_bisect.run.types import Outcome, RunSpec
+
+NAN = (("TORCHINDUCTOR_NAN_ASSERTS", "1"),)
+
+REPRO = """
+import os, sys, time, zipfile
+import torch, torch._inductor
+
+SCALE = float(os.environ.get("SCALE", "2"))  # baked into the graph: another value, another program
+
+
+class M(torch.nn.Module):
+    def forward(self, x):
+        return torch.relu(x) * SCALE
+
+
+def backend(gm, args, kwargs, *, inductor_configs, package_path=None, **rest):
+    print("COMPILING", flush=True)
+    time.sleep(float(os.environ.get("COMPILE_S", "0")))
+    with zipfile.ZipFile(package_path, "w") as z:
+        z.writestr("m/data/aotinductor/model/m.wrapper.cpp", f"scale={SCALE} nan={torch._inductor.config.nan_asserts}")
+    return package_path
+
+
+if os.environ.get("FAKE_BACKEND", "1") == "1":
+    torch._inductor._aoti_compile_and_package_inner = backend
+if os.environ.get("SET_CONFIG"):
+    torch._inductor.config.max_autotune = True  # the repro changes Inductor's config in code
+ep = torch.export.export(M(), (torch.ones(2, 3),))
+configs = {"max_autotune_gemm": True} if os.environ.get("INDUCTOR_CONFIGS") else None
+path = os.path.abspath("m.pt2")
+returned = torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=configs)
+assert returned == path, returned
+if os.environ.get("FAKE_BACKEND", "1") == "1":
+    with zipfile.ZipFile(path) as z:
+        print("PACKAGE", z.read("m/data/aotinductor/model/m.wrapper.cpp").decode())
+else:
+    print("OUT", torch._inductor.aoti_load_package(path)(torch.ones(2, 3)).tolist())
+"""
+
+
+@pytest.fixture
+def repro(write_script):
+    return write_script("repro.py", REPRO)
+
+
+def harness(tmp_path, reuse="all", jobs=1, **env):
+    return Harness(str(tmp_path / "run"), base_env={**os.environ, **env}, jobs=jobs, reuse=reuse)
+
+
+def run(h, repro, index, flags=(), stage="baseline"):
+    result = h.run(RunSpec((sys.executable, repro), stage, index, flags, 300.0, stage != "baseline"))
+    with open(result.log_path) as f:
+        log = f.read()
+    assert result.outcome is Outcome.PASSED, log
+    (event,) = [e for e in read_hook(result.run_dir).events if e.compiled]
+    return log, event, result
+
+
+def test_a_later_run_of_the_flag_set_reuses_the_first_ones_package(tmp_path, repro):
+    h = harness(tmp_path)
+    first_log, first, _ = run(h, repro, 0)
+    second_log, second, result = run(h, repro, 1)
+    assert first_log.count("COMPILING") == 1 and "COMPILING" not in second_log
+    assert (first.reuse, first.reuse_reason) == ("compiled", "no cached package for this key")
+    assert (second.reuse, second.reuse_reason) == ("reused", None)
+    assert first.sha256 == second.sha256 and "PACKAGE scale=2.0" in second_log
+    assert [r["action"] for r in package_rows("baseline", [read_hook(result.run_dir)])] == ["reused"]
+    assert describe_counts(compile_counts("baseline", [read_hook(result.run_dir)], True)) == \
+        "baseline: 0 of 1 run(s) compiled, 1 reused the flag set's package"
+
+
+def test_another_program_misses(tmp_path, repro):
+    h = harness(tmp_path)
+    run(h, repro, 0)
+    h.base_env["SCALE"] = "3"
+    log, event, _ = run(h, repro, 1)
+    assert "COMPILING" in log and "PACKAGE scale=3.0" in log
+    assert (event.reuse, event.reuse_reason) == ("compiled", "no cached package for this key")
+
+
+def test_an_edit_of_the_script_misses(tmp_path, repro):
+    # A user Triton kernel is saved in the program by its op's name only: the edit must show some other way.
+    h = harness(tmp_path)
+    run(h, repro, 0)
+    with open(repro, "a") as f:
+        f.write("# an edit that leaves the exported program as it was\n")
+    log, event, _ = run(h, repro, 1)
+    assert "COMPILING" in log and event.reuse == "compiled"
+
+
+@pytest.mark.parametrize("change", ["SET_CONFIG", "INDUCTOR_CONFIGS"])
+def test_a_change_of_inductors_config_in_code_or_in_the_call_misses(tmp_path, repro, change):
+    h = harness(tmp_path)
+    run(h, repro, 0)
+    h.base_env[change] = "1"
+    log, event, _ = run(h, repro, 1)
+    assert "COMPILING" in log and event.reuse == "compiled"
+    log, event, _ = run(h, repro, 2)  # the changed call now has a package of its own
+    assert "COMPILING" not in log and event.reuse == "reused"
+
+
+def test_flag_sets_never_share_a_package(tmp_path, repro):
+    h = harness(tmp_path)
+    run(h, repro, 0)
+    log, event, result = run(h, repro, 1, NAN, "sanity")
+    assert "COMPILING" in log and "nan=True" in log and event.reuse == "compiled"
+    assert os.listdir(os.path.join(h.cache_root, compile_key(dict(NAN)) + ".reuse"))
+    with open(os.path.join(result.run_dir, "hook.json")) as f:
+        assert json.load(f)["events"][0]["reuse"]["flag_set"] == compile_key(dict(NAN))
+
+
+def test_a_damaged_cached_package_is_compiled_again_and_the_record_says_why(tmp_path, repro):
+    h = harness(tmp_path)
+    run(h, repro, 0)
+    folder = os.path.join(h.cache_root, "default.reuse")
+    (stored,) = [os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".pt2")]
+    with open(stored, "r+b") as f:
+        f.truncate(10)
+    log, event, result = run(h, repro, 1)
+    assert "COMPILING" in log and event.reuse == "compiled"
+    assert event.reuse_reason.startswith("cached package failed its check: sha256 ")
+    counts = compile_counts("baseline", [read_hook(result.run_dir)], True)
+    assert counts["compiled"] == 1 and list(counts["reasons"]) == [event.reuse_reason]
+    assert zipfile.ZipFile(stored).testzip() is None  # the compile stored a whole one again
+    log, event, _ = run(h, repro, 2)
+    assert event.reuse == "reused"
+
+
+def test_two_concurrent_runs_of_a_flag_set_compile_once(tmp_path, repro):
+    h = harness(tmp_path, jobs=2, COMPILE_S="4")
+    results = {}
+    threads = [threading.Thread(target=lambda i=i: results.setdefault(i, run(h, repro, i))) for i in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    logs = [results[i][0] for i in (0, 1)]
+    events = [results[i][1] for i in (0, 1)]
+    assert sum(log.count("COMPILING") for log in logs) == 1
+    assert sorted(e.reuse for e in events) == ["compiled", "reused"]
+    assert {e.sha256 for e in events} == {events[0].sha256}
+    with open(os.path.join(results[[e.reuse for e in events].index("reused")][2].run_dir, "hook.json")) as f:
+        assert json.load(f)["events"][0]["reuse"]["waited_s"] > 1.0
+
+
+def test_only_the_runs_the_mode_names_get_reuse(tmp_path):
+    base = RunSpec(("python", "x.py"), "baseline", 0, (), 1.0, False)
+    trace = RunSpec(("python", "x.py"), "trace", 1, (("AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER", "3"),),
+                    1.0, True)
+    for mode, baseline_reuses, trace_reuses in (("hooked", False, True), ("all", True, True),
+                                                ("none", False, False)):
+        h = harness(tmp_path, reuse=mode)
+        on = {name: h.overlay(spec, "/r/x") for name, spec in (("baseline", base), ("trace", trace))}
+        assert (hook.REUSE_ENV in on["baseline"], hook.REUSE_ENV in on["trace"]) == (baseline_reuses, trace_reuses)
+        assert (hook.ENV in on["baseline"]) == (mode == "all")  # reuse is the hook's: the baseline then carries it
+    assert on["trace"][hook.ENV] and hook.FLAG_SET_ENV not in on["trace"]
+    assert h.reuse_dir(trace) is None
+    assert harness(tmp_path).reuse_dir(trace).endswith(compile_key(trace.env_dict) + ".reuse")
+
+
+@pytest.mark.slow
+def test_a_real_compile_is_reused_and_the_reused_package_gives_the_same_output(tmp_path, repro):
+    h = harness(tmp_path, FAKE_BACKEND="0")
+    first_log, first, _ = run(h, repro, 0)
+    second_log, second, _ = run(h, repro, 1)
+    assert (first.reuse, second.reuse) == ("compiled", "reused") and first.sha256 == second.sha256
+    out = [line for line in first_log.splitlines() if line.startswith("OUT")]
+    assert out == [line for line in second_log.splitlines() if line.startswith("OUT")] == \
+        ["OUT [[2.0, 2.0, 2.0], [2.0, 2.0, 2.0]]"]
+
+
+def test_the_benchmarks_floor_is_one_compile_per_key_plus_the_other_runs_over_the_slots():
+    import importlib.util
+    bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
+    sys.path.append(bench)  # it imports its neighbour _common as a script does
+    spec = importlib.util.spec_from_file_location("bench_reuse_gpu", os.path.join(bench, "reuse_gpu.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    runs = [("default", 60.0, 0.0), ("default", 5.5, 0.5), ("default", 5.0, 0.0), ("abc", 70.0, 0.2),
+            ("abc", 6.2, 0.2)]
+    assert module.floor(runs, 1) == 60.0 + 5.0 + 5.0 + 70.0 + 6.0
+    assert module.floor(runs, 2) == 60.0 + 70.0 + (5.0 + 5.0 + 6.0) / 2
+
+
+def test_the_report_says_per_stage_which_runs_compiled_and_which_reused(tmp_path, repro):
+    from aoti_bisect.diagnose.findings import Findings, Stage
+    from aoti_bisect.report.model import Report
+    from aoti_bisect.stats import Rate
+    from aoti_bisect.verdict import Verdict
+
+    h = harness(tmp_path, reuse="hooked")
+    trace = Stage("trace", dict(NAN))
+    for i in (0, 1):
+        trace.results.append(run(h, repro, i, NAN, "trace")[2])
+    baseline = Stage("baseline", {})
+    baseline.results.append(h.run(RunSpec((sys.executable, repro), "baseline", 2, (), 300.0, False)))
+    stages = [baseline, trace]
+    compiles = [compile_counts(s.name, [read_hook(r.run_dir) for r in s.results], h.hooked_stage(s.hook))
+                for s in stages]
+    out = Findings(Verdict.NOT_REPRODUCED, None, Rate(0, 1), stages)
+    report = Report.from_findings(str(tmp_path), ["python", "repro.py"], out, compiles=compiles, reuse=h.reuse)
+    assert report.data["reuse"] == "hooked"
+    assert [s["compiles"]["reused"] for s in report.data["stages"]] == [0, 1]
+    report.write()
+    markdown = " ".join((tmp_path / "report.md").read_text().split())  # list items wrap at 100 columns
+    assert "- baseline: 1 run(s) without the hook, each compiling as the script does (no reuse)" in markdown
+    assert ("- trace: 1 of 2 run(s) compiled, 1 reused the flag set's package; compiled because: no cached "
+            "package for this key (1)") in markdown
+
+
+def test_the_gpu_benchmark_answers_help():
+    import subprocess
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, os.path.join(repo, "bench", "reuse_gpu.py"), "--help"], capture_output=True,
+                         text=True, cwd=repo)
+    assert out.returncode == 0 and "--skip-off" in out.stdout, out.stderr
