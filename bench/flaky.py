@@ -5,14 +5,15 @@ N bisections of scenarios/cpu/flaky_custom_op_crash.py with FLAKY_CRASH_PERCENT=
 custom op reads 512 GiB out of bounds and segfaults; 30 by default), each with the tool's default options
 (adaptive baseline, every stage) through the CLI, `--jobs J`, K of them at a time (`--parallel K`, on a
 machine with the cores for it). Each of the K lanes keeps one compile cache that its bisections reuse, one
-after the other, through `--cache-dir` (a cache is never shared by two at once): the figure is about the
-ladder's decisions, not the compiler. `--record FILE` appends each bisection's line as it ends.
+after the other, through `--cache-dir` (a cache is never shared by two at once), and every run takes its flag
+set's package (`--reuse all`, the default here; `--reuse none` compiles every run as the script does): the
+figure is about the ladder's decisions, not the compiler. `--record FILE` appends each bisection's line as it ends.
 
 Right = verdict reproduced, culprit outside the instrumented kernels naming `bisectlab::shifted_gather` (the
 manifest's answer). Prints each bisection as it ends (verdict, baseline rate, culprit, runs, seconds), then
 the success rate with its 95% Wilson interval and the median time per bisection.
 
-Usage: python bench/flaky.py [--bisections 20] [--percent 30] [--jobs 2] [--parallel 1] [--record FILE]
+Usage: python bench/flaky.py [--bisections 20] [--percent 30] [--jobs 2] [--parallel 1] [--reuse all] [--record FILE]
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ def right(report: dict) -> bool:
 def bisect_once(i: int, lane: int, tmp: str, args: argparse.Namespace, env: dict[str, str]) -> list[str]:
     out = os.path.join(tmp, f"bisection-{i:02d}")
     t = timed(tool_argv(SCENARIO, "--jobs", str(args.jobs), "--cache-dir", os.path.join(tmp, f"cache-{lane}"),
-                        "-q", "--out", out), env, tmp, os.path.join(tmp, f"log-{i:02d}"))
+                        "--reuse", args.reuse, "-q", "--out", out), env, tmp, os.path.join(tmp, f"log-{i:02d}"))
     try:
         with open(os.path.join(out, "report.json")) as f:
             report = json.load(f)
@@ -60,9 +61,11 @@ def main() -> None:
     ap.add_argument("--percent", type=int, default=30, help="share of runs that crash")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--parallel", type=int, default=1, help="bisections at a time")
+    ap.add_argument("--reuse", choices=("all", "hooked", "none"), default="all")
     ap.add_argument("--record", help="append each bisection's line to this file as it ends")
     args = ap.parse_args()
-    print(machine() + "\n", flush=True)
+    print(machine(), flush=True)
+    print("options:", " ".join(f"--{k} {v}" for k, v in vars(args).items() if k != "record") + "\n", flush=True)
     env = dict(clean_env(), FLAKY_CRASH_PERCENT=str(args.percent))
     rows: list[list[str]] = []
     lock = threading.Lock()
