@@ -202,7 +202,9 @@ def scenarios_list():
 @click.option("--stages", default=",".join(STAGE_NAMES), show_default=True)
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="Which scenarios to run: auto = CPU ones, plus CUDA ones where a GPU is visible.")
-def scenarios_check(names, jobs, out, stages, device):
+@click.option("--reuse", type=click.Choice(REUSE_MODES), default="hooked", show_default=True,
+              help="As for `aoti-bisect run`.")
+def scenarios_check(names, jobs, out, stages, device, reuse):
     """Run aoti-bisect on scenarios and compare with the manifest; non-zero exit on any mismatch."""
     from .scenarios import check, load_bundled
 
@@ -213,7 +215,8 @@ def scenarios_check(names, jobs, out, stages, device):
     check_count("--jobs", jobs, MAX_JOBS)
     run_dir = _claim(out, "scenarios-")
     chosen = [s for s in scenarios if not names or s.name in names]
-    ok = check(chosen, run_dir, jobs=jobs, stages=tuple(s for s in stages.split(",") if s), device=device)
+    ok = check(chosen, run_dir, jobs=jobs, stages=tuple(s for s in stages.split(",") if s), device=device,
+               reuse=reuse)
     sys.exit(0 if ok else 1)
 
 

@@ -1,9 +1,10 @@
 """End to end on real AOTI compiles: every CPU scenario through `aoti-bisect scenarios check`.
 
-The scenarios run as two checks at once, each with its own folder and cache (a compile cache is never
-written by two at once): the library, and beside it the one that needs the memory checker, whose single
-valgrind run takes minutes on one core. Three at once on 2 cores pushed cold builds past the hang and
-load-error scenarios' timeouts (seen 2026-11-23).
+The scenarios run in two lanes at once, each one `scenarios check` with its own folder and cache (a compile
+cache is never written by two at once); the one that needs the memory checker (a single valgrind run takes
+minutes on one core) starts the second lane. Three at once on 2 cores pushed cold builds past the hang and
+load-error scenarios' timeouts (seen 2026-11-23). Scenarios in HEAVY prove again what a default one proves
+(the source line, a NaN constant): `python -m pytest -q -m heavy tests/test_e2e.py` runs them.
 """
 import json
 import os
@@ -18,27 +19,36 @@ from aoti_bisect.scenarios import load_manifest
 pytestmark = pytest.mark.slow
 
 CPU = [s for s in load_manifest() if s.device == "cpu"]
-PLAIN = [s.name for s in CPU if not s.sanitize]
-GROUPS = [PLAIN, [s.name for s in CPU if s.sanitize]]
+# nan_after_matmul checks its source line too; prebuilt_nan_constant convicts a NaN constant as nan_constant does.
+HEAVY = ["nan_source_line", "nan_constant"]
+PLAIN = [s.name for s in CPU if not s.sanitize and s.name not in HEAVY]
+CHECKED = [s.name for s in CPU if s.sanitize]
 
 
-@pytest.fixture(scope="module")
-def check_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("scenarios")
-    if shutil.which("valgrind") is None:
-        GROUPS[1].clear()  # its test skips, saying why
+def lanes(valgrind: bool) -> list[list[str]]:
+    return [PLAIN[0::2], (CHECKED if valgrind else []) + PLAIN[1::2]]
+
+
+def run_checks(root, groups: list[list[str]], timeout: float):
     checks = []
-    for i, names in enumerate(g for g in GROUPS if g):
+    for i, names in enumerate(g for g in groups if g):
         out = root / f"group-{i}"
         checks.append((out, subprocess.Popen(
             [sys.executable, "-m", "aoti_bisect", "scenarios", "check", *names, "--device", "cpu", "--jobs", "2",
              "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
     outputs, results = [], {}
     for out, proc in checks:
-        stdout, stderr = proc.communicate(timeout=2400)
+        stdout, stderr = proc.communicate(timeout=timeout)
         outputs.append((proc.returncode, stdout, stderr))
         with open(out / "scenarios-check.json") as f:
             results.update({r["name"]: r for r in json.load(f)})
+    return outputs, results
+
+
+@pytest.fixture(scope="module")
+def check_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("scenarios")
+    outputs, results = run_checks(root, lanes(shutil.which("valgrind") is not None), 3600)
     return outputs, results, root
 
 
@@ -82,31 +92,22 @@ def test_rerun_script_reproduces_the_stage(check_run):
     assert "[ before_launch: cpp_fused_add_index_mul_sin_sum_0 ]" in proc.stdout + proc.stderr
 
 
-def test_prebuilt_package_gets_no_launch_lines_and_says_why(tmp_path):
-    build = (
-        "import torch, sys\n"
-        "class M(torch.nn.Module):\n"
-        "    def forward(self, x):\n"
-        "        return torch.log(x - 0.5) * 2\n"
-        "ep = torch.export.export(M(), (torch.rand(4, 16),))\n"
-        "torch._inductor.aoti_compile_and_package(ep, package_path=sys.argv[1])\n")
-    pkg = tmp_path / "prebuilt.pt2"
-    env = dict(os.environ, TMPDIR=str(tmp_path), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "build-cache"))
-    subprocess.run([sys.executable, "-c", build, str(pkg)], check=True, env=env, capture_output=True, timeout=600)
-    repro = tmp_path / "load_prebuilt.py"
-    repro.write_text(
-        "import sys, torch\n"
-        "runner = torch._inductor.aoti_load_package(sys.argv[1])\n"
-        "if not torch.isfinite(runner(torch.rand(4, 16))).all():\n"
-        "    raise SystemExit('non-finite output')\n")
-    out = subprocess.run([sys.executable, "-m", "aoti_bisect", str(repro), "--json", "--out", str(tmp_path / "run"),
-                          "--", str(pkg)], capture_output=True, text=True, timeout=900)
-    assert out.returncode == 1, out.stderr
-    report = json.loads(out.stdout)
-    trace = next(s for s in report["stages"] if s["name"] == "trace")
-    assert "no launch lines" in trace["finding"] and "prebuilt .pt2" in trace["finding"]
-    assert report["culprit"]["kind"] == "unknown"
-    assert not any(s["recompiled"] and s["runs"] and s["name"] == "inspect" for s in report["stages"])
+def test_a_prebuilt_package_is_walked_through_an_instrumented_copy_and_left_untouched(check_run):
+    _, results, _ = check_run
+    result = results["prebuilt_package"]
+    assert result["status"] == "ok", result.get("problems")
+    report = json.loads(open(os.path.join(result["run_dir"], "report.json")).read())
+    rows = [p for p in report["packages"] if p.get("redirect") == "instrumented"]
+    assert rows and all(not p["built_here"] for p in rows)
+    assert {p["stage"] for p in rows} >= {"trace", "inspect"}
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("name", HEAVY)
+def test_heavy_scenario_matches_manifest(tmp_path, name):
+    outputs, results = run_checks(tmp_path, [[name]], 1800)
+    assert outputs[0][0] == 0, outputs[0][1] + outputs[0][2][-4000:]
+    assert results[name]["status"] == "ok", results[name].get("problems")
 
 
 def test_a_silent_out_of_bounds_read_in_a_custom_op_is_convicted_by_valgrind(check_run):
