@@ -130,3 +130,13 @@ def test_a_wrapped_line_never_starts_a_block():
     inside = tokens[start: next(i for i, t in enumerate(tokens) if i > start and t.type == "ordered_list_close")]
     assert sum(t.type == "list_item_open" for t in inside) == 4
     assert not any(t.type == "bullet_list_open" for t in inside)
+
+
+def test_the_compile_counts_leave_the_culprit_sections_in_place():
+    # A loop over the stages' compile counts once reused the culprit's name: the evidence chain and the
+    # culprit's source vanished from every report whose runs were counted.
+    data = json.load(open(os.path.join(os.path.dirname(__file__), "data", "report-nan_after_matmul.json")))
+    data["stages"][0]["compiles"] = {"stage": "baseline", "runs": 2, "compiled": 1, "reused": 1, "hooked": True,
+                                     "reasons": {}}
+    md = render_markdown(data)
+    assert "Compiles (`--reuse" in md and "## Evidence chain" in md and "## Culprit source" in md

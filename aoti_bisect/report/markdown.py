@@ -161,8 +161,8 @@ def render_markdown(d: dict) -> str:
     counts = [s["compiles"] for s in d["stages"] if s.get("compiles") and s["compiles"]["runs"]]
     if counts:
         out += ["", f"Compiles (`--reuse {md_cell(d.get('reuse') or 'hooked')}`):", ""]
-        for c in counts:
-            out += _item(md_cell(describe_counts(c)))
+        for count in counts:
+            out += _item(md_cell(describe_counts(count)))
     if d.get("packages"):
         out += ["", "## Packages", "", *textwrap.wrap(
             "What the hooked runs compiled (or reused) and loaded; runs without the hook (the baseline's, unless "
