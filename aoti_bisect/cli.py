@@ -278,7 +278,7 @@ def _finish(finished, as_json: bool) -> None:
                    "With N alone, i comes from SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX; a Slurm array is "
                    "detected without the option.")
 @click.option("--batch", help="Name of the night; shards of one night must share it (default: the Slurm "
-                              "array job id, else host and time).")
+                              "array job id, else host, time and process id).")
 @click.option("--executor", type=click.Choice(["local", "submitit"]), default="local", show_default=True,
               help="submitit: run --shards array tasks through submitit (Slurm, or its local executor), "
                    "then merge.")

@@ -58,7 +58,9 @@ def default_batch(env: dict[str, str]) -> str:
     # Shards of one Slurm array share its job id, so their records fold into one night without --batch.
     if env.get("SLURM_ARRAY_JOB_ID"):
         return f"slurm-{env['SLURM_ARRAY_JOB_ID']}"
-    return f"{socket.gethostname()}-{now_iso()}"
+    # The pid too: two jobs started on one host in the same millisecond would otherwise share a name, and the
+    # second would be refused as a night already in the history.
+    return f"{socket.gethostname()}-{now_iso()}-{os.getpid()}"
 
 
 def checker_device(repro: Repro, has_cuda: bool) -> str:
