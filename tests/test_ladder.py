@@ -12,7 +12,9 @@ from aoti_bisect.aoti import checks, flags, printer, wrapper
 from aoti_bisect.aoti.hook_record import HookRecord
 from aoti_bisect.verdict import Verdict
 from aoti_bisect.diagnose.ladder import Ladder, Options
+from aoti_bisect.aoti.eagerwalk import EagerWalk, read_eager_walk
 from aoti_bisect.aoti.fakecheck import FakeCheck
+from aoti_bisect.aoti.provenance import read_kernel_information
 from aoti_bisect.aoti.sanitizer import parse_compute_sanitizer
 from aoti_bisect.run.checkers import Checker, Missing
 from aoti_bisect.run.classify import fingerprint
@@ -91,6 +93,12 @@ class Seen:
     def fakecheck(self, result):
         return getattr(self, "fake_check", FakeCheck())
 
+    def eager_walk(self, result):
+        return getattr(self, "walk", EagerWalk("missing", problem="no eager run in this world"))
+
+    def kernel_information(self, graph):
+        return getattr(self, "kernel_info", {})
+
     def memcheck(self, result, tool):
         assert tool == "compute-sanitizer" and result.spec.argv[0] == "compute-sanitizer"
         return parse_compute_sanitizer(_text(self.memcheck_log) if self.memcheck_log else "")
@@ -122,7 +130,7 @@ def test_a_repro_that_cannot_run_anywhere_is_an_error_and_climbs_no_further():
     world = always(sig("infra", "unknown", "No module named 'torch'"))
     _, out = climb(world, Seen())
     assert out.verdict is Verdict.ERROR and "cannot run here" in out.summary
-    assert [s.skipped for s in out.stages[1:]] == ["infrastructure error"] * 6
+    assert [s.skipped for s in out.stages[1:]] == ["infrastructure error"] * 7
     assert {s.stage for s in world.specs} == {"baseline"}
 
 
@@ -210,6 +218,44 @@ def test_a_failing_output_check_walks_back_from_the_graph_outputs():
     assert "walk starts at the graph's outputs" in stage(out, "trace").finding
     assert out.culprit.kind == "kernel" and out.culprit.kernel == "cpp_fused_add_log_mul_relu_sub_0"
     assert len(seen.filters) == 1  # the whole three-kernel chain in one filtered compile
+
+
+EAGER_DATA = "tests/data/eagerwalk/"
+
+
+def wrong_value_world(walk: EagerWalk) -> Seen:
+    """The wrong_value_pass scenario: its level-1 wrapper and provenance, and what its eager run recorded."""
+    seen = Seen()
+    path = EAGER_DATA + "wrong_value_pass.wrapper.cpp"
+    with open(path) as f:
+        seen.wrapper = wrapper.parse_wrapper(f.read(), path, [])
+    seen.the_trace = printer.Trace(tuple(printer.TraceEvent(launch.name, True) for launch in seen.wrapper.launches))
+    seen.walk, seen.kernel_info = walk, read_kernel_information(path)
+    return seen
+
+
+def test_a_wrong_but_finite_output_is_walked_against_eager_to_the_kernel_that_first_differs():
+    world = always(sig("python_exception", "run", "wrong values: max abs difference 1.76"))
+    _, out = climb(world, wrong_value_world(read_eager_walk(EAGER_DATA)))
+    eager = stage(out, "eager")
+    assert eager.env == flags.EAGER and eager.recompiled and len(world.ran("eager")) == 1
+    assert out.culprit.kind == "kernel" and out.culprit.kernel == "cpp_fused__softmax_add_mul_sum_1"
+    assert out.culprit.summary == eager.finding and "from inputs that agree with eager" in eager.finding
+
+
+def test_an_eager_walk_that_finds_nothing_adds_its_lines_to_what_the_walk_knew():
+    _, out = climb(always(sig("python_exception")), wrong_value_world(EagerWalk("agree", calls=2)))
+    assert out.culprit.kind == "unknown"
+    assert "level-2 run printed nothing" in out.culprit.evidence[0]  # the inspection's line stays first
+    assert "agree with eager on every call compared (2)" in out.culprit.evidence[-1]
+
+
+def test_a_fault_is_not_walked_against_eager():
+    seen = wrong_value_world(read_eager_walk(EAGER_DATA))
+    seen.the_trace = printer.Trace((printer.TraceEvent("cpp_fused_mul_tanh_0", False),))
+    world = always(sig("segfault"))
+    _, out = climb(world, seen)
+    assert stage(out, "eager").skipped and not world.ran("eager")
 
 
 def test_every_launch_finished_but_the_process_crashed_points_outside_the_kernels():

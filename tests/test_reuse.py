@@ -16,7 +16,8 @@ import pytest
 from aoti_bisect.aoti.hook_record import compile_counts, describe_counts, package_rows, read_hook
 from aoti_bisect.child import hook
 from aoti_bisect.run.harness import Harness, compile_key
-from aoti_bisect.run.types import Outcome, RunSpec
+from aoti_bisect.diagnose.evidence import RunEvidence
+from aoti_bisect.run.types import Outcome, ProcessExit, RunResult, RunSpec
 
 NAN = (("TORCHINDUCTOR_NAN_ASSERTS", "1"),)
 
@@ -233,3 +234,18 @@ def test_the_gpu_benchmark_answers_help():
     out = subprocess.run([sys.executable, os.path.join(repo, "bench", "reuse_gpu.py"), "--help"], capture_output=True,
                          text=True, cwd=repo)
     assert out.returncode == 0 and "--skip-off" in out.stdout, out.stderr
+
+
+def test_a_run_served_from_its_flag_sets_package_finds_the_wrapper_its_key_compiled(tmp_path):
+    """Under reuse, a later slot's run compiles nothing in its own cache (seen in the flaky benchmark, where a
+    trace run in slot 1 lost the launch after the last finished kernel): the key's first slot has the sources."""
+    compiled = tmp_path / "cache" / "7a73aa2576" / "inductor" / "cx"
+    compiled.mkdir(parents=True)
+    with open(os.path.join(os.path.dirname(__file__), "data", "eagerwalk", "wrong_value_pass.wrapper.cpp")) as f:
+        (compiled / "w.wrapper.cpp").write_text(f.read())
+    (tmp_path / "cache" / "7a73aa2576.slot1" / "inductor").mkdir(parents=True)
+    run = RunResult(RunSpec(("python", "r.py"), "trace", 3, ()), Outcome.PASSED, ProcessExit(0, None, False, 1.0, 0),
+                    str(tmp_path / "runs" / "trace-003"), str(tmp_path / "log"), None,
+                    str(tmp_path / "cache" / "7a73aa2576.slot1"))
+    graph = RunEvidence().graph(run)
+    assert graph is not None and [launch.name for launch in graph.launches][-1] == "cpp_fused__softmax_add_mul_sum_1"

@@ -100,22 +100,30 @@ def parse(text: str, where: str = RESULT) -> FakeCheck:
 def differences(text: str) -> tuple[str, ...]:
     """One line per output of the package that eager does not match within assert_close's tolerance."""
     try:
-        data = json.loads(text)
-        if data.get("problem"):
-            return (f"the package's outputs against eager: {data['problem']}",)
-        lines = []
-        for o in data["outputs"]:
-            if o.get("close"):
-                continue
-            if o.get("problem"):
-                lines.append(f"output {o['index']}: {o['problem']}")
-            else:
-                lines.append(f"output {o['index']} ({o['shape']} {o['dtype']}) differs from eager on the same "
-                             f"inputs by up to {o['max_abs']:.4g} (tolerance rtol {o['rtol']:g}, atol {o['atol']:g}, "
-                             "as torch.testing.assert_close)")
-        return tuple(lines)
+        return differing_outputs(json.loads(text))
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         return (f"{DIFFERENTIAL} is damaged: {type(exc).__name__}: {exc}"[:300],)
+
+
+def differing_outputs(data: dict) -> tuple[str, ...]:
+    """differences() over a parsed differential: its `problem` and `outputs` rows. Raises on a damaged one."""
+    if data.get("problem"):
+        return (f"the package's outputs against eager: {data['problem']}",)
+    lines = []
+    for o in data["outputs"]:
+        if o.get("close"):
+            continue
+        if o.get("problem"):
+            lines.append(f"output {o['index']}: {o['problem']}")
+        else:
+            lines.append(f"output {o['index']} ({o['shape']} {o['dtype']}) differs from eager on the same "
+                         f"inputs by up to {_number(o['max_abs'])} (tolerance rtol {o['rtol']:g}, atol {o['atol']:g}, "
+                         "as torch.testing.assert_close)")
+    return tuple(lines)
+
+
+def _number(x: Optional[float]) -> str:
+    return "? (no element is finite in both)" if x is None else f"{x:.4g}"
 
 
 def capture_problem(text: str) -> Optional[str]:

@@ -17,15 +17,19 @@ FAKECHECK = {"AOTI_BISECT_CAPTURE": "1", "AOTI_BISECT_FAKECHECK": "1"}
 PROVENANCE = {"INDUCTOR_PROVENANCE": "1"}
 TRACE = {PRINTER: "3", **PROVENANCE}
 INSPECT = {PRINTER: "2", **PROVENANCE}
+# Level 1 saves every kernel's tensor arguments before and after its launch; the hook compares them with the
+# exported program run eagerly on the same call's inputs (child/hook/eagerwalk.py).
+EAGER_WALK = {"AOTI_BISECT_EAGER_WALK": "1"}
+EAGER = {PRINTER: "1", **PROVENANCE, **EAGER_WALK}
 
 # Read by the AOTI runtime, the CUDA runtime or the interpreter at run time: they never need a fresh compile.
 # PYTHONMALLOC comes with the CPU memory checker (run/checkers.py): were it a compile key, the checked run
 # would compile the model again under valgrind, which takes many times a plain compile.
 RUNTIME = frozenset({"AOTI_RUNTIME_CHECK_INPUTS", "PYTORCH_NO_CUDA_MEMORY_CACHING", "CUDA_LAUNCH_BLOCKING",
-                     "PYTHONMALLOC", *FAKECHECK})
+                     "PYTHONMALLOC", *FAKECHECK, *EAGER_WALK})
 
 # The tool's own: a user's shell may have them set, but a run must only see what its stage says.
-OWNED = (PRINTER, FILTER, "AOTI_BISECT_REDIRECT", *FAKECHECK)
+OWNED = (PRINTER, FILTER, "AOTI_BISECT_REDIRECT", *FAKECHECK, *EAGER_WALK)
 
 # Which runs serve a flag set's later compiles from the package its first run built (child/hook/reuse.py):
 # `hooked` the runs that carry the hook anyway (not the baseline's, nor determinism's: they run the user's way),

@@ -6,18 +6,22 @@ generated sources a real run left behind; the ladder's tests hand it a fake buil
 """
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Protocol
 
 from ..aoti import checks, level2_file, printer, reinstrument, sanitizer, wrapper
+from ..aoti.eagerwalk import EagerWalk, read_eager_walk
 from ..aoti.fakecheck import FakeCheck, read_fakecheck
 from ..aoti.hook_record import HookRecord, PackageEvent, read_hook
 from ..child.hook import redirect
 from ..files import atomic_write, read_log
 from ..aoti.package import PackageFacts, read_package
+from ..aoti.provenance import KernelInfo, read_kernel_information
 from ..run import process, rebuild
 from ..run.registry import native_backtrace
 from ..run.types import RunResult
@@ -62,6 +66,12 @@ class Evidence(Protocol):
 
     def fakecheck(self, result: RunResult) -> FakeCheck:
         """The custom ops' fake functions against the real ops, as the hook checked them in a FAKECHECK run."""
+
+    def eager_walk(self, result: RunResult) -> EagerWalk:
+        """The tensors a level-1 run saved around each launch against eager values, as the hook compared them."""
+
+    def kernel_information(self, graph: wrapper.WrapperGraph) -> dict[str, KernelInfo]:
+        """Inductor's provenance of the compile that generated `graph` ({} where it recorded none)."""
 
     def package(self, result: RunResult) -> Optional[PackageFacts]:
         """What the last package the run loaded needs (None: the hook saw no load of a package file)."""
@@ -129,7 +139,12 @@ class RunEvidence:
                     copies = list(json.load(f).values())
             except (OSError, ValueError):
                 pass
-        return [os.path.join(result.cache_dir, "inductor"),
+        # A run served from its flag set's package (reuse) compiled nothing in its own slot's cache: the compile
+        # that built the package left its sources in the key's first slot or its snapshot.
+        base = re.sub(r"\.slot\d+$", "", result.cache_dir)
+        caches = dict.fromkeys([result.cache_dir, base, base + ".warm",
+                                *sorted(glob.glob(glob.escape(base) + ".slot*"))])
+        return [*(os.path.join(c, "inductor") for c in caches),
                 *(os.path.join(os.path.dirname(c), "sources") for c in copies)]
 
     def package_device(self, path: str) -> Optional[str]:
@@ -157,6 +172,12 @@ class RunEvidence:
 
     def fakecheck(self, result: RunResult) -> FakeCheck:
         return read_fakecheck(result.run_dir)
+
+    def eager_walk(self, result: RunResult) -> EagerWalk:
+        return read_eager_walk(result.run_dir)
+
+    def kernel_information(self, graph: wrapper.WrapperGraph) -> dict[str, KernelInfo]:
+        return read_kernel_information(graph.path) if graph.path else {}
 
     def package(self, result: RunResult) -> Optional[PackageFacts]:
         loads = [e for e in read_hook(result.run_dir).events if not e.compiled and e.path]

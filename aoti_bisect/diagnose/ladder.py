@@ -13,10 +13,12 @@ from typing import Callable, Optional
 from ..aoti import checks, flags, reinstrument, wrapper
 from ..aoti.fakecheck import no_mismatch
 from ..aoti.hook_record import PackageEvent
+from ..aoti.provenance import SourceMap
 from ..run.checkers import Checker, Missing
 from ..run.types import RunBatch, RunResult, RunSpec, Signature
 from ..stats import DEFAULT_MAX_RUNS, Rate, baseline_should_stop, fisher_exact, runs_to_observe
 from .advice import next_steps
+from .eagerwalk import walk_eager
 from .evidence import Evidence
 from ..verdict import Verdict
 from .findings import Culprit, Findings, Stage
@@ -146,7 +148,8 @@ class Ladder:
             return self._skip_rest(out, f"the failure is in the {sig.phase} phase: no kernel runs, so the "
                                         "runtime ladder cannot localise it")
         for name, step in (("sanity", self.sanity), ("determinism", self.determinism), ("trace", self.trace),
-                           ("fakecheck", self.fakecheck), ("memcheck", self.memcheck), ("inspect", self.inspect)):
+                           ("fakecheck", self.fakecheck), ("memcheck", self.memcheck), ("inspect", self.inspect),
+                           ("eager", self.eager)):
             if any(s.name == name for s in self.stages):
                 continue  # un-masking ran it already
             if name not in self.opt.stages:
@@ -464,6 +467,30 @@ class Ladder:
         out.culprit = culprit
         if inspect_stages:
             inspect_stages[-1].finding += "; " + (culprit.evidence[-1] if culprit.evidence else "")
+
+    def eager(self, out: Findings) -> None:
+        """A wrong but finite output: no NaN or bad index marks where it went wrong, so the package's every
+        saved tensor is held against the exported program run eagerly on the failing call's inputs."""
+        graph = self._graph(self.trace_stage)
+        sig = out.signature
+        why = ("no generated wrapper to walk" if graph is None else
+               "the trace stage did not reproduce the failure" if not self.trace_stage.failures else
+               "a launch never finished: the fault is not a wrong value" if self.suspect else
+               f"a {sig.kind} is not a wrong value" if sig and sig.kind in FAULT_KINDS else None)
+        if why:
+            self.stages.append(Stage("eager", {}, skipped=why))
+            return
+        stage = self._run_until_seen(Stage("eager", dict(flags.EAGER)))
+        walks = [(r, self.evidence.eager_walk(r)) for r in stage.failures or stage.results]
+        run, seen = next(((r, w) for r, w in walks if w.status == "differs"), walks[0])
+        compiled = self._graph(stage) or graph
+        sources = SourceMap(self.evidence.kernel_information(compiled), {})
+        culprit = walk_eager(compiled, seen, lambda l: sources.origin(l.name, l.handle, l.source_nodes).nodes)
+        stage.finding = culprit.summary or culprit.evidence[0]
+        if culprit.kind == "unknown" and out.culprit is not None:
+            out.culprit.evidence.extend(culprit.evidence)
+            return
+        out.culprit = culprit
 
     # -- helpers ---------------------------------------------------------------------------------
     def _graph(self, stage: Optional[Stage]) -> Optional[wrapper.WrapperGraph]:

@@ -16,6 +16,8 @@ earlier one). Tensors over MAX_BYTES in all (AOTI_BISECT_MAX_CAPTURE_MB, default
 `torch.export.load(program.pt2).module()(*inputs["args"], **inputs["kwargs"])` against outputs["outputs"], in
 a process that registered the same custom ops (the repro's own imports).
 
+AOTI_BISECT_EAGER_WALK=1 compares every tensor a level-1 wrapper saved with eager values (eagerwalk.py).
+
 AOTI_BISECT_FAKECHECK=1 checks the custom ops' fake functions on each call's inputs before the package runs
 (fakecheck.py), into <run folder>/fakecheck.json, and compares the package's outputs of that call with the
 eager run's, into <run folder>/differential.json.
@@ -27,14 +29,14 @@ import os
 import sys
 import weakref
 
-from . import fakecheck
+from . import eagerwalk, fakecheck
 
 CAPTURE_ENV = "AOTI_BISECT_CAPTURE"
 CHECK_ENV = "AOTI_BISECT_FAKECHECK"
 MAX_MB_ENV = "AOTI_BISECT_MAX_CAPTURE_MB"
 SCHEMA_VERSION = 1
 
-_state = {"program": None, "calls": 0, "manifest": None, "eager": None}
+_state = {"program": None, "calls": 0, "manifest": None, "eager": None, "walk": None}
 _programs = {}  # package realpath -> the ExportedProgram compiled into it
 _models = weakref.WeakKeyDictionary()  # loaded model -> its package's realpath
 
@@ -44,7 +46,7 @@ def _on(name):
 
 
 def enabled():
-    return _on(CAPTURE_ENV) or _on(CHECK_ENV)
+    return _on(CAPTURE_ENV) or _on(CHECK_ENV) or eagerwalk.enabled()
 
 
 def run_folder():
@@ -181,7 +183,7 @@ def _guard(fn):
 def _before_call(model, args, kwargs):
     call = _state["calls"]
     # An earlier call that raised never reached _after_call: its eager outputs are not this call's reference.
-    _state["calls"], _state["eager"] = call + 1, None
+    _state["calls"], _state["eager"], _state["walk"] = call + 1, None, None
     if _on(CAPTURE_ENV):
         name, problem = _save("inputs.pt", {"call": call, "args": list(args), "kwargs": dict(kwargs)},
                               f"the inputs of call {call}")
@@ -190,14 +192,19 @@ def _before_call(model, args, kwargs):
     if _on(CHECK_ENV):
         _state["eager"] = fakecheck.check_call(_program_for(model), args, kwargs, call,
                                                os.path.join(run_folder(), fakecheck.RESULT))
+    _state["walk"] = eagerwalk.before_call(_program_for(model), args, kwargs, call, max_bytes())
 
 
 @_guard
 def _after_call(result):
     call = _state["calls"] - 1
     eager, _state["eager"] = _state["eager"], None
+    walk, _state["walk"] = _state["walk"], None
+    if walk is not None:
+        eagerwalk.after_call(walk, result, call, os.path.join(run_folder(), eagerwalk.RESULT))
     if eager is not None:
-        fakecheck.write_differential(eager, result, call, os.path.join(run_folder(), fakecheck.DIFFERENTIAL))
+        fakecheck.write_json(os.path.join(run_folder(), fakecheck.DIFFERENTIAL),
+                             fakecheck.differential(eager, result, call))
     if _on(CAPTURE_ENV):
         name, problem = _save("outputs.pt", {"call": call, "outputs": result}, f"the outputs of call {call}")
         _write_manifest(outputs=name, outputs_problem=problem)

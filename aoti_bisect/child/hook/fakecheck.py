@@ -225,8 +225,8 @@ def _differ(i, eager, package):
     return row
 
 
-def write_differential(eager, outputs, call, path):
-    """Compares the package's outputs of a call with the eager run's on the same inputs; writes `path`."""
+def differential(eager, outputs, call):
+    """The package's outputs of a call against the eager run's on the same inputs (differential.json)."""
     import torch.utils._pytree as pytree
     mine, theirs = pytree.tree_leaves(outputs), pytree.tree_leaves(eager)
     doc = {"schema_version": SCHEMA_VERSION, "call": call, "outputs": [], "problem": None}
@@ -234,4 +234,4 @@ def write_differential(eager, outputs, call, path):
         doc["problem"] = f"eager returns {len(theirs)} outputs, the package {len(mine)}"
     else:
         doc["outputs"] = [_differ(i, e, p) for i, (e, p) in enumerate(zip(theirs, mine))]
-    write_json(path, doc)
+    return doc

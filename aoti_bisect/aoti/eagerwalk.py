@@ -1,0 +1,83 @@
+"""What the hook's eager walk (child/hook/eagerwalk.py) measured in a run, as frozen records. Pure but for
+`read_eager_walk`, which reads a run folder's eager_walk.json; a missing or damaged file gives a record whose
+`problem` says why in one line, never an exception."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .fakecheck import differing_outputs
+
+RESULT = "eager_walk.json"
+MAX_BYTES = 32 << 20
+
+
+@dataclass(frozen=True)
+class Pair:
+    node: str  # the exported program's node (or input, or constant) the saved tensor was compared with
+    max_abs: Optional[float]  # over the elements finite in both; None where none is
+    close: bool  # within the saved tensor's tolerance, NaNs equal
+
+
+@dataclass(frozen=True)
+class Saved:
+    """One tensor the level-1 wrapper saved around a launch, against the eager values of its shape."""
+    shape: tuple[int, ...]
+    dtype: str
+    rtol: float
+    atol: float
+    pairs: tuple[Pair, ...]  # closest first
+    dropped: int = 0  # eager values of its shape left out (only the closest are kept)
+    problem: Optional[str] = None
+
+    def tensor(self) -> str:
+        return f"{list(self.shape)} {self.dtype}"
+
+
+@dataclass(frozen=True)
+class EagerWalk:
+    status: str  # agree | differs | no_program | eager_raised | not_run | missing
+    call: Optional[int] = None  # the compiled model's call (from 0) whose tensors were compared
+    calls: int = 0
+    problem: Optional[str] = None
+    outputs: tuple[str, ...] = ()  # one line per output that differs from eager
+    factor: float = 1.0  # the tolerance's multiple of assert_close's
+    saved: dict[tuple[str, str], Saved] = field(default_factory=dict)  # (before|after, "<kernel>_<arg>")
+
+    def around(self, when: str, kernel: str, arg: str) -> Optional[Saved]:
+        return self.saved.get((when, f"{kernel}_{arg}"))
+
+
+def parse(text: str) -> EagerWalk:
+    try:
+        data = json.loads(text)
+        saved = {}
+        for d in data.get("dumps") or ():
+            pairs = tuple(Pair(str(n), None if m is None else float(m), bool(c)) for n, m, c in d.get("pairs") or ())
+            saved[(str(d["when"]), str(d["stem"]))] = Saved(
+                tuple(int(s) for s in d.get("shape") or ()), str(d.get("dtype")), float(d.get("rtol") or 0.0),
+                float(d.get("atol") or 0.0), pairs, int(d.get("pairs_dropped") or 0), d.get("problem"))
+        problem = "; ".join(p for p in (data.get("problem"), data.get("values_problem")) if p) or None
+        return EagerWalk(str(data["status"]), data.get("call"), int(data.get("calls") or 0), problem,
+                         differing_outputs({"problem": data.get("outputs_problem"), "outputs": data.get("outputs") or []}),
+                         float(data.get("factor") or 1.0),
+                         saved)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        return EagerWalk("missing", problem=f"{RESULT} is damaged: {type(exc).__name__}: {exc}"[:300])
+
+
+def read_eager_walk(run_dir: str) -> EagerWalk:
+    path = os.path.join(run_dir, RESULT)
+    try:
+        with open(path, "rb") as f:
+            blob = f.read(MAX_BYTES + 1)
+    except FileNotFoundError:
+        return EagerWalk("missing", problem="no eager comparison was written: the process never called a compiled "
+                                            "model (it failed before, or ran without the hook)")
+    except OSError as exc:
+        return EagerWalk("missing", problem=f"cannot read {path}: {exc.strerror or exc}")
+    if len(blob) > MAX_BYTES:
+        return EagerWalk("missing", problem=f"{path} is over {MAX_BYTES >> 20} MiB")
+    return parse(blob.decode(errors="replace"))
