@@ -43,9 +43,9 @@ def diagnose_load(sig: Signature, facts: Optional[PackageFacts], fresh: dict, ba
     evidence.append("the package records no torch version (torch 2.13 writes none into a .pt2), so the torch "
                     "that built it cannot be compared" + (f"; this process has torch {fresh['torch']}"
                                                           if fresh.get("torch") else ""))
+    evidence += _toolchain_lines(facts, toolchains) if toolchains else []
     evidence += (["native backtrace (gdb) of the crash, innermost first:", *backtrace] if backtrace else
                  [f"no native backtrace: {no_backtrace}"] if no_backtrace else [])
-    evidence += _toolchain_lines(facts, toolchains) if toolchains else []
     culprit = _named(sig, facts, fresh) or _toolchain(facts, toolchains)
     if culprit is None:
         culprit = Culprit("unknown")
