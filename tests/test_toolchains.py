@@ -3,9 +3,9 @@ each other C++ toolchain on the machine and loaded in a fresh process; the docto
 
 Why a wrapper toolchain models the GPU machine's failure: there, packages built by the image's /opt/gcc g++
 segfaulted while loading, because code of that toolchain's runtime (inlined into the package's library) ran in
-a process whose libstdc++ is the system's. The crashing toolchain here (scenarios/cpu/build_with_crashing_
-toolchain.py) is the system g++ that also links, into every library it builds, an object whose constructor
-raises SIGSEGV: code of the toolchain that crashes the loading process as soon as the library is loaded, with
+a process whose libstdc++ is the system's. The crashing toolchain here
+(scenarios/cpu/build_with_crashing_toolchain.py) is the system g++ that also links, into every library it
+builds, an object whose constructor raises SIGSEGV: code of the toolchain that crashes the loading process as soon as the library is loaded, with
 nothing of the model at fault. The package's own sources rebuilt by /usr/bin/g++ load, as /usr/bin/g++'s did
 there (CXX=g++).
 """
