@@ -24,6 +24,7 @@ from .wrapper import _CALL, split_args
 
 TRACE_LEVEL = 3
 INSPECT_LEVEL = 2
+PLAIN = 0  # a copy as built, for the load doctor's toolchain experiment
 MAX_MEMBER_BYTES = 256 << 20  # a wrapper or kernel source; anything bigger is not one Inductor wrote
 _MODEL_DIR = re.compile(r"^(?P<root>[^/]+)/data/aotinductor/(?P<model>[^/]+)/(?P<file>[^/]+)$")
 _COMMAND = re.compile(r"^// (?P<what>Compile|Link) cmd\n// (?P<cmd>.+)$", re.M)
@@ -126,7 +127,10 @@ def _statements(level: int, when: str, kernel: str, args: list[str], wanted: fro
 
 def instrument(text: str, level: int, kernels: tuple[str, ...] = ()) -> str:
     """The wrapper source with the printer statements of `level` (3: launch markers; 2: tensor statistics of
-    `kernels` and the model inputs) inserted around each launch of run_impl, as Inductor generates them."""
+    `kernels` and the model inputs; 0, the printer off: none) inserted around each launch of run_impl, as
+    Inductor generates them."""
+    if level == PLAIN:
+        return text
     if level not in (TRACE_LEVEL, INSPECT_LEVEL):
         raise ValueError(f"printer level {level}")
     start = text.find("void AOTInductorModel::run_impl(")
@@ -160,6 +164,13 @@ def instrument(text: str, level: int, kernels: tuple[str, ...] = ()) -> str:
 class Commands:
     compile: tuple[str, ...]
     link: tuple[str, ...]
+
+
+def with_compiler(commands: Commands, compiler: Optional[str]) -> Commands:
+    """The commands run by another compiler (its argv[0] only: the flags stay the recorded ones)."""
+    if compiler is None:
+        return commands
+    return Commands((compiler, *commands.compile[1:]), (compiler, *commands.link[1:]))
 
 
 def recorded_commands(source: str, what: str) -> Commands:

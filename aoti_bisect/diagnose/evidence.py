@@ -24,6 +24,7 @@ from ..aoti.package import PackageFacts, read_package
 from ..aoti.provenance import KernelInfo, read_kernel_information
 from ..run import process, rebuild
 from ..run.registry import native_backtrace
+from ..run.toolchains import Experiment
 from ..run.types import RunResult
 
 
@@ -82,6 +83,10 @@ class Evidence(Protocol):
     def backtrace(self, result: RunResult) -> list[str]:
         """The native frames of a run made under the debugger (none: it did not crash there)."""
 
+    def toolchains(self, package: str) -> Experiment:
+        """A package that crashes while loading, rebuilt by each other C++ toolchain here and loaded
+        (run/toolchains.py)."""
+
 
 class RunEvidence:
     """Reads a real run's log and its compile cache. Runs of one flag set share one cache: each cache's
@@ -89,7 +94,8 @@ class RunEvidence:
 
     def __init__(self, prebuilt_dir: str = "", env: Optional[dict[str, str]] = None,
                  cancel: Optional[process.Cancel] = None, say: Callable[[str], None] = lambda line: None,
-                 fresh: Callable[[tuple[str, ...]], dict] = lambda ops: {"error": "not asked"}) -> None:
+                 fresh: Callable[[tuple[str, ...]], dict] = lambda ops: {"error": "not asked"},
+                 rebuilt: Callable[[str], Experiment] = lambda path: Experiment(skipped="not asked")) -> None:
         self._graphs: dict[str, Optional[wrapper.WrapperGraph]] = {}
         self.prebuilt_dir = prebuilt_dir  # where instrumented copies are built: inside the run directory
         self.env = dict(os.environ if env is None else env)
@@ -97,6 +103,7 @@ class RunEvidence:
         self._copies: dict[str, rebuild.Copy] = {}
         self.say = say
         self._fresh = fresh
+        self._rebuilt = rebuilt
 
     def sanity(self, result: RunResult) -> Optional[checks.InputRejected | checks.NanAssert]:
         return checks.sanity_hit(read_log(result.log_path))
@@ -188,3 +195,7 @@ class RunEvidence:
 
     def backtrace(self, result: RunResult) -> list[str]:
         return native_backtrace(read_log(result.log_path))
+
+    def toolchains(self, package: str) -> Experiment:
+        self.say(f"aoti-bisect: rebuilding {package} with the other C++ toolchains here and loading each copy")
+        return self._rebuilt(package)

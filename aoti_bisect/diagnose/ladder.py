@@ -219,7 +219,9 @@ class Ladder:
         trace = self.evidence.backtrace(run) if run and prefix else []
         if prefix and not trace:
             no_trace = "the run did not crash under gdb"
-        out.culprit = diagnose_load(sig, facts, fresh, trace, None if trace else no_trace)
+        toolchains = (self.evidence.toolchains(facts.path) if facts and not facts.problem and sig.kind in CRASHES
+                      else None)
+        out.culprit = diagnose_load(sig, facts, fresh, trace, None if trace else no_trace, toolchains)
         stage.finding = out.culprit.summary or out.culprit.evidence[0]
         if out.culprit.kind != "unknown":
             out.summary += f"; {out.culprit.summary}"

@@ -2,16 +2,20 @@
 
 The experiments (run by the ladder through run_batch and Evidence): the package's own facts (the custom ops
 its proxy executor calls, the device and CPU ISA it was compiled for, the compiler that built it), what a
-fresh process of the repro's interpreter registers and loads, and a native backtrace of a crash under gdb.
-This module only decides what they show.
+fresh process of the repro's interpreter registers and loads, a native backtrace of a crash under gdb, and for a
+crash, copies rebuilt by the machine's other C++ toolchains (run/toolchains.py). This module only decides what
+they show.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from ..aoti.package import PackageFacts
 from ..run.types import Signature
 from .findings import Culprit
+
+if TYPE_CHECKING:  # a record only: the experiment's processes stay out of the decision
+    from ..run.toolchains import Experiment
 
 CRASHES = ("segfault", "abort", "crash")
 # torch.backends.cpu.get_cpu_capability() names, weakest first; a package compiled for a later one runs
@@ -20,8 +24,9 @@ _ISA_ORDER = ("DEFAULT", "VSX", "ZVECTOR", "SVE256", "AVX2", "AVX512")
 
 
 def diagnose_load(sig: Signature, facts: Optional[PackageFacts], fresh: dict, backtrace: list[str],
-                  no_backtrace: Optional[str]) -> Culprit:
-    """`fresh`: child/registry.py's answer for facts.custom_ops; `no_backtrace`: why there is none, if none."""
+                  no_backtrace: Optional[str], toolchains: Optional[Experiment] = None) -> Culprit:
+    """`fresh`: child/registry.py's answer for facts.custom_ops; `no_backtrace`: why there is none, if none;
+    `toolchains`: the rebuilds by other toolchains (None: not tried, the load did not crash)."""
     if facts is None:
         return Culprit("unknown", evidence=[
             "the hooked run recorded no package load (the repro loads its package some other way than "
@@ -38,13 +43,17 @@ def diagnose_load(sig: Signature, facts: Optional[PackageFacts], fresh: dict, ba
     evidence.append("the package records no torch version (torch 2.13 writes none into a .pt2), so the torch "
                     "that built it cannot be compared" + (f"; this process has torch {fresh['torch']}"
                                                           if fresh.get("torch") else ""))
+    evidence += _toolchain_lines(facts, toolchains) if toolchains else []
     evidence += (["native backtrace (gdb) of the crash, innermost first:", *backtrace] if backtrace else
                  [f"no native backtrace: {no_backtrace}"] if no_backtrace else [])
-    culprit = _named(sig, facts, fresh)
+    culprit = _named(sig, facts, fresh) or _toolchain(facts, toolchains)
     if culprit is None:
         culprit = Culprit("unknown")
         culprit.summary = ("the package's custom ops are all registered, and its device and CPU ISA match "
                            "this machine: the load failure is none of the causes checked")
+        if toolchains and toolchains.trials:
+            culprit.summary += (f"; rebuilt from its own sources with {_names(toolchains.trials)} it does not "
+                                "load either")
     culprit.evidence = [culprit.summary, *evidence]
     return culprit
 
@@ -75,6 +84,33 @@ def _named(sig: Signature, facts: PackageFacts, fresh: dict) -> Optional[Culprit
                      "its kernels use instructions this machine lacks; recompile here")
         return c
     return None
+
+
+def _toolchain(facts: PackageFacts, toolchains: Optional[Experiment]) -> Optional[Culprit]:
+    good = next((t for t in toolchains.trials if t.loads), None) if toolchains else None
+    if good is None:
+        return None
+    c = Culprit("load_environment")
+    c.summary = (f"the package built by {_builder(facts, toolchains)} crashes while loading; rebuilt from its own "
+                 f"sources with {good.compiler} ({good.version}) it loads: rebuild it with that toolchain "
+                 f"(CXX={good.compiler})")
+    return c
+
+
+def _toolchain_lines(facts: PackageFacts, toolchains: Experiment) -> list[str]:
+    if toolchains.skipped:
+        return [f"no toolchain experiment: {toolchains.skipped}"]
+    return [f"the package (built by {_builder(facts, toolchains)}) rebuilt from its own sources by each other C++ "
+            "toolchain here, each copy loaded in a fresh process:",
+            *(f"{t.compiler} ({t.version}): {t.outcome}" for t in toolchains.trials)]
+
+
+def _builder(facts: PackageFacts, toolchains: Experiment) -> str:
+    return " ".join(filter(None, [toolchains.built_by, facts.compiler and f"({facts.compiler})"])) or "its toolchain"
+
+
+def _names(trials: tuple) -> str:
+    return ", ".join(t.compiler for t in trials)
 
 
 def _package_line(facts: PackageFacts) -> str:

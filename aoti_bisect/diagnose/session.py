@@ -10,7 +10,7 @@ from ..exits import EXIT_INTERNAL, UsageFailure
 from ..report.bundle import keep_repro_script, record_secret_spans
 from ..report.model import Report
 from ..report.redact import Redactor
-from ..run import checkers, process
+from ..run import checkers, process, toolchains
 from ..run.harness import Harness
 from ..run.probe import interpreter_of, probe_environment, relevant_env
 from ..run.registry import debugger, fresh_process
@@ -68,7 +68,10 @@ class Session:
         evidence = RunEvidence(os.path.join(self.run_dir, "prebuilt"), self.harness.base_env, self.harness.cancel,
                                self.progress.say,
                                lambda ops: fresh_process(self.python, ops, os.path.join(self.run_dir, "doctor"),
-                                                         self.harness.base_env, self.harness.cancel))
+                                                         self.harness.base_env, self.harness.cancel),
+                               lambda path: toolchains.experiment(path, self.python,
+                                                                  os.path.join(self.run_dir, "doctor", "toolchains"),
+                                                                  self.harness.base_env, self.harness.cancel))
         ladder = Ladder(self.argv, self._run_batch, evidence, self.options)
         self.progress.say(f"aoti-bisect: run directory {self.run_dir}")
         if self.python_script:

@@ -36,16 +36,17 @@ def copy_key(sha256: str, level: int, kernels: tuple[str, ...]) -> str:
 
 
 def build(original: str, sha256: str, level: int, kernels: tuple[str, ...], folder: str, env: dict[str, str],
-          cancel: Optional[process.Cancel] = None, model: str = "model") -> Copy:
-    """The copy of `original` instrumented at `level` (2 with `kernels` as the filter), built in `folder`."""
+          cancel: Optional[process.Cancel] = None, model: str = "model", compiler: Optional[str] = None) -> Copy:
+    """The copy of `original` instrumented at `level` (2 with `kernels` as the filter; reinstrument.PLAIN: not
+    instrumented), built in `folder` by the recorded compiler or by `compiler`."""
     try:
-        path, sources = _build(original, level, kernels, folder, env, cancel, model)
+        path, sources = _build(original, level, kernels, folder, env, cancel, model, compiler)
     except Unusable as exc:
         return Copy(original, sha256, problem=str(exc))
     return Copy(original, sha256, path, sources)
 
 
-def _build(original, level, kernels, folder, env, cancel, model) -> tuple[str, str]:
+def _build(original, level, kernels, folder, env, cancel, model, compiler) -> tuple[str, str]:
     import zipfile
 
     package = reinstrument.read_package(original, model)
@@ -53,8 +54,9 @@ def _build(original, level, kernels, folder, env, cancel, model) -> tuple[str, s
         wrapper = z.read(package.wrapper).decode(errors="replace")
         kernel = z.read(package.kernel).decode(errors="replace") if package.kernel else None
         so = z.read(package.so)
-    commands = reinstrument.recorded_commands(wrapper, "wrapper source")
-    kernel_commands = reinstrument.recorded_commands(kernel, "kernel source") if kernel is not None else None
+    commands = reinstrument.with_compiler(reinstrument.recorded_commands(wrapper, "wrapper source"), compiler)
+    kernel_commands = (reinstrument.with_compiler(reinstrument.recorded_commands(kernel, "kernel source"), compiler)
+                       if kernel is not None else None)
     weights = reinstrument.weights(so)
     instrumented = reinstrument.instrument(wrapper, level, kernels)
 
@@ -77,8 +79,8 @@ def _build(original, level, kernels, folder, env, cancel, model) -> tuple[str, s
     so_path = stem + ".wrapper.so"
     steps.append(("link", reinstrument.link_command(commands.link, objects, so_path)))
     if shutil.which(compiler, path=env.get("PATH")) is None:
-        raise Unusable(f"the package's recorded compiler {compiler} is not on PATH: install it (or put it on "
-                       "PATH) to re-instrument the package")
+        raise Unusable(f"the compiler {compiler} (the package's recorded one, unless another was asked for) is "
+                       "not on PATH: install it (or put it on PATH) to rebuild the package")
     for what, argv in steps:
         missing = reinstrument.missing_paths(argv)
         if missing:
