@@ -59,8 +59,7 @@ def parse(text: str) -> EagerWalk:
             saved[(str(d["when"]), str(d["stem"]))] = Saved(
                 tuple(int(s) for s in d.get("shape") or ()), str(d.get("dtype")), float(d.get("rtol") or 0.0),
                 float(d.get("atol") or 0.0), pairs, int(d.get("pairs_dropped") or 0), d.get("problem"))
-        problem = "; ".join(p for p in (data.get("problem"), data.get("values_problem")) if p) or None
-        return EagerWalk(str(data["status"]), data.get("call"), int(data.get("calls") or 0), problem,
+        return EagerWalk(str(data["status"]), data.get("call"), int(data.get("calls") or 0), data.get("problem"),
                          differing_outputs({"problem": data.get("outputs_problem"), "outputs": data.get("outputs") or []}),
                          float(data.get("factor") or 1.0),
                          saved)

@@ -13,7 +13,7 @@ eager_walk.json in the run folder (rewritten after each call):
   {"schema_version": 1, "status": "agree" | "differs" | "no_program" | "eager_raised" | "not_run",
    "calls": k, "call": n | null, "problem": str | null, "factor": F, "outputs": [fakecheck's differential rows],
    "outputs_problem": str | null (the differential's own problem: eager and the package return unlike trees),
-   "values": count of eager values kept, "values_problem": str | null,
+   "values": count of eager values kept,
    "dumps": [{"when": "before" | "after", "stem": "<kernel>_<arg>", "device": "cpu", "shape": [...],
               "dtype": "float32", "rtol": r, "atol": a, "pairs": [[node, max_abs | null, close], ...],
               "pairs_dropped": j, "problem": str | null}]}
@@ -89,14 +89,16 @@ def _interpreter_class():
 
 
 def before_call(ep, args, kwargs, call, budget):
-    """The eager run of this call: (its outputs, {node: value}, problem), or None when not wanted."""
+    """The eager run of this call, {"status", "outputs", "values", "problem"}, or None when not wanted."""
     if not enabled() or _state["kept"] or call >= MAX_CALLS:
         return None
     _clear()
     if ep is None:
-        return None, {}, "the process compiled no program itself (a prebuilt package): nothing to run eagerly"
+        return {"status": "no_program", "outputs": None, "values": {}, "problem": (
+            "the process compiled no program itself (a prebuilt package): nothing to run eagerly")}
     if kwargs:
-        return None, {}, "the compiled model was called with keyword arguments; the eager walk maps positional ones"
+        return {"status": "not_run", "outputs": None, "values": {}, "problem": (
+            "the compiled model was called with keyword arguments; the eager walk maps positional ones")}
     import torch
     import torch.utils._pytree as pytree
     clones = pytree.tree_map_only(torch.Tensor, lambda t: t.detach().clone(), list(args))
@@ -106,29 +108,25 @@ def before_call(ep, args, kwargs, call, budget):
         with torch.random.fork_rng(devices=devices), torch.no_grad():
             outputs = recorder.run(*clones)
     except Exception as exc:
-        return None, recorder.values, f"the program raised when run eagerly: {fakecheck._error(exc)}"
-    problem = (f"{recorder.dropped} eager values were not kept: over the capture cap" if recorder.dropped else None)
-    return outputs, recorder.values, problem
+        return {"status": "eager_raised", "outputs": None, "values": recorder.values,
+                "problem": f"the program raised when run eagerly: {fakecheck._error(exc)}"}
+    return {"status": None, "outputs": outputs, "values": recorder.values, "problem": (
+        f"{recorder.dropped} eager values were not kept: over the capture cap" if recorder.dropped else None)}
 
 
 def after_call(eager, result, call, path):
     """Compares the call's outputs with eager's; on the first call that differs, every saved tensor too."""
-    outputs, values, problem = eager
-    doc = {"schema_version": SCHEMA_VERSION, "status": "not_run", "calls": call + 1, "call": None,
-           "problem": problem, "factor": FACTOR, "outputs": [], "values": len(values), "values_problem": None,
-           "dumps": []}
-    if outputs is None:
-        doc["status"] = "no_program" if not values and problem and "prebuilt" in problem else "eager_raised"
-        _clear()
-        fakecheck.write_json(path, doc)
-        return
-    differential = fakecheck.differential(outputs, result, call)
-    doc.update(outputs=differential["outputs"], outputs_problem=differential["problem"], call=call)
-    differs = bool(differential["problem"]) or not all(row["close"] for row in differential["outputs"])
-    doc["status"] = "differs" if differs else "agree"
-    if differs:
-        _state["kept"] = True
-        doc["dumps"] = [_compare(*found, values) for found in _dump_files()]
+    doc = {"schema_version": SCHEMA_VERSION, "status": eager["status"], "calls": call + 1, "call": None,
+           "problem": eager["problem"], "factor": FACTOR, "outputs": [], "outputs_problem": None,
+           "values": len(eager["values"]), "dumps": []}
+    if eager["status"] is None:
+        differential = fakecheck.differential(eager["outputs"], result, call)
+        doc.update(outputs=differential["outputs"], outputs_problem=differential["problem"], call=call)
+        differs = bool(differential["problem"]) or not all(row["close"] for row in differential["outputs"])
+        doc["status"] = "differs" if differs else "agree"
+        if differs:
+            _state["kept"] = True
+            doc["dumps"] = [_compare(*found, eager["values"]) for found in _dump_files()]
     _clear()
     fakecheck.write_json(path, doc)
 
