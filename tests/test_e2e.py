@@ -4,7 +4,8 @@ The scenarios run in two lanes at once, each one `scenarios check` with its own 
 cache is never written by two at once); the one that needs the memory checker (a single valgrind run takes
 minutes on one core) starts the second lane. Three at once on 2 cores pushed cold builds past the hang and
 load-error scenarios' timeouts (seen 2026-11-23). Scenarios in HEAVY prove again what a default one proves
-(the source line, a NaN constant): `python -m pytest -q -m heavy tests/test_e2e.py` runs them.
+(the source line, a NaN constant, the toolchain experiment): `python -m pytest -q -m heavy tests/test_e2e.py`
+runs them.
 """
 import json
 import os
@@ -19,8 +20,9 @@ from aoti_bisect.scenarios import load_manifest
 pytestmark = pytest.mark.slow
 
 CPU = [s for s in load_manifest() if s.device == "cpu"]
-# nan_after_matmul checks its source line too; prebuilt_nan_constant convicts a NaN constant as nan_constant does.
-HEAVY = ["nan_source_line", "nan_constant"]
+# nan_after_matmul checks its source line too; prebuilt_nan_constant convicts a NaN constant as nan_constant does;
+# tests/test_toolchains.py runs the toolchain experiment of crashing_toolchain on a real package.
+HEAVY = ["nan_source_line", "nan_constant", "crashing_toolchain"]
 PLAIN = [s.name for s in CPU if not s.sanitize and s.name not in HEAVY]
 CHECKED = [s.name for s in CPU if s.sanitize]
 
