@@ -16,13 +16,16 @@ from ..aoti.eagerwalk import EagerWalk, Saved
 from ..aoti.wrapper import Launch, WrapperGraph
 from .findings import Culprit, constant_phrase, input_phrase
 
+MAX_NAMED = 4
+
 
 @dataclass(frozen=True)
 class Judged:
     state: str  # agrees | differs | unjudged
-    node: Optional[str] = None  # the eager value it equals, or the one it was held against
+    node: Optional[str] = None  # the eager value it equals, or the nearest it was held against
     max_abs: Optional[float] = None
     saved: Optional[Saved] = None
+    others: tuple[tuple[str, Optional[float]], ...] = ()  # the other eager values it was held against
 
     def describe(self, var: str) -> str:
         s = self.saved
@@ -30,9 +33,9 @@ class Judged:
         if self.state == "agrees":
             return f"{tensor} = eager `{self.node}`" + (f" (max |diff| {self.max_abs:.3g})" if self.max_abs else "")
         if self.state == "differs":
-            by = "?" if self.max_abs is None else f"{self.max_abs:.4g}"
-            return (f"{tensor} differs from eager `{self.node}` by up to {by} (tolerance rtol {s.rtol:g}, "
-                    f"atol {s.atol:g})")
+            by = ", ".join(f"`{n}` by up to {'?' if d is None else f'{d:.4g}'}"
+                           for n, d in ((self.node, self.max_abs), *self.others))
+            return f"{tensor} differs from eager {by} (tolerance rtol {s.rtol:g}, atol {s.atol:g})"
         return f"{tensor} (not compared: {s.problem if s and s.problem else 'no eager value of its shape'})"
 
 
@@ -43,8 +46,11 @@ def judge(saved: Optional[Saved], nodes: tuple[str, ...]) -> Judged:
     named = [p for p in saved.pairs if p.node in nodes]
     if named:
         hit = next((p for p in named if p.close), None)
-        best = hit or named[0]
-        return Judged("agrees" if hit else "differs", best.node, best.max_abs, saved)
+        if hit:
+            return Judged("agrees", hit.node, hit.max_abs, saved)
+        # Which of the kernel's nodes this buffer holds is not recorded: each one it was held against is said.
+        return Judged("differs", named[0].node, named[0].max_abs, saved,
+                      tuple((p.node, p.max_abs) for p in named[1:MAX_NAMED]))
     equal = next((p for p in saved.pairs if p.close), None)
     if equal is not None:
         return Judged("agrees", equal.node, equal.max_abs, saved)
