@@ -126,12 +126,13 @@ def after_call(eager, result, call, path):
         doc["status"] = "differs" if differs else "agree"
         if differs:
             _state["kept"] = True
-            doc["dumps"] = [_compare(*found, eager["values"]) for found in _dump_files()]
+            as_double = {}  # each eager value on the CPU in float64, made once for every saved tensor of its shape
+            doc["dumps"] = [_compare(*found, eager["values"], as_double) for found in _dump_files()]
     _clear()
     fakecheck.write_json(path, doc)
 
 
-def _compare(path, when, stem, device, values):
+def _compare(path, when, stem, device, values, as_double):
     import torch
     from torch.testing._comparison import default_tolerances
     row = {"when": when, "stem": stem, "device": device, "shape": None, "dtype": None, "rtol": None,
@@ -148,10 +149,13 @@ def _compare(path, when, stem, device, values):
     rtol, atol = rtol * FACTOR, atol * FACTOR
     row.update(shape=list(saved.shape), dtype=str(saved.dtype).replace("torch.", ""), rtol=rtol, atol=atol)
     pairs = []
+    a = saved.double()
     for name, value in values.items():
         if value.shape != saved.shape or value.is_floating_point() != saved.is_floating_point():
             continue
-        a, b = saved.double(), value.detach().to("cpu").double()
+        if name not in as_double:
+            as_double[name] = value.detach().to("cpu").double()
+        b = as_double[name]
         close = bool(torch.isclose(a, b, rtol, atol, equal_nan=True).all())
         both = torch.isfinite(a) & torch.isfinite(b)
         max_abs = float((a[both] - b[both]).abs().max()) if both.any() else None
