@@ -483,8 +483,8 @@ class Ladder:
             self.stages.append(Stage("eager", {}, skipped=why))
             return
         stage = self._run_until_seen(Stage("eager", dict(flags.EAGER)))
-        walks = [(r, self.evidence.eager_walk(r)) for r in stage.failures or stage.results]
-        run, seen = next(((r, w) for r, w in walks if w.status == "differs"), walks[0])
+        walks = [self.evidence.eager_walk(r) for r in stage.failures or stage.results]
+        seen = next((w for w in walks if w.status == "differs"), walks[0])
         compiled = self._graph(stage) or graph
         sources = SourceMap(self.evidence.kernel_information(compiled), {})
         culprit = walk_eager(compiled, seen, lambda l: sources.origin(l.name, l.handle, l.source_nodes).nodes)
