@@ -143,12 +143,16 @@ def test_submitit_night_with_a_cancelled_task_says_which_shard(slurm, tmp_path, 
                             "--db", "h.sqlite3", "--json"], cwd=tmp_path, env={**os.environ, **env},
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
+        # Shard 1 is running once its record exists and squeue lists its task; under load (the full suite on
+        # 2 cores) submitit and Slurm took over a minute to get there.
         record = tmp_path / "night" / "records" / "shard-1-of-2.jsonl"
-        deadline = time.monotonic() + 60
-        while not record.exists() and time.monotonic() < deadline:
+        deadline = time.monotonic() + 240
+        task = None
+        while task is None and time.monotonic() < deadline:
+            array = slurm.run("squeue", "-h", "-r", "-o", "%i").stdout.split() if record.exists() else []
+            task = next((t for t in array if t.endswith("_1")), None)
             time.sleep(0.5)
-        array = slurm.run("squeue", "-h", "-r", "-o", "%i").stdout.split()
-        task = next(t for t in array if t.endswith("_1"))
+        assert task is not None, "shard 1's array task never ran"
         assert slurm.run("scancel", task).returncode == 0
         out, err = job.communicate(timeout=90)
     finally:
