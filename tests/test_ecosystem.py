@@ -271,3 +271,13 @@ def test_the_readmes_torchrun_example_runs(tmp_path):
     out = _tool("--cmd", "torchrun --nproc-per-node 1 repro.py", "--runs", "1", "--stages", "baseline", "--json",
                 "--out", str(tmp_path / "o"), cwd=tmp_path)
     assert out.returncode == 0 and json.loads(out.stdout)["verdict"] == "not_reproduced", out.stderr
+
+
+def test_a_garbled_probe_answer_is_a_probe_error_not_a_crash(tmp_path):
+    # Two probes appending to one log once left both answers on one line (shards of a night in one folder).
+    from aoti_bisect.run.probe import probe_environment
+    twice = tmp_path / "twice"
+    twice.write_text("#!/bin/sh\nprintf 'AOTI_BISECT_PROBE {\"torch\": 1}AOTI_BISECT_PROBE {\"torch\": 1}\\n'\n")
+    twice.chmod(0o755)
+    got = probe_environment(str(twice), str(tmp_path / "probe"), dict(os.environ))
+    assert got["probe_error"].startswith(f"a garbled answer from {twice}"), got

@@ -52,6 +52,8 @@ def test_shards_merged_equal_one_unsharded_night(tmp_path):
     assert s0.returncode == 0 and s1.returncode == 0, s0.stderr + s1.stderr
     assert not (tmp_path / "unused.sqlite3").exists(), "a shard must not judge"
     assert (tmp_path / "s0" / "records" / "shard-1-of-2.jsonl").is_file()
+    # Shards sharing a folder may run at once: each probes its environment into its own log.
+    assert all((tmp_path / "s0" / f"shard-{i}" / "probe" / "environment.log").is_file() for i in (0, 1))
     # Shards may share one folder (a shared disk), but a shard cannot be run twice into it.
     again = nightly(tmp_path, set_path, "s0", "--runs", "12", "--shard", "0/2", "--batch", "b1")
     assert again.returncode == 2 and "already holds this night's records" in again.stderr

@@ -136,23 +136,26 @@ def test_cancelled_array_task_leaves_the_night_unjudged_until_asked(slurm, tmp_p
 def test_submitit_night_with_a_cancelled_task_says_which_shard(slurm, tmp_path, env):
     """Without accounting (sacct) submitit never learns that a killed task ended; the executor reads squeue."""
     slow = tmp_path / "slow.py"
-    slow.write_text("import os, time\nif int(os.environ['AOTI_BISECT_RUN_INDEX']) % 2: time.sleep(120)\n")
+    # An odd run index marks that it started, then outlasts the repro's timeout: shard 1 runs only those.
+    slow.write_text(f"import os, pathlib, time\ni = int(os.environ['AOTI_BISECT_RUN_INDEX'])\nif i % 2:\n"
+                    f"    pathlib.Path({str(tmp_path)!r}, f'started-{{i}}').touch()\n    time.sleep(120)\n")
     set_path = manifest(tmp_path / "set.toml", {"slow": (str(slow), [])})
     job = subprocess.Popen([sys.executable, "-m", "aoti_bisect", "nightly", set_path, "--runs", "4", "--jobs", "1",
                             "--executor", "submitit", "--cluster", "slurm", "--shards", "2", "--out", "night",
                             "--db", "h.sqlite3", "--json"], cwd=tmp_path, env={**os.environ, **env},
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        # Shard 1 is running once its record exists and squeue lists its task; under load (the full suite on
-        # 2 cores) submitit and Slurm took over a minute to get there.
-        record = tmp_path / "night" / "records" / "shard-1-of-2.jsonl"
-        deadline = time.monotonic() + 240
+        # Shard 1 is running once one of its runs has started. No fixed wait fits every load: alone this takes
+        # seconds, under the full suite on 2 cores it once took minutes, so the deadline is generous and
+        # the loop ends at once if the night itself exits.
+        deadline = time.monotonic() + 480
         task = None
-        while task is None and time.monotonic() < deadline:
-            array = slurm.run("squeue", "-h", "-r", "-o", "%i").stdout.split() if record.exists() else []
-            task = next((t for t in array if t.endswith("_1")), None)
+        while task is None and job.poll() is None and time.monotonic() < deadline:
+            if list(tmp_path.glob("started-*")):
+                array = slurm.run("squeue", "-h", "-r", "-o", "%i").stdout.split()
+                task = next((t for t in array if t.endswith("_1")), None)
             time.sleep(0.5)
-        assert task is not None, "shard 1's array task never ran"
+        assert task is not None, started_or_why(slurm, tmp_path, job)
         assert slurm.run("scancel", task).returncode == 0
         out, err = job.communicate(timeout=90)
     finally:
@@ -170,6 +173,17 @@ def test_submitit_night_with_a_cancelled_task_says_which_shard(slurm, tmp_path, 
     assert partial.returncode in (0, 1), partial.stderr
     data = json.loads(partial.stdout)
     assert not data["complete"] and data["repros"][0]["rate"]["runs"] >= 2
+
+
+def started_or_why(slurm, tmp_path, job):
+    """Why shard 1 was never seen running: the night's own end, the queue, Slurm's logs, submitit's logs."""
+    lines = ["shard 1's array task was never seen running"]
+    if job.poll() is not None:
+        out, err = job.communicate()
+        lines += [f"the night exited {job.returncode}:", err[-3000:]]
+    lines += [slurm.run("squeue", "-r", "--states=all").stdout, slurm.logs()]
+    lines += [f"== {p}\n{p.read_text(errors='replace')[-1500:]}" for p in sorted(tmp_path.glob("night/submitit/*/*.err"))]
+    return "\n".join(lines)
 
 
 @on_slurm

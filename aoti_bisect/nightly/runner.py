@@ -127,15 +127,16 @@ def run_set(repros: list[Repro], plan: Plan, run_batch: RunBatch, writer: Record
 def run_records(repros: list[Repro], plan: Plan, set_path: str, out: str, batch: str, jobs: Optional[int],
                 say: Say, on_run: Callable = lambda r: None) -> str:
     """Runs this host's share of the night; returns its record file. Ctrl-C keeps every finished run."""
-    scratch = os.path.join(out, "probe")
+    # Everything a shard writes besides its record stays inside its own folder: shards of one night may run
+    # at once into one --out (submitit's array, or hosts on a shared disk); a compile cache shared by
+    # concurrent runs is corrupted (see Harness), and a shared probe log tore another shard's answer.
+    folder = os.path.join(out, f"shard-{plan.shard.index}")
+    scratch = os.path.join(folder, "probe")
     os.makedirs(scratch, exist_ok=True)
     os.makedirs(records_dir(out), exist_ok=True)
     gpus = visible_gpus(dict(os.environ), scratch)
     slots = jobs or len(gpus) or os.cpu_count() or 1
-    # The cache stays inside the shard's own folder: shards of one night may run at once into one --out
-    # (submitit's array, or hosts on a shared disk), and a compile cache shared by concurrent runs is
-    # corrupted (see Harness).
-    harness = Harness(os.path.join(out, f"shard-{plan.shard.index}"), jobs=slots,
+    harness = Harness(folder, jobs=slots,
                       gpu_slots=[gpus[i % len(gpus)] for i in range(slots)] if gpus else None)
     probe = probe_environment(repros[0].argv[0], scratch, harness.base_env, harness.cancel)
     header = {"batch": batch, "set": os.path.abspath(set_path), "shard": str(plan.shard), "started": now_iso(),

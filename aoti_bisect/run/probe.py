@@ -55,4 +55,8 @@ def probe_environment(python: Optional[str], probe_dir: str, base_env: dict[str,
     line = next((l for l in read_log(log).splitlines() if l.startswith("AOTI_BISECT_PROBE ")), None)
     if line is None:
         return {"probe_error": f"no answer from {python} (exit {exit.returncode}); see {log}"}
-    return json.loads(line.split(" ", 1)[1])
+    try:
+        return json.loads(line.split(" ", 1)[1])
+    except ValueError:
+        # Seen when two probes shared one log (shards of a night in one folder): one line held both answers.
+        return {"probe_error": f"a garbled answer from {python} (exit {exit.returncode}); see {log}"}
