@@ -265,6 +265,17 @@ def test_every_launch_finished_but_the_process_crashed_points_outside_the_kernel
     assert out.culprit.kind == "outside_instrumented_kernels" and out.culprit.kernel == "bisectlab::fused_norm"
     assert stage(out, "inspect").skipped == "culprit already pinned"
 
+    assert not stage(out, "fakecheck").skipped
+
+
+def test_a_hang_inside_a_custom_op_is_not_run_again_to_check_its_fake():
+    finished = printer.Trace((printer.TraceEvent("aoti_torch_cpu_addmm_out", True),
+                              printer.TraceEvent("cpp_fused_fused_norm_relu_0", True)))
+    world = always(sig("timeout"))
+    _, out = climb(world, Seen("cpu/wrapper_load_error.cpp", trace=finished))
+    assert out.culprit.kind == "outside_instrumented_kernels" and out.culprit.kernel == "bisectlab::fused_norm"
+    assert "hangs inside bisectlab::fused_norm" in stage(out, "fakecheck").skipped and not world.ran("fakecheck")
+
 
 def test_a_trace_that_does_not_reproduce_concludes_nothing():
     world = World(lambda spec: sig("segfault") if spec.stage == "baseline" else None)
