@@ -5,6 +5,7 @@ import json
 import os
 import re
 import sys
+import time
 import tomllib
 from dataclasses import dataclass, field
 from typing import Optional
@@ -171,6 +172,7 @@ def check(scenarios: list[Scenario], run_dir: str, jobs: int = 1, stages: tuple[
         if device == "cpu" and s.device != "cpu":
             continue
         print(f"scenario {s.name}: {s.demonstrates}", file=sys.stderr, flush=True)
+        started = time.monotonic()
         setup_dir = os.path.join(run_dir, "setup", s.name)
         problem = run_setup(s, setup_dir)
         if problem:
@@ -195,7 +197,7 @@ def check(scenarios: list[Scenario], run_dir: str, jobs: int = 1, stages: tuple[
                      f"{_found_culprit(report.get('culprit'))} / {s.expected_culprit()}",
                      f"{r['failures']}/{r['runs']} / {s.rate[0]:.0%}-{s.rate[1]:.0%}"))
         results.append({"name": s.name, "status": "ok" if not problems else "mismatch", "problems": problems,
-                        "run_dir": session.run_dir})
+                        "run_dir": session.run_dir, "seconds": round(time.monotonic() - started, 1)})
         print(f"scenario {s.name}: {'ok' if not problems else 'MISMATCH: ' + '; '.join(problems)}",
               file=sys.stderr, flush=True)
     table = tabulate(rows, headers=["scenario", "device", "status", "verdict (found / expected)",
