@@ -38,7 +38,7 @@ class Saved:
 
 @dataclass(frozen=True)
 class EagerWalk:
-    status: str  # agree | differs | no_program | eager_raised | not_run | missing
+    status: str  # agree | differs | no_program | eager_raised | missing
     call: Optional[int] = None  # the compiled model's call (from 0) whose tensors were compared
     calls: int = 0
     problem: Optional[str] = None

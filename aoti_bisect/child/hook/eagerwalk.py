@@ -10,7 +10,7 @@ Which eager node a kernel's buffer stands for is decided on the aoti_bisect side
 (aoti/eagerwalk.py, diagnose/eagerwalk.py); this side only measures.
 
 eager_walk.json in the run folder (rewritten after each call):
-  {"schema_version": 1, "status": "agree" | "differs" | "no_program" | "eager_raised" | "not_run",
+  {"schema_version": 1, "status": "agree" | "differs" | "no_program" | "eager_raised",
    "calls": k, "call": n | null, "problem": str | null, "factor": F, "outputs": [fakecheck's differential rows],
    "outputs_problem": str | null (the differential's own problem: eager and the package return unlike trees),
    "values": count of eager values kept,
@@ -96,17 +96,20 @@ def before_call(ep, args, kwargs, call, budget):
     if ep is None:
         return {"status": "no_program", "outputs": None, "values": {}, "problem": (
             "the process compiled no program itself (a prebuilt package): nothing to run eagerly")}
-    if kwargs:
-        return {"status": "not_run", "outputs": None, "values": {}, "problem": (
-            "the compiled model was called with keyword arguments; the eager walk maps positional ones")}
     import torch
     import torch.utils._pytree as pytree
-    clones = pytree.tree_map_only(torch.Tensor, lambda t: t.detach().clone(), list(args))
+    clones = pytree.tree_map_only(torch.Tensor, lambda t: t.detach().clone(), (list(args), dict(kwargs)))
     devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
     recorder = _interpreter_class()(ep.module(), budget)
     try:
+        # The graph's placeholders are the leaves of (args, kwargs) with kwargs in the exported signature's
+        # order, whatever order the call gave them in.
+        positional, named = clones
+        if named:
+            from torch.export._tree_utils import reorder_kwargs
+            positional = [*positional, reorder_kwargs(named, ep.call_spec.in_spec)]
         with torch.random.fork_rng(devices=devices), torch.no_grad():
-            outputs = recorder.run(*clones)
+            outputs = recorder.run(*positional)
     except Exception as exc:
         return {"status": "eager_raised", "outputs": None, "values": recorder.values,
                 "problem": f"the program raised when run eagerly: {fakecheck._error(exc)}"}
