@@ -85,6 +85,21 @@ def test_a_repro_that_never_imports_torch_runs_unchanged_and_imports_none(tmp_pa
     assert not os.path.exists(os.path.join(on.run_dir, "hook.json"))
     assert read_hook(on.run_dir).events == ()
 
+    assert read_hook(on.run_dir).loaded and not read_hook(off.run_dir).loaded
+
+
+@pytest.mark.parametrize("flag", ["", "-I", "-E", "-S"])
+def test_a_python_that_ignores_pythonpath_is_said_to_have_run_without_the_hook(tmp_path, write_script, flag):
+    script = write_script("fails.py", "raise SystemExit('the check failed')\n")
+    out = subprocess.run([sys.executable, "-m", "aoti_bisect", "--cmd", f"{sys.executable} {flag} {script}",
+                          "--runs", "1", "--stages", "baseline,sanity", "--out", str(tmp_path / "o"), "--json"],
+                         capture_output=True, text=True, timeout=300)
+    report = json.loads(out.stdout)
+    sanity = next(s for s in report["stages"] if s["name"] == "sanity")
+    assert sanity["runs"] == 1 and read_hook(str(tmp_path / "o" / "runs" / "sanity-001")).loaded == (not flag)
+    said = [s for s in report["next_steps"] if "no run's Python loaded aoti-bisect's in-process hook" in s]
+    assert bool(said) == bool(flag) and ("python -I, -E or -S" in out.stderr) == bool(flag)
+
 
 def test_a_repro_that_imports_torch_but_no_aoti_runs_unchanged(tmp_path, write_script):
     script = write_script("eager.py", """

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
+from ..child.hook import LOADED
 from .constants import ConstantValues, parse_values
 from .provenance import ProgramNode, parse_program
 
@@ -74,6 +75,7 @@ class PackageEvent:
 class HookRecord:
     events: tuple[PackageEvent, ...] = ()
     problems: tuple[str, ...] = ()
+    loaded: bool = False  # a process of the run installed the hook (its marker file exists)
 
 
 def _event(raw: dict) -> PackageEvent:
@@ -122,7 +124,7 @@ def read_hook(run_dir: str) -> HookRecord:
                   if len(blob) > MAX_RECORD_BYTES else parse(blob.decode(errors="replace"), os.path.basename(path)))
         events.extend(record.events)
         problems.extend(record.problems)
-    return HookRecord(tuple(events), tuple(problems))
+    return HookRecord(tuple(events), tuple(problems), os.path.exists(os.path.join(run_dir, LOADED)))
 
 
 @dataclass(frozen=True)

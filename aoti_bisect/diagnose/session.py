@@ -14,7 +14,7 @@ from ..run import checkers, process, toolchains
 from ..run.harness import Harness
 from ..run.probe import interpreter_of, probe_environment, relevant_env
 from ..run.registry import debugger, fresh_process
-from ..run.types import RunResult
+from ..run.types import Outcome, RunResult
 from ..aoti.hook_record import Names, compile_counts, package_rows
 from .evidence import RunEvidence
 from .constants import convict_constants
@@ -23,6 +23,12 @@ from ..stats import DEFAULT_MAX_RUNS
 from .source import locate_findings, source_map, walked_graph
 from ..verdict import Verdict
 from .ladder import Findings, Ladder, Options
+
+
+HOOK_ABSENT = ("no run's Python loaded aoti-bisect's in-process hook (it ignores PYTHONPATH: python -I, -E or -S; or "
+               "the command starts no Python), so the packages were not recorded, package caches at fixed paths "
+               "were not made private to each run, no prebuilt package was instrumented, and custom ops and eager "
+               "were not checked: run the script with a plain `python`")
 
 
 class Session:
@@ -56,6 +62,11 @@ class Session:
         if "torch_error" in self.environment and self.python_script:
             return f"torch is not importable by {self.python}: {self.environment['torch_error']}"
         return None
+
+    def _hook_never_loaded(self, outcome: Findings, hooks: list) -> bool:
+        ran = [h for s, (_, records) in zip(outcome.stages, hooks) for r, h in zip(s.results, records)
+               if self.harness.hooked(r.spec) and r.outcome is not Outcome.INFRA_ERROR]
+        return bool(ran) and not any(h.loaded for h in ran)
 
     def _run_batch(self, specs, on_result, stop) -> None:
         def landed(r: RunResult) -> None:
@@ -102,6 +113,9 @@ class Session:
             self.progress.say(f"aoti-bisect: error: {problem}")
         hooks = [(s.name, [evidence.hook(r) for r in s.results]) for s in outcome.stages]  # a name may repeat
         records = [h for _, stage_records in hooks for h in stage_records]
+        if self._hook_never_loaded(outcome, hooks):
+            outcome.next_steps.append(HOOK_ABSENT)
+            self.progress.say(f"aoti-bisect: {HOOK_ABSENT}")
         name_findings(outcome, Names.of(records))
         graph = walked_graph(outcome, evidence)
         convict_constants(outcome, records, graph, self.argv)

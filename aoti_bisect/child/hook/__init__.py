@@ -11,4 +11,5 @@ import os
 ENV = "AOTI_BISECT_HOOK"
 REUSE_ENV = "AOTI_BISECT_REUSE"  # the flag set's package folder (reuse.py)
 FLAG_SET_ENV = "AOTI_BISECT_FLAG_SET"
+LOADED = "hook.loaded"  # left beside the record when the hook installs: its absence says it never ran
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sitedir")

@@ -20,7 +20,7 @@ import threading
 import time
 import zipfile
 
-from . import capture, constants, provenance, redirect, reuse
+from . import LOADED, capture, constants, provenance, redirect, reuse
 
 ENV = "AOTI_BISECT_HOOK"
 SCHEMA_VERSION = 1
@@ -339,12 +339,18 @@ class _Finder(importlib.abc.MetaPathFinder):
 
 
 def install():
-    """Called by sitecustomize when AOTI_BISECT_HOOK names the record's path; writes nothing until an event."""
+    """Called by sitecustomize when AOTI_BISECT_HOOK names the record's path. Leaves an empty LOADED file beside
+    it, and writes the record itself only at an event."""
     global RECORD
     path = os.environ.get(ENV)
     if not path or RECORD is not None:
         return
     RECORD = Record(os.path.abspath(path))
+    try:
+        # Without it, a run whose Python ignored PYTHONPATH (-I, -E, -S) looks like one that loaded no package.
+        open(os.path.join(os.path.dirname(RECORD.path), LOADED), "a").close()
+    except OSError:
+        pass
     for name in PATCHES:
         if name in sys.modules:
             patch(sys.modules[name])
