@@ -2,9 +2,9 @@
 
 The scenarios run in two lanes at once, each one `scenarios check` with its own folder and cache (a compile
 cache is never written by two at once), balanced by each scenario's measured time. Three at once on 2 cores
-pushed cold builds past the hang and load-error scenarios' timeouts (seen 2026-11-23). Scenarios in HEAVY prove again what a default one proves
-(the source line, a NaN constant, the toolchain experiment): `python -m pytest -q -m heavy tests/test_e2e.py`
-runs them.
+pushed cold builds past the hang and load-error scenarios' timeouts (seen 2026-11-23). Scenarios in HEAVY
+prove again what a default one proves (the source line, a NaN constant, the toolchain experiment):
+`python -m pytest -q -m heavy tests/test_e2e.py` runs them.
 """
 import json
 import os
@@ -33,12 +33,14 @@ COST = {"hang_custom_op": 450, "silent_oob_custom_op": 205, "flaky_custom_op_cra
 
 
 def lanes(valgrind: bool) -> list[list[str]]:
-    """Two lanes of about equal time, longest scenarios first (each lane runs its list in order)."""
+    """Two lanes of about equal time: each scenario, longest first, joins the lane with less so far (a lane
+    then runs its scenarios in the manifest's order)."""
+    cost = lambda name: COST.get(name, 60)  # noqa: E731
     out, load = [[], []], [0, 0]
-    for name in sorted((CHECKED if valgrind else []) + PLAIN, key=lambda n: -COST.get(n, 60)):
+    for name in sorted((CHECKED if valgrind else []) + PLAIN, key=cost, reverse=True):
         lane = load.index(min(load))
         out[lane].append(name)
-        load[lane] += COST.get(name, 60)
+        load[lane] += cost(name)
     return out
 
 

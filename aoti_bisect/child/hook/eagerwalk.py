@@ -98,13 +98,12 @@ def before_call(ep, args, kwargs, call, budget):
             "the process compiled no program itself (a prebuilt package): nothing to run eagerly")}
     import torch
     import torch.utils._pytree as pytree
-    clones = pytree.tree_map_only(torch.Tensor, lambda t: t.detach().clone(), (list(args), dict(kwargs)))
+    positional, named = pytree.tree_map_only(torch.Tensor, lambda t: t.detach().clone(), (list(args), dict(kwargs)))
     devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
     recorder = _interpreter_class()(ep.module(), budget)
     try:
         # The graph's placeholders are the leaves of (args, kwargs) with kwargs in the exported signature's
         # order, whatever order the call gave them in.
-        positional, named = clones
         if named:
             from torch.export._tree_utils import reorder_kwargs
             positional = [*positional, reorder_kwargs(named, ep.call_spec.in_spec)]
