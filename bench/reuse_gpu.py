@@ -19,13 +19,15 @@ and off/on. The machine line names the machine, the date, the load and the torch
 On the lent GPU machine, export CXX=g++ first (see NOTES-gpu.md: the image's /opt/gcc g++ builds packages that
 segfault while loading). About 8 minutes on one H100 for the CUDA set with --skip-off.
 
-Usage: python bench/reuse_gpu.py [--jobs 4] [--skip-off] [--scenarios a,b] [--device cuda|cpu]
+Usage: python bench/reuse_gpu.py [--jobs 4] [--skip-off] [--scenarios a,b] [--device cuda|cpu] [--keep DIR]
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -79,6 +81,19 @@ def floor(runs: list[tuple[str, float, float]], jobs: int) -> float:
     return first + rest / max(1, jobs)
 
 
+def breakdown(runs: list[tuple[str, float, float]]) -> str:
+    """Where the floor's time is: each key's first run, and the median of the others."""
+    seen: dict[str, float] = {}
+    rest = []
+    for key, seconds, _ in runs:
+        if key in seen:
+            rest.append(seconds)
+        else:
+            seen[key] = seconds
+    firsts = ", ".join(f"{s:.0f}" for s in seen.values())
+    return f"first run of each key {firsts} s; other runs median {statistics.median(rest) if rest else 0:.1f} s"
+
+
 def summary(report: dict) -> str:
     counts = [compile_counts(s["name"], [read_hook(os.path.dirname(log)) for log in s["logs"]], True)
               for s in report["stages"]]
@@ -86,7 +101,9 @@ def summary(report: dict) -> str:
     base = report["stages"][0]
     rate = Rate(base["failures"], base["runs"])
     made = f"compiled {compiled}, reused {reused}" if compiled + reused else "runs without the hook, each compiled"
-    return (f"{report['verdict']}; {made}; baseline {rate.failures}/{rate.runs} "
+    isa = (report.get("environment") or {}).get("vec_isa") or {}
+    skipped = f"; vector-ISA check skipped by {isa.get('runs_that_skipped_the_check', 0)} run(s)" if isa else ""
+    return (f"{report['verdict']}; {made}{skipped}; baseline {rate.failures}/{rate.runs} "
             f"failed (95% {rate.ci95[0]:.2f}-{rate.ci95[1]:.2f})")
 
 
@@ -96,17 +113,29 @@ def run(args: argparse.Namespace) -> None:
         sys.exit(f"no {args.device} scenario matches {args.scenarios or 'the manifest'}")
     print(f"jobs {args.jobs}; reuse off {'skipped' if args.skip_off else 'measured'}\n", flush=True)
     for s in chosen:
-        with tempfile.TemporaryDirectory(prefix=f"bench-reuse-{s.name}-") as tmp:
+        with _folder(args.keep, s.name) as tmp:
             on, report = ladder(s, tmp, "all", args.jobs)
             runs = runs_of(report)
             low = floor(runs, args.jobs)
             keys = len({k for k, _, _ in runs})
             print(f"{s.name}: reuse on {on:.1f}s, {len(runs)} runs/{keys} keys; floor {low:.1f}s; "
-                  f"on/floor {on / low:.2f}; {summary(report)}", flush=True)
+                  f"on/floor {on / low:.2f}; {summary(report)}; {breakdown(runs)}", flush=True)
             if not args.skip_off:
                 off, report = ladder(s, tmp, "none", args.jobs)
                 print(f"{s.name}: reuse off {off:.1f}s, {len(runs_of(report))} runs; off/on {off / on:.2f}; "
                       f"off/floor {off / low:.2f}; {summary(report)}", flush=True)
+
+
+@contextlib.contextmanager
+def _folder(keep: str, name: str):
+    """Where one scenario's ladders run: under --keep when given (kept), else a temporary folder."""
+    if not keep:
+        with tempfile.TemporaryDirectory(prefix=f"bench-reuse-{name}-") as tmp:
+            yield tmp
+        return
+    folder = os.path.join(keep, name)
+    os.makedirs(folder, exist_ok=True)
+    yield folder
 
 
 def main() -> None:
@@ -115,6 +144,7 @@ def main() -> None:
     ap.add_argument("--skip-off", action="store_true", help="measure reuse on only")
     ap.add_argument("--scenarios", default="", help="comma-separated names (default: every one of --device)")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--keep", default="", help="keep each ladder's run directory under this folder")
     args = ap.parse_args()
     args.scenarios = [n.strip() for n in args.scenarios.split(",") if n.strip()]
     print(machine(), flush=True)

@@ -197,7 +197,7 @@ def test_the_hook_reader_skips_what_it_cannot_read_with_a_reason(tmp_path, monke
         z.writestr("m/data/aotinductor/model/a.wrapper.so", b"\x7fELF")
         z.writestr("m/data/aotinductor/model/a.wrapper_metadata.json", '{"AOTI_DEVICE_KEY": "cuda"}')
     assert hook_constants.read(None, cuda.read_bytes(), "model", str(tmp_path))["skipped"].startswith(
-        "a cuda package: only CPU packages are read")
+        "a cuda package, and no CUDA device to read it on: AttributeError")
     assert sorted(os.listdir(tmp_path)) == ["cuda.pt2", "empty.pt2", "garbage.pt2"]  # no scratch left behind
 
 
@@ -245,3 +245,8 @@ def test_the_hook_reads_a_real_packages_constants_without_changing_the_run(tmp_p
     assert set(by) == {"proj.weight", "proj.bias"} and load.constant_values.skipped is None
     assert (by["proj.bias"].nan, by["proj.bias"].numel, by["proj.weight"].bad) == (3, 16, False)
     assert not [n for n in os.listdir(on.run_dir) if n.startswith("constants-")]  # the private .so copy is gone
+    # A baseline run that carries the hook only to reuse compiles never opens the second container.
+    reusing = Harness(str(tmp_path / "run-all"), reuse="all")
+    plain = reusing.run(RunSpec((sys.executable, script, package), "baseline", 0, (), 600.0))
+    (load,) = read_hook(plain.run_dir).events
+    assert plain.exit.returncode == 3 and load.constant_values is None

@@ -116,7 +116,7 @@ def package(tmp_path, device="cpu", name="pkg.pt2", sources=True, text=None):
     (lambda t: str(t / "absent.pt2"), "does not exist"),
     (lambda t: _truncated(package(t)), "is not a .pt2 package"),
     (lambda t: _foreign_zip(t), "holds no AOTInductor model named 'model' (not an AOTInductor package)"),
-    (lambda t: package(t, device="cuda"), "for device 'cuda': only CPU packages"),
+    (lambda t: package(t, device="xpu"), "for device 'xpu': only CPU and CUDA packages"),
     (lambda t: package(t, sources=False), "holds no generated wrapper source"),
 ])
 def test_a_package_that_cannot_be_reinstrumented_gets_one_line(tmp_path, make, reason):
@@ -125,7 +125,7 @@ def test_a_package_that_cannot_be_reinstrumented_gets_one_line(tmp_path, make, r
     with pytest.raises(Unusable) as caught:
         reinstrument.read_package(path)
     assert reason in str(caught.value) and "\n" not in str(caught.value)
-    assert reinstrument.device_of(path) == ("cuda" if "cuda" in reason else "cpu" if "wrapper source" in reason
+    assert reinstrument.device_of(path) == ("xpu" if "xpu" in reason else "cpu" if "wrapper source" in reason
                                             else None)
     assert (open(path, "rb").read() if os.path.isfile(path) else None) == before
 
@@ -404,3 +404,28 @@ def test_a_copy_that_cannot_be_built_for_an_inspection_is_said_in_its_finding():
     assert "AOTI_BISECT_REDIRECT" not in inspect.env
     assert inspect.finding.startswith("/pkg/model.pt2 cannot be re-instrumented: rebuilding the package's wrapper")
     assert out.culprit.kernel == KERNELS[0]  # the trace, through its copy, still named it
+
+
+# -- a real CUDA package (built on the lent H100, torch 2.11.0+cu130: scenarios/cuda/NOTES.md §7) -----------------
+
+CUDA_PACKAGE = os.path.join(os.path.dirname(__file__), "data", "cuda-prebuilt-nan.pt2")
+
+
+def test_a_cuda_package_is_rebuilt_from_its_wrapper_and_keeps_its_cubins():
+    package = reinstrument.read_package(CUDA_PACKAGE)
+    assert package.device == "cuda" and package.kernel and package.so.endswith(".wrapper.so")
+    with zipfile.ZipFile(CUDA_PACKAGE) as z:
+        wrapper = z.read(package.wrapper).decode()
+        so = z.read(package.so)
+        cubins = [n for n in z.namelist() if n.endswith(".cubin")]
+    traced = reinstrument.instrument(wrapper, reinstrument.TRACE_LEVEL)
+    assert [line.strip() for line in traced.splitlines() if "_launch: " in line] == [
+        f'printf("[ {when}: {k} ]\\n");' for k in ("triton_poi_fused_add_log_mul_relu_sub_0", "aoti_torch_cuda_mm_out",
+                                                   "triton_poi_fused_mul_tanh_1") for when in ("before_launch", "after_launch")]
+    inspected = reinstrument.instrument(wrapper, reinstrument.INSPECT_LEVEL, ("triton_poi_fused_add_log_mul_relu_sub_0",))
+    assert 'aoti_torch_print_tensor_handle(buf0, "after_launch - triton_poi_fused_add_log_mul_relu_sub_0 - buf0");' \
+        in inspected and "aoti_torch_cuda_mm_out -" not in inspected
+    assert traced.count("loadKernel(") == wrapper.count("loadKernel(") > 0  # the cubins load as they did
+    assert len(cubins) == 2 and reinstrument.weights(so).blob  # the weights come over from the original .so
+    commands = reinstrument.recorded_commands(wrapper, "wrapper source")
+    assert commands.compile[0] == commands.link[0] == "g++" and "-lcuda" in commands.link

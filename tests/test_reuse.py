@@ -15,7 +15,7 @@ import pytest
 
 from aoti_bisect.aoti.hook_record import compile_counts, describe_counts, package_rows, read_hook
 from aoti_bisect.child import hook
-from aoti_bisect.run.harness import Harness, compile_key
+from aoti_bisect.run.harness import VEC_ISA_ANSWER, VEC_ISA_OK, Harness, compile_key
 from aoti_bisect.diagnose.evidence import RunEvidence
 from aoti_bisect.run.types import Outcome, ProcessExit, RunResult, RunSpec
 
@@ -45,7 +45,7 @@ if os.environ.get("FAKE_BACKEND", "1") == "1":
     torch._inductor._aoti_compile_and_package_inner = backend
 if os.environ.get("SET_CONFIG"):
     torch._inductor.config.max_autotune = True  # the repro changes Inductor's config in code
-ep = torch.export.export(M(), (torch.ones(2, 3),))
+ep = torch.export.export(M(), (torch.randn(2, 3) if os.environ.get("RANDOM_EXAMPLE") else torch.ones(2, 3),))
 configs = {"max_autotune_gemm": True} if os.environ.get("INDUCTOR_CONFIGS") else None
 path = os.path.abspath("m.pt2")
 returned = torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=configs)
@@ -87,6 +87,13 @@ def test_a_later_run_of_the_flag_set_reuses_the_first_ones_package(tmp_path, rep
     assert [r["action"] for r in package_rows("baseline", [read_hook(result.run_dir)])] == ["reused"]
     assert describe_counts(compile_counts("baseline", [read_hook(result.run_dir)], True)) == \
         "baseline: 0 of 1 run(s) compiled, 1 reused the flag set's package"
+
+
+def test_example_inputs_drawn_afresh_each_run_still_hit(tmp_path, repro):
+    h = harness(tmp_path, RANDOM_EXAMPLE="1")  # unseeded torch.randn: other values every run, the same program
+    run(h, repro, 0)
+    log, event, _ = run(h, repro, 1)
+    assert "COMPILING" not in log and event.reuse == "reused"
 
 
 def test_another_program_misses(tmp_path, repro):
@@ -249,3 +256,49 @@ def test_a_run_served_from_its_flag_sets_package_finds_the_wrapper_its_key_compi
                     str(tmp_path / "cache" / "7a73aa2576.slot1"))
     graph = RunEvidence().graph(run)
     assert graph is not None and [launch.name for launch in graph.launches][-1] == "cpp_fused__softmax_add_mul_sum_1"
+
+
+def test_the_first_runs_vector_isa_answer_spares_the_later_hooked_runs_the_check(tmp_path, repro):
+    h = harness(tmp_path)
+    run(h, repro, 0)
+    with open(os.path.join(h.run_dir, VEC_ISA_ANSWER)) as f:
+        answer = json.load(f)
+    assert answer["checked"] and answer["pid"]
+    _, second, result = run(h, repro, 1)
+    with open(os.path.join(result.run_dir, "spec.json")) as f:
+        overlay = json.load(f)["env_overlay"]
+    same = answer["checked"] == answer["claimed"]
+    assert (overlay.get(VEC_ISA_OK) == "1", h.vec_isa_skipped) == (same, int(same))
+    assert second.reuse == "reused"  # the shortcut gives the same ISAs: the flag set's package still serves
+
+
+@pytest.mark.parametrize("answer, user, shortcut", [
+    (None, None, False),
+    ({"checked": ["avx512", "avx2"], "claimed": ["avx512", "avx2"]}, None, True),
+    ({"checked": ["avx2"], "claimed": ["avx512", "avx2"]}, None, False),  # a dry compile failed: keep checking
+    ({"checked": [], "claimed": []}, None, False),
+    ({"checked": ["avx2"], "claimed": ["avx2"]}, "0", False),  # the user's own setting stands
+])
+def test_the_vector_isa_shortcut_only_where_it_gives_the_checked_answer(tmp_path, answer, user, shortcut):
+    h = harness(tmp_path, **({VEC_ISA_OK: user} if user else {}))
+    os.makedirs(h.run_dir, exist_ok=True)
+    if answer is not None:
+        with open(os.path.join(h.run_dir, VEC_ISA_ANSWER), "w") as f:
+            json.dump(answer, f)
+    env = h.vec_isa()
+    assert env[hook.VEC_ISA_ENV] == os.path.join(h.run_dir, VEC_ISA_ANSWER)
+    assert (env.get(VEC_ISA_OK) == "1") == shortcut
+    trace = RunSpec(("python", "x.py"), "trace", 1, (), 1.0, True)
+    base = RunSpec(("python", "x.py"), "baseline", 0, (), 1.0, False)
+    assert hook.VEC_ISA_ENV in h.overlay(trace, "/r/x")
+    assert hook.VEC_ISA_ENV not in harness(tmp_path, reuse="hooked").overlay(base, "/r/x")  # the user's way
+
+
+def test_the_reports_environment_says_which_isas_were_taken_and_how_many_runs_skipped_the_check():
+    from aoti_bisect.report.markdown import _environment
+    same = "\n".join(_environment({"vec_isa": {"checked": ["avx512", "avx2"], "claimed": ["avx512", "avx2"],
+                                               "runs_that_skipped_the_check": 5}}, None))
+    assert "avx512, avx2 (checked by the first hooked run; 5 later hooked run(s) took its answer)" in same
+    differ = "\n".join(_environment({"vec_isa": {"checked": ["avx2"], "claimed": ["avx512", "avx2"],
+                                                 "runs_that_skipped_the_check": 0}}, None))
+    assert "avx2 (the CPU claims avx512, avx2: every run checks them itself)" in differ

@@ -25,6 +25,9 @@ from .wrapper import _CALL, split_args
 TRACE_LEVEL = 3
 INSPECT_LEVEL = 2
 PLAIN = 0  # a copy as built, for the load doctor's toolchain experiment
+# A CUDA package's Triton kernels are cubins beside the wrapper, loaded by path from the package's own folder:
+# the copy keeps them as they are and rebuilds only the wrapper that launches them.
+DEVICES = ("cpu", "cuda")
 MAX_MEMBER_BYTES = 256 << 20  # a wrapper or kernel source; anything bigger is not one Inductor wrote
 _MODEL_DIR = re.compile(r"^(?P<root>[^/]+)/data/aotinductor/(?P<model>[^/]+)/(?P<file>[^/]+)$")
 _COMMAND = re.compile(r"^// (?P<what>Compile|Link) cmd\n// (?P<cmd>.+)$", re.M)
@@ -89,9 +92,9 @@ def read_package(path: str, model: str = "model") -> Package:
                        + (f" (it holds {', '.join(found)})" if found else " (not an AOTInductor package)"))
     pick = lambda suffix: next((files[f] for f in sorted(files) if f.endswith(suffix)), None)  # noqa: E731
     wrapper, kernel, so = pick(".wrapper.cpp"), pick(".kernel.cpp"), pick(".so")
-    if device != "cpu":
-        raise Unusable(f"{path} is a package for device {device!r}: only CPU packages can be re-instrumented",
-                       device)
+    if device not in DEVICES:
+        raise Unusable(f"{path} is a package for device {device!r}: only CPU and CUDA packages can be "
+                       "re-instrumented", device)
     if wrapper is None or so is None:
         raise Unusable(f"{path} holds no generated wrapper source or no .so for {model!r} (built with "
                        "package_cpp_only, or stripped): nothing to rebuild from", device)

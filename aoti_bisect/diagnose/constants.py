@@ -113,4 +113,4 @@ def convict_constants(out: Findings, records: list[HookRecord], graph: Optional[
                                                                       if i != pick)]
     out.culprit = convicted
     out.source, out.source_nodes = None, ""  # the reader's source is not the culprit's
-    out.next_steps = next_steps(argv, out.signature, convicted, cuda=False)  # only CPU packages are read
+    out.next_steps = next_steps(argv, out.signature, convicted, cuda=bool(graph and graph.cuda))

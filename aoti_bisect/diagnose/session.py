@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import threading
 from typing import Optional
@@ -11,7 +12,7 @@ from ..report.bundle import keep_repro_script, record_secret_spans
 from ..report.model import Report
 from ..report.redact import Redactor
 from ..run import checkers, process, toolchains
-from ..run.harness import Harness
+from ..run.harness import VEC_ISA_ANSWER, Harness
 from ..run.probe import interpreter_of, probe_environment, relevant_env
 from ..run.registry import debugger, fresh_process
 from ..run.types import Outcome, RunResult
@@ -63,6 +64,17 @@ class Session:
             return f"torch is not importable by {self.python}: {self.environment['torch_error']}"
         return None
 
+    def _vec_isa(self) -> dict:
+        """Torch's vector-ISA answer as the first hooked run had it, and whether later hooked runs skipped the
+        check (run/harness.py's vec_isa)."""
+        try:
+            with open(os.path.join(self.harness.run_dir, VEC_ISA_ANSWER)) as f:
+                answer = json.load(f)
+        except (OSError, ValueError):
+            return {}
+        return {"vec_isa": {"checked": answer.get("checked"), "claimed": answer.get("claimed"),
+                            "runs_that_skipped_the_check": self.harness.vec_isa_skipped}}
+
     def _hook_never_loaded(self, outcome: Findings, hooks: list) -> bool:
         ran = [h for s, (_, records) in zip(outcome.stages, hooks) for r, h in zip(s.results, records)
                if self.harness.hooked(r.spec) and r.outcome is not Outcome.INFRA_ERROR]
@@ -111,6 +123,7 @@ class Session:
         if problem and not outcome.interrupted:
             outcome = Findings(Verdict.ERROR, outcome.signature, outcome.baseline, outcome.stages, summary=problem)
             self.progress.say(f"aoti-bisect: error: {problem}")
+        self.environment.update(self._vec_isa())
         hooks = [(s.name, [evidence.hook(r) for r in s.results]) for s in outcome.stages]  # a name may repeat
         records = [h for _, stage_records in hooks for h in stage_records]
         if self._hook_never_loaded(outcome, hooks):

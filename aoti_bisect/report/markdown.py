@@ -287,6 +287,7 @@ def _environment(env: dict, tool_version: str | None) -> list[str]:
             ("GPU, driver", env.get("gpu")),
             ("Python", env.get("python") and f"{env['python']} ({env.get('executable', '?')})"),
             ("C++ compiler", env.get("cxx_version")), ("libstdc++", env.get("libstdcxx")),
+            ("CPU vector ISAs (Inductor)", _vec_isa(env.get("vec_isa"))),
             ("aoti-bisect", tool_version), ("torch error", env.get("torch_error")),
             ("probe error", env.get("probe_error")), ("collect_env error", env.get("collect_env_error"))]
     out = [_table([(k, md_cell(v)) for k, v in rows if v], headers=["", ""])]
@@ -302,6 +303,17 @@ def _environment(env: dict, tool_version: str | None) -> list[str]:
         out += ["", "<details><summary>collect_env (python -m torch.utils.collect_env)</summary>", "",
                 _code(text, "text"), "", "</details>"]
     return out
+
+
+def _vec_isa(answer: dict | None) -> str | None:
+    if not answer:
+        return None
+    checked = ", ".join(answer.get("checked") or []) or "none"
+    if answer.get("checked") != answer.get("claimed"):
+        return (f"{checked} (the CPU claims {', '.join(answer.get('claimed') or []) or 'none'}: every run "
+                "checks them itself)")
+    skipped = answer.get("runs_that_skipped_the_check") or 0
+    return f"{checked} (checked by the first hooked run; {skipped} later hooked run(s) took its answer)"
 
 
 def _details(stage: dict) -> tuple[str, str]:

@@ -24,7 +24,10 @@ CHILD_ENV = {"PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"}
 # Only the diagnostic (hooked) runs: it makes a CPU kernel's exception name the kernel, but it also changes
 # what the repro prints (a symbolized C++ stack under every c10 error), so the runs that stand for the user's
 # own (baseline, determinism) go without it.
-DIAGNOSTIC_ENV = {"TORCH_SHOW_CPP_STACKTRACES": "1"}
+DIAGNOSTIC_ENV = {"TORCH_SHOW_CPP_STACKTRACES": "1", hook.CONSTANTS_ENV: "1"}
+# Torch's vector-ISA answer, left in the run directory by the first hooked run that had it (child/hook/vecisa.py).
+VEC_ISA_ANSWER = "vec-isa.json"
+VEC_ISA_OK = "TORCHINDUCTOR_VEC_ISA_OK"
 HOOK_RECORD = "hook.json"  # beside output.log; a second recording process writes hook-<pid>.json
 
 
@@ -67,6 +70,7 @@ class Harness:
         self.limits = limits
         self.cancel = cancel or process.Cancel()
         self._warm: set[tuple] = set()
+        self.vec_isa_skipped = 0  # runs that took an earlier run's vector-ISA answer (vec_isa)
         self._synced: set[tuple] = set()
         self._lock = threading.Lock()
         # A run holds a slot while it runs: the slot names its private cache and, on a GPU host, its GPU.
@@ -119,11 +123,29 @@ class Harness:
             user_path = self.base_env.get("PYTHONPATH")
             env["PYTHONPATH"] = hook.SITE_DIR + (os.pathsep + user_path if user_path else "")
             env[hook.ENV] = os.path.join(run_path, HOOK_RECORD)
+            env.update(self.vec_isa())
         reuse = self.reuse_dir(spec)
         if reuse:
             env[hook.REUSE_ENV] = reuse
             env[hook.FLAG_SET_ENV] = compile_key(spec.env_dict)
         env.update(spec.env_dict)
+        return env
+
+    def vec_isa(self) -> dict[str, str]:
+        """What a hooked run gets for torch's vector-ISA check: where to leave the answer and, once an earlier
+        run's answer says that every ISA the CPU claims passed its check, the setting that skips the check and
+        gives the same answer. The baseline and determinism runs of `--reuse hooked` check as the user's do."""
+        path = os.path.join(self.run_dir, VEC_ISA_ANSWER)
+        env = {hook.VEC_ISA_ENV: path}
+        if VEC_ISA_OK in self.base_env:  # the user's own setting stands
+            return env
+        try:
+            with open(path) as f:
+                answer = json.load(f)
+        except (OSError, ValueError):
+            return env
+        if answer.get("checked") and answer.get("checked") == answer.get("claimed"):
+            env[VEC_ISA_OK] = "1"
         return env
 
     def _prepare(self, spec: RunSpec, run_path: str, slot: int) -> dict[str, str]:
@@ -147,6 +169,9 @@ class Harness:
         if not os.path.lexists(link):
             os.symlink(headers, link)
         overlay = self.overlay(spec, run_path, slot)
+        if overlay.get(VEC_ISA_OK) == "1" and VEC_ISA_OK not in self.base_env:
+            with self._lock:
+                self.vec_isa_skipped += 1
         self._write_rerun(spec, run_path, cwd, overlay)
         write_file(os.path.join(run_path, "output.log"), "")  # refuses a link; the child appends to a file
         return {**self.base_env, **overlay}

@@ -1,4 +1,4 @@
-"""Builds the package prebuilt_nan_constant.py loads: python build_nan_constant_package.py OUT.pt2
+"""Builds the package prebuilt_nan_constant.py loads: python build_nan_constant_package.py OUT.pt2 [--cuda]
 
 A stand-in for a package handed over from elsewhere (a production export): a model whose parameter proj.bias
 holds NaN in three of its 16 elements, compiled with aoti_compile_and_package. nan_constant.py compiles the
@@ -28,7 +28,8 @@ def corrupt_model():
 
 
 if __name__ == "__main__":
-    ep = torch.export.export(corrupt_model(), (torch.rand(4, 8),))
+    device = "cuda" if "--cuda" in sys.argv else "cpu"
+    ep = torch.export.export(corrupt_model().to(device), (torch.rand(4, 8, device=device),))
     # Written beside its final name and renamed: a reader never sees half a package.
     tmp = f"{sys.argv[1]}.{os.getpid()}.tmp.pt2"
     torch._inductor.aoti_compile_and_package(ep, package_path=tmp)

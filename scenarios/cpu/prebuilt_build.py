@@ -1,6 +1,8 @@
 """Setup of the prebuilt_package scenario: builds the .pt2 that prebuilt_package.py is handed, as a colleague
 would have built it (no debug flags). The model: a NaN born in one fused kernel (log of a negative number),
-carried through an extern matmul and a second fused kernel."""
+carried through an extern matmul and a second fused kernel.
+
+    python prebuilt_build.py OUT.pt2 [--cuda]"""
 import os
 import sys
 
@@ -21,5 +23,6 @@ class M(torch.nn.Module):
 
 if __name__ == "__main__":
     torch.manual_seed(0)
-    ep = torch.export.export(M(), (torch.rand(4, 16),))
+    device = "cuda" if "--cuda" in sys.argv else "cpu"
+    ep = torch.export.export(M().to(device), (torch.rand(4, 16, device=device),))
     print(torch._inductor.aoti_compile_and_package(ep, package_path=os.path.abspath(sys.argv[1])))

@@ -11,5 +11,10 @@ import os
 ENV = "AOTI_BISECT_HOOK"
 REUSE_ENV = "AOTI_BISECT_REUSE"  # the flag set's package folder (reuse.py)
 FLAG_SET_ENV = "AOTI_BISECT_FLAG_SET"
+# Set for the diagnostic stages only: reading a package's constants opens a second container, whose copy of the
+# weights lands in the repro's own allocator (on a GPU, its caching allocator), which a baseline that carries
+# the hook only for reuse must not see.
+CONSTANTS_ENV = "AOTI_BISECT_CONSTANTS"
+VEC_ISA_ENV = "AOTI_BISECT_VEC_ISA"  # where the first run with torch's vector-ISA answer writes it (vecisa.py)
 LOADED = "hook.loaded"  # left beside the record when the hook installs: its absence says it never ran
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sitedir")

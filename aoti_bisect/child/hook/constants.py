@@ -43,24 +43,43 @@ def read(path, data, model_name, scratch):
             return {"skipped": f"no wrapper .so for model {model_name!r} in the package"}
         so = members[0]
         device = _device(z, so.filename)
-        if device != "cpu":
-            return {"so": so.filename, "skipped": f"a {device or 'unknown-device'} package: only CPU packages "
-                                                  "are read (a second container would allocate on the device)"}
         if so.file_size > MAX_SO_BYTES:
             return {"so": so.filename, "skipped": f"the wrapper .so is {so.file_size >> 20} MiB (limit "
                                                   f"{MAX_SO_BYTES >> 20} MiB)"}
+        no_room = _no_room(torch, device, so.file_size)
+        if no_room:
+            return {"so": so.filename, "skipped": no_room}
         folder = tempfile.mkdtemp(prefix="constants-", dir=scratch)
         try:
             copy = z.extract(so, folder)
-            runner = torch._C._aoti.AOTIModelContainerRunnerCpu(copy, 1)
+            runner = (torch._C._aoti.AOTIModelContainerRunnerCpu(copy, 1) if device == "cpu" else
+                      torch._C._aoti.AOTIModelContainerRunnerCuda(copy, 1, "cuda"))
             fqns = runner.get_constant_names_to_original_fqns()
             tensors = runner.extract_constants_map(False)
+            result = {"so": so.filename, "skipped": None, **_rows(torch, fqns, tensors)}
+            del runner, tensors  # the second container's copy of the weights, on the device too
         except (RuntimeError, OSError, AttributeError) as exc:  # another torch's runner, a full disk
             return {"so": so.filename, "skipped": f"cannot open a runner on it: {type(exc).__name__}: {exc}"[:300]}
         finally:
             shutil.rmtree(folder, ignore_errors=True)  # dlopen keeps its mapping of the removed file
-    return {"so": so.filename, "skipped": None, **_rows(torch, fqns, tensors),
-            "seconds": round(time.monotonic() - start, 3)}
+    return {**result, "seconds": round(time.monotonic() - start, 3)}
+
+
+def _no_room(torch, device, so_bytes):
+    """Why a second container cannot be opened for this device here; None: it can. The second container holds
+    its own copy of the weights, on the package's device: on a GPU that must fit twice over in what is free, so
+    that the repro's own allocations never fail because of us."""
+    if device == "cpu":
+        return None
+    if device != "cuda":
+        return f"a {device or 'unknown-device'} package: only CPU and CUDA packages are read"
+    try:
+        free, _total = torch.cuda.mem_get_info()
+    except (RuntimeError, AttributeError, AssertionError) as exc:  # a CPU-only torch, no visible GPU
+        return f"a cuda package, and no CUDA device to read it on: {type(exc).__name__}: {exc}"[:300]
+    if free < 2 * so_bytes:
+        return f"a cuda package whose weights ({so_bytes >> 20} MiB) do not fit twice in the GPU's free memory"
+    return None
 
 
 def _device(z, so_member):

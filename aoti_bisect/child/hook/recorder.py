@@ -20,7 +20,7 @@ import threading
 import time
 import zipfile
 
-from . import LOADED, capture, constants, provenance, redirect, reuse
+from . import CONSTANTS_ENV, LOADED, capture, constants, provenance, redirect, reuse, vecisa
 
 ENV = "AOTI_BISECT_HOOK"
 SCHEMA_VERSION = 1
@@ -228,7 +228,7 @@ def _begin_load(call, target, model_name):
 @_quietly
 def _read_constants(event, target, model_name):
     """The loaded package's constant values (constants.py), read once the repro holds its model."""
-    if event is not None:
+    if event is not None and os.environ.get(CONSTANTS_ENV):
         path, data = package_file(target)
         if path or data is not None:
             scratch = os.path.dirname(RECORD.path)
@@ -252,6 +252,11 @@ def _end(event, status, error=None):
         RECORD.update(event, status=status, **({"error": error} if error else {}))
 
 
+@_quietly
+def _share_vec_isa():
+    vecisa.share()
+
+
 def _wrap_compile(original):
     @functools.wraps(original)
     def aoti_compile_and_package(*args, **kwargs):
@@ -268,6 +273,7 @@ def _wrap_compile(original):
                 raise
             if event is not None:
                 _end_compile(event, result, target, args[0] if args else kwargs.get("exported_program"))
+            _share_vec_isa()
             return result
     return aoti_compile_and_package
 
@@ -288,6 +294,7 @@ def _wrap_load(original, call):
                 _end(event, "raised", _describe_error(exc))
                 raise
             _end(event, "returned")
+            _share_vec_isa()
             _read_constants(event, target, model_name or "model")
             _capture_load(result, target)
             return result

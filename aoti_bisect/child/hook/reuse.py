@@ -19,10 +19,10 @@ import time
 import warnings
 import zipfile
 
-from . import FLAG_SET_ENV, REUSE_ENV
+from . import FLAG_SET_ENV, REUSE_ENV, vecisa
 # What Inductor's build reads from the environment outside its config: the compiler (a package built by another
 # g++ may not even load; see NOTES-gpu).
-_TOOLCHAIN_ENV = ("CXX", "CC", "CUDA_HOME", "TORCH_CUDA_ARCH_LIST")
+_TOOLCHAIN_ENV = ("CXX", "CC", "CUDA_HOME", "TORCH_CUDA_ARCH_LIST", "ATEN_CPU_CAPABILITY")
 
 
 class NoKey(Exception):
@@ -104,10 +104,15 @@ def _key(ep, inductor_configs, folder):
     portable = getattr(config, "save_config_portable", None)
     if portable is None:
         raise NoKey("this torch has no torch._inductor.config.save_config_portable")
+    settings = portable()
+    # Whether torch checked its vector ISAs or was told they pass (the harness's shortcut, vecisa.py) is not
+    # what the code is built for; the ISAs it takes are.
+    settings.pop("cpp.vec_isa_ok", None)
     parts = {
         "program": program,
         "inductor_configs": _stable(inductor_configs or {}, "inductor_configs"),
-        "config": _stable(portable(), "Inductor's config"),
+        "config": _stable(settings, "Inductor's config"),
+        "vec_isa": vecisa.effective(),
         "flag_set": os.environ.get(FLAG_SET_ENV, ""),
         "torch": [torch.__version__, torch.version.cuda, getattr(torch.version, "hip", None)],
         "devices": _devices(torch, ep),
@@ -119,13 +124,15 @@ def _key(ep, inductor_configs, folder):
 
 
 def _archive_digest(path):
-    """sha256 over the archive's records, less the id that torch's zip writer draws afresh on every save and
-    the top folder, which torch names after the file."""
+    """sha256 over the archive's records, less the id that torch's zip writer draws afresh on every save, the
+    example inputs' values and the top folder, which torch names after the file. The graph records each input's
+    shape, strides, dtype, device and size hints; Inductor builds nothing from the values, which a script that
+    draws them unseeded (torch.randn) changes on every run."""
     h = hashlib.sha256()
     with zipfile.ZipFile(path) as z:
         for info in sorted(z.infolist(), key=lambda i: i.filename):
             name = info.filename.split("/", 1)[-1]
-            if name != ".data/serialization_id":
+            if name != ".data/serialization_id" and not name.startswith("data/sample_inputs/"):
                 h.update(f"{name}\0{info.file_size}\0".encode())
                 with z.open(info) as f:
                     for block in iter(lambda: f.read(1 << 20), b""):

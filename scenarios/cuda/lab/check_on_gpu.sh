@@ -4,16 +4,21 @@
 # call (`wait`) waits for it. Both pack what exists into $OUT/gpu-check.tar.gz (caches and run dirs' scratch
 # left out). CXX=g++: the image's default compiler makes every AOTI package segfault on load.
 # CUDA_HOME: where the memcheck stage finds compute-sanitizer. JOBS_<name>=N overrides --jobs 2.
+# RATES=N (issue #17) also measures flaky_ima_user_triton's baseline rate over N runs both ways, side by side:
+# every run compiling, as the user runs it (--reuse none), and one compile reused by the rest (--reuse all).
 set -u
 export CXX=g++ PYTHONPATH=$PWD PYTHONUNBUFFERED=1 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 work=/tmp/aoti-gpu-check
 pack() {
-  tar czf "$OUT/gpu-check.tar.gz" -C "$work" --exclude=cache --exclude=cwd --exclude=tmp . 2>/dev/null
+  tar czf "$OUT/gpu-check.tar.gz" -C "$work" --exclude=cache --exclude=cwd --exclude=tmp --exclude=inductor \
+    --exclude='*.so' --exclude='*.o' --exclude='*.bin' --exclude='*.pt2' . 2>/dev/null
+  # The packages the scenarios' setups built, whole: real CUDA packages for the CPU tests to read.
+  (cd "$work" && find . -path '*/setup/*' -name '*.pt2' | tar czf "$OUT/packages.tar.gz" -T -) 2>/dev/null
   tail -n 30 "$work"/*.txt
 }
 wait_all() {
   local deadline=$((SECONDS + $1))
-  while pgrep -f "aoti_bisect scenarios check" >/dev/null && [ $SECONDS -lt $deadline ]; do sleep 5; done
+  while pgrep -f "python3 -m aoti_bisect" >/dev/null && [ $SECONDS -lt $deadline ]; do sleep 5; done
 }
 case "${1:-start}" in
 start)
@@ -28,6 +33,11 @@ start)
     jobs_var="JOBS_$s"
     setsid nohup python3 -m aoti_bisect scenarios check "$s" --device cuda --jobs "${!jobs_var:-2}" \
       --out "$work/$s" > "$work/$s.txt" 2>&1 < /dev/null &
+  done
+  for mode in ${RATES:+none all}; do
+    setsid nohup python3 -m aoti_bisect run scenarios/cuda/flaky_ima_user_triton.py --runs "$RATES" \
+      --max-runs "$RATES" --stages baseline --jobs "${RATE_JOBS:-6}" --reuse "$mode" --timeout 400 \
+      --out "$work/rate-$mode" > "$work/rate-$mode.txt" 2>&1 < /dev/null &
   done
   wait_all "${WAIT:-540}"; pack ;;
 wait)
