@@ -68,30 +68,30 @@ def runs_of(report: dict) -> list[tuple[str, float, float]]:
     return out
 
 
+def first_and_rest(runs: list[tuple[str, float, float]]) -> tuple[dict[str, float], list[tuple[float, float]]]:
+    """Each key's first run's seconds (the run that compiles it, alone), and (seconds, overhead) of every other."""
+    first: dict[str, float] = {}
+    rest = []
+    for key, seconds, overhead in runs:
+        if key in first:
+            rest.append((seconds, overhead))
+        else:
+            first[key] = seconds
+    return first, rest
+
+
 def floor(runs: list[tuple[str, float, float]], jobs: int) -> float:
     """One compile per key (the key's first run, whole) + the other runs' own cost, over `jobs` slots."""
-    seen: set[str] = set()
-    first = rest = 0.0
-    for key, seconds, overhead in runs:
-        if key in seen:
-            rest += max(0.0, seconds - overhead)
-        else:
-            seen.add(key)
-            first += seconds
-    return first + rest / max(1, jobs)
+    first, rest = first_and_rest(runs)
+    return sum(first.values()) + sum(max(0.0, s - o) for s, o in rest) / max(1, jobs)
 
 
 def breakdown(runs: list[tuple[str, float, float]]) -> str:
     """Where the floor's time is: each key's first run, and the median of the others."""
-    seen: dict[str, float] = {}
-    rest = []
-    for key, seconds, _ in runs:
-        if key in seen:
-            rest.append(seconds)
-        else:
-            seen[key] = seconds
-    firsts = ", ".join(f"{s:.0f}" for s in seen.values())
-    return f"first run of each key {firsts} s; other runs median {statistics.median(rest) if rest else 0:.1f} s"
+    first, rest = first_and_rest(runs)
+    firsts = ", ".join(f"{s:.0f}" for s in first.values())
+    median = statistics.median(s for s, _ in rest) if rest else 0
+    return f"first run of each key {firsts} s; other runs median {median:.1f} s"
 
 
 def summary(report: dict) -> str:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import threading
 from typing import Optional
@@ -12,7 +11,7 @@ from ..report.bundle import keep_repro_script, record_secret_spans
 from ..report.model import Report
 from ..report.redact import Redactor
 from ..run import checkers, process, toolchains
-from ..run.harness import VEC_ISA_ANSWER, Harness
+from ..run.harness import Harness
 from ..run.probe import interpreter_of, probe_environment, relevant_env
 from ..run.registry import debugger, fresh_process
 from ..run.types import Outcome, RunResult
@@ -67,10 +66,8 @@ class Session:
     def _vec_isa(self) -> dict:
         """Torch's vector-ISA answer as the first hooked run had it, and whether later hooked runs skipped the
         check (run/harness.py's vec_isa)."""
-        try:
-            with open(os.path.join(self.harness.run_dir, VEC_ISA_ANSWER)) as f:
-                answer = json.load(f)
-        except (OSError, ValueError):
+        answer = self.harness.vec_isa_answer()
+        if answer is None:
             return {}
         return {"vec_isa": {"checked": answer.get("checked"), "claimed": answer.get("claimed"),
                             "runs_that_skipped_the_check": self.harness.vec_isa_skipped}}

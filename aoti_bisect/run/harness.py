@@ -135,18 +135,21 @@ class Harness:
         """What a hooked run gets for torch's vector-ISA check: where to leave the answer and, once an earlier
         run's answer says that every ISA the CPU claims passed its check, the setting that skips the check and
         gives the same answer. The baseline and determinism runs of `--reuse hooked` check as the user's do."""
-        path = os.path.join(self.run_dir, VEC_ISA_ANSWER)
-        env = {hook.VEC_ISA_ENV: path}
+        env = {hook.VEC_ISA_ENV: os.path.join(self.run_dir, VEC_ISA_ANSWER)}
         if VEC_ISA_OK in self.base_env:  # the user's own setting stands
             return env
-        try:
-            with open(path) as f:
-                answer = json.load(f)
-        except (OSError, ValueError):
-            return env
+        answer = self.vec_isa_answer() or {}
         if answer.get("checked") and answer.get("checked") == answer.get("claimed"):
             env[VEC_ISA_OK] = "1"
         return env
+
+    def vec_isa_answer(self) -> Optional[dict]:
+        """The answer the first hooked run left ({"checked": [...], "claimed": [...]}); None before it did."""
+        try:
+            with open(os.path.join(self.run_dir, VEC_ISA_ANSWER)) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return None
 
     def _prepare(self, spec: RunSpec, run_path: str, slot: int) -> dict[str, str]:
         cwd = os.path.join(run_path, "cwd")
@@ -169,7 +172,7 @@ class Harness:
         if not os.path.lexists(link):
             os.symlink(headers, link)
         overlay = self.overlay(spec, run_path, slot)
-        if overlay.get(VEC_ISA_OK) == "1" and VEC_ISA_OK not in self.base_env:
+        if overlay.get(VEC_ISA_OK) == "1":  # ours: vec_isa() never adds it over the user's own setting
             with self._lock:
                 self.vec_isa_skipped += 1
         self._write_rerun(spec, run_path, cwd, overlay)
