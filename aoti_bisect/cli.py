@@ -89,6 +89,9 @@ _run_dir: Optional[str] = None
 @click.option("--reuse", type=click.Choice(REUSE_MODES), default="hooked", show_default=True,
               help="Which runs take a flag set's package from its first compile instead of compiling: the hooked "
                    "stages' (the baseline and determinism compile every run, as the script does), all, or none.")
+@click.option("--ahead/--no-ahead", default=True, show_default=True,
+              help="With --jobs 2 or more, compile the sanity and trace stages' flag sets in the slots the "
+                   "baseline's first run leaves idle; --no-ahead where other work already takes every core.")
 @click.option("--stages", default=",".join(STAGE_NAMES), show_default=True,
               help="Comma-separated stages to run (baseline always runs).")
 @click.option("--redact-paths", is_flag=True, help="Replace home directories and the user name in the report.")
@@ -99,8 +102,8 @@ _run_dir: Optional[str] = None
               help="compute-sanitizer tools to run, comma-separated: memcheck, racecheck, initcheck, synccheck.")
 @click.option("-q", "--quiet", count=True, help="Less on stderr.")
 @click.option("-v", "--verbose", count=True, help="More on stderr.")
-def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, cache_dir, as_json, jobs, reuse, stages,
-            redact_paths, sanitize, sanitizer, sanitizer_tools, quiet, verbose):
+def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, cache_dir, as_json, jobs, reuse, ahead,
+            stages, redact_paths, sanitize, sanitizer, sanitizer_tools, quiet, verbose):
     """Rerun a failing repro under the debugging ladder and localise the fault."""
     wanted = tuple(s.strip() for s in stages.split(",") if s.strip())
     unknown = [s for s in wanted if s not in STAGE_NAMES]
@@ -133,7 +136,7 @@ def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, cach
     session = Session(run_dir, argv, Progress(verbose - quiet), jobs=jobs, runs=runs, max_runs=max_runs,
                       timeout=timeout, stages=("baseline", *wanted), python_script=cmd is None,
                       redact_paths=redact_paths, python=interpreter_of(argv, python), sanitize=sanitize,
-                      sanitizer=sanitizer, sanitizer_tools=tools, cache_root=cache_dir, reuse=reuse)
+                      sanitizer=sanitizer, sanitizer_tools=tools, cache_root=cache_dir, reuse=reuse, ahead=ahead)
     report = session.execute()
     if as_json:
         print(json.dumps(report.data, indent=2))
@@ -204,7 +207,8 @@ def scenarios_list():
               help="Which scenarios to run: auto = CPU ones, plus CUDA ones where a GPU is visible.")
 @click.option("--reuse", type=click.Choice(REUSE_MODES), default="hooked", show_default=True,
               help="As for `aoti-bisect run`.")
-def scenarios_check(names, jobs, out, stages, device, reuse):
+@click.option("--ahead/--no-ahead", default=True, show_default=True, help="As for `aoti-bisect run`.")
+def scenarios_check(names, jobs, out, stages, device, reuse, ahead):
     """Run aoti-bisect on scenarios and compare with the manifest; non-zero exit on any mismatch."""
     from .scenarios import check, load_bundled
 
@@ -216,7 +220,7 @@ def scenarios_check(names, jobs, out, stages, device, reuse):
     run_dir = _claim(out, "scenarios-")
     chosen = [s for s in scenarios if not names or s.name in names]
     ok = check(chosen, run_dir, jobs=jobs, stages=tuple(s for s in stages.split(",") if s), device=device,
-               reuse=reuse)
+               reuse=reuse, ahead=ahead)
     sys.exit(0 if ok else 1)
 
 

@@ -158,7 +158,7 @@ def run_setup(s: Scenario, folder: str) -> Optional[str]:
 
 
 def check(scenarios: list[Scenario], run_dir: str, jobs: int = 1, stages: tuple[str, ...] = (),
-          device: str = "auto", reuse: str = "hooked") -> bool:
+          device: str = "auto", reuse: str = "hooked", ahead: bool = True) -> bool:
     from .diagnose.session import Session
     from .progress import Progress
 
@@ -185,7 +185,7 @@ def check(scenarios: list[Scenario], run_dir: str, jobs: int = 1, stages: tuple[
         session = Session(os.path.join(run_dir, s.name), [sys.executable, s.path, *args],
                           Progress(indent="  ", runs_only=True), jobs=jobs, runs=s.runs, max_runs=max(s.runs, 10),
                           timeout=s.timeout, stages=("baseline", *stages), cache_root=os.path.join(run_dir, "cache"),
-                          sanitize=s.sanitize, reuse=reuse)
+                          sanitize=s.sanitize, reuse=reuse, ahead=ahead)
         report = session.execute().data
         problems = compare(s, report)
         ok &= not problems

@@ -5,11 +5,12 @@ For each scenario of scenarios/manifest.toml with device = cuda (or --device cpu
   on     `aoti-bisect SCRIPT --reuse all` with the options `scenarios check` gives it (--runs, --max-runs,
          --timeout from the manifest; all stages), --jobs J, from a cold cache (a fresh --out).
   floor  from that run's own runs: the first run of each distinct set of compile-time flags (the harness's
-         compile key) in full -- it compiles, alone, as the harness runs it -- plus every other run's wall time
-         less the seconds the hook spent keying the call and waiting for the lock (hook.json's key_s and
-         waited_s), divided by J. That is one compile per flag set plus what each run's process start,
-         import, load and execution cost, spread over J slots; the environment probe and the report are not
-         in it.
+         compile key) in full -- the run that compiles it: a compile-only run beside the baseline (report.json's
+         compiled_ahead) or the stage's own first run -- plus every other run's wall time less the seconds the
+         hook spent keying the call and waiting for the lock (hook.json's key_s and waited_s), divided by J.
+         That is one compile per flag set, one after another, plus what each run's process start, import, load
+         and execution cost, spread over J slots; the environment probe and the report are not in it. Compiling
+         ahead overlaps compiles, so a ladder can come in under this floor.
   off    the same with `--reuse none` (every run compiles, as before #17); --skip-off leaves it out (it is the
          slow one: 60-107 s a compile on torch 2.11, ~18 minutes for the 40-run flaky ladder at --jobs 4).
 Printed as each measurement ends: wall seconds, runs/compile keys, compiled/reused runs, the baseline's failure
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import glob
 import json
 import os
 import statistics
@@ -50,8 +52,10 @@ def ladder(s: Scenario, tmp: str, reuse: str, jobs: int) -> tuple[float, dict]:
 
 
 def runs_of(report: dict) -> list[tuple[str, float, float]]:
-    """(compile key, wall seconds, seconds the hook spent keying and waiting) of each run, in run order."""
-    out = []
+    """(compile key, wall seconds, seconds the hook spent keying and waiting) of each run: the compile-only runs
+    that built a flag set's package first (they started beside the baseline), then the stages' runs in order."""
+    out = [(row["flag_set"], row["seconds"], 0.0) for row in report.get("compiled_ahead") or ()
+           if row["compiled"] and row["ended"].startswith("stopped")]
     for stage in report["stages"]:
         for log in stage["logs"]:
             run_dir = os.path.dirname(log)
@@ -94,13 +98,29 @@ def breakdown(runs: list[tuple[str, float, float]]) -> str:
     return f"first run of each key {firsts} s; other runs median {median:.1f} s"
 
 
+def timeline(report: dict) -> str:
+    """Each run's start and end, in seconds from the first start (result.json's mtime is its run's end)."""
+    spans = []
+    for run_dir in sorted(glob.glob(os.path.join(report["run_dir"], "runs", "*", "result.json"))):
+        with open(run_dir) as f:
+            seconds = json.load(f)["duration_s"]
+        end = os.path.getmtime(run_dir)
+        spans.append((end - seconds, end, os.path.basename(os.path.dirname(run_dir))))
+    if not spans:
+        return "no runs"
+    zero = min(start for start, _, _ in spans)
+    return "; ".join(f"{name} {start - zero:.0f}-{end - zero:.0f}" for start, end, name in sorted(spans))
+
+
 def summary(report: dict) -> str:
     counts = [compile_counts(s["name"], [read_hook(os.path.dirname(log)) for log in s["logs"]], True)
               for s in report["stages"]]
     compiled, reused = sum(c["compiled"] for c in counts), sum(c["reused"] for c in counts)
     base = report["stages"][0]
     rate = Rate(base["failures"], base["runs"])
-    made = f"compiled {compiled}, reused {reused}" if compiled + reused else "runs without the hook, each compiled"
+    ahead = sum(row["compiled"] for row in report.get("compiled_ahead") or ())
+    made = (f"compiled {compiled} (+{ahead} ahead), reused {reused}" if compiled + reused else
+            "runs without the hook, each compiled")
     isa = (report.get("environment") or {}).get("vec_isa") or {}
     skipped = f"; vector-ISA check skipped by {isa.get('runs_that_skipped_the_check', 0)} run(s)" if isa else ""
     return (f"{report['verdict']}; {made}{skipped}; baseline {rate.failures}/{rate.runs} "
@@ -109,6 +129,8 @@ def summary(report: dict) -> str:
 
 def run(args: argparse.Namespace) -> None:
     chosen = [s for s in load_manifest() if s.device == args.device and (not args.scenarios or s.name in args.scenarios)]
+    if args.scenarios:  # in the order asked for: the device time may run out before the last
+        chosen.sort(key=lambda s: args.scenarios.index(s.name))
     if not chosen:
         sys.exit(f"no {args.device} scenario matches {args.scenarios or 'the manifest'}")
     print(f"jobs {args.jobs}; reuse off {'skipped' if args.skip_off else 'measured'}\n", flush=True)
@@ -120,6 +142,7 @@ def run(args: argparse.Namespace) -> None:
             keys = len({k for k, _, _ in runs})
             print(f"{s.name}: reuse on {on:.1f}s, {len(runs)} runs/{keys} keys; floor {low:.1f}s; "
                   f"on/floor {on / low:.2f}; {summary(report)}; {breakdown(runs)}", flush=True)
+            print(f"  timeline (s): {timeline(report)}", flush=True)
             if not args.skip_off:
                 off, report = ladder(s, tmp, "none", args.jobs)
                 print(f"{s.name}: reuse off {off:.1f}s, {len(runs_of(report))} runs; off/on {off / on:.2f}; "

@@ -1,12 +1,14 @@
 """The run directory: its layout, per-flag-set caches, rerun.sh, parallel slots (real child processes)."""
+import glob
 import os
 import subprocess
+import sys
 
 from conftest import spec
 
 from aoti_bisect.files import read_log
 from aoti_bisect.run.harness import Harness, compile_key
-from aoti_bisect.run.types import Outcome
+from aoti_bisect.run.types import Outcome, RunSpec
 
 
 def test_flag_sets_get_separate_caches_and_rerun_script(tmp_path, write_script):
@@ -88,3 +90,28 @@ def test_parallel_runs_respect_jobs_and_stop(tmp_path, write_script):
     assert all(r.outcome is Outcome.FAILED for r in results)
     assert [r.spec.index for r in results] == sorted(r.spec.index for r in results)
     assert sum(started for _, started in events) == len(results)  # nothing started after stop fired
+
+
+def test_hooked_runs_keep_bytecode_in_the_cache_root_where_the_user_turned_it_off(tmp_path, write_script):
+    """PYTHONDONTWRITEBYTECODE (container images set it) makes every process compile torch's sources afresh;
+    hooked runs keep theirs under the cache root, the runs that stand for the user's keep the user's setting."""
+    (tmp_path / "helper.py").write_text("VALUE = 7\n")
+    script = write_script("uses_helper.py", f"""
+        import sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        import helper
+        print("VALUE", helper.VALUE, "DONT_WRITE", sys.flags.dont_write_bytecode)
+    """)
+    h = Harness(str(tmp_path / "run"), base_env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}, reuse="hooked")
+    base = h.run(RunSpec((sys.executable, script), "baseline", 0, (), 60.0, False))
+    assert "DONT_WRITE 1" in open(base.log_path).read()
+    trace = h.run(RunSpec((sys.executable, script), "trace", 1, (), 60.0, True))
+    assert "VALUE 7 DONT_WRITE 0" in open(trace.log_path).read()
+    cached = glob.glob(str(tmp_path / "run" / "cache" / "pycache" / "**" / "helper*.pyc"), recursive=True)
+    assert cached and not (tmp_path / "__pycache__").exists()  # nothing written beside the user's sources
+    assert "PYTHONPYCACHEPREFIX" not in h.overlay(RunSpec(("python", "x.py"), "baseline", 2, (), 1.0, False), "/r")
+    mine = Harness(str(tmp_path / "run2"), base_env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1",
+                                                     "PYTHONPYCACHEPREFIX": str(tmp_path / "mine")})
+    assert mine.bytecode_cache() == {}  # the user's own prefix stands
+    off = Harness(str(tmp_path / "run3"), base_env={**os.environ, "PYTHONDONTWRITEBYTECODE": ""})
+    assert off.bytecode_cache() == {}

@@ -209,6 +209,21 @@ def test_the_unfinished_launch_is_the_suspect_and_good_inputs_convict_it():
     assert inspect.env[flags.PRINTER] == "2" and inspect.recompiled
 
 
+@pytest.mark.parametrize("stages", [None, ("baseline", "sanity", "determinism", "memcheck", "inspect")])
+def test_later_stages_flag_sets_go_ahead_under_the_keys_those_stages_then_run_under(stages):
+    fail = sig("index_out_of_bounds", "run", "RuntimeError: index out of bounds: 0 <= tmp16 < 16L")
+    seen = Seen("cpu/wrapper_index_oob_level3.cpp", trace=trace_of("cpu/index_oob_level3.log"),
+                level2_log="cpu/index_oob_level2_filtered.log")
+    world, asked = always(fail), []
+    options = Options() if stages is None else Options(stages=stages)
+    out = Ladder(["python", "repro.py"], world.run_batch, seen, options, asked.extend).run()
+    assert [s.stage for s in asked] == ["ahead-sanity", "ahead-trace"][:1 if stages else 2]
+    assert all(s.hook and s.argv == world.specs[0].argv for s in asked)
+    for spec in asked:  # a flag set built ahead is the one its stage's runs key their packages by
+        ran = stage(out, spec.stage.removeprefix("ahead-"))
+        assert compile_key(spec.env_dict) == compile_key(ran.env) != compile_key({})
+
+
 def test_a_failing_output_check_walks_back_from_the_graph_outputs():
     finished = printer.Trace(tuple(printer.TraceEvent(k, True) for k in (
         "cpp_fused_add_log_mul_relu_sub_0", "aoti_torch_cpu_mm_out", "cpp_fused_mul_tanh_1")))

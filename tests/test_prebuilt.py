@@ -376,7 +376,9 @@ def test_other_captured_wrappers_stripped_of_their_printer_lines_are_instrumente
     assert run_impl(reinstrument.instrument(plain, level, kernels)) == body
 
 
-@pytest.mark.slow
+# 46 s: the e2e fixed_path_cache scenario makes a real fixed-path compile private and still convicts its kernel;
+# keeps `python -m pytest -q` under CI's 30 minutes (see the README's set-up section).
+@pytest.mark.heavy
 def test_real_fixed_path_compile_is_private_and_measures_the_same(tmp_path):
     """A real repro compiling to a fixed path: hooked, it compiles into its run folder and fails exactly as the
     unhooked run (the user's way, which writes the fixed path) does; the fixed path never sees the hooked run."""

@@ -13,7 +13,7 @@ import zipfile
 
 import pytest
 
-from aoti_bisect.aoti.hook_record import compile_counts, describe_counts, package_rows, read_hook
+from aoti_bisect.aoti.hook_record import ahead_row, compile_counts, describe_counts, package_rows, read_hook
 from aoti_bisect.child import hook
 from aoti_bisect.run.harness import VEC_ISA_ANSWER, VEC_ISA_OK, Harness, compile_key
 from aoti_bisect.diagnose.evidence import RunEvidence
@@ -23,6 +23,7 @@ NAN = (("TORCHINDUCTOR_NAN_ASSERTS", "1"),)
 
 REPRO = """
 import os, sys, time, zipfile
+print("START", time.time(), flush=True)
 import torch, torch._inductor
 
 SCALE = float(os.environ.get("SCALE", "2"))  # baked into the graph: another value, another program
@@ -53,8 +54,15 @@ assert returned == path, returned
 if os.environ.get("FAKE_BACKEND", "1") == "1":
     with zipfile.ZipFile(path) as z:
         print("PACKAGE", z.read("m/data/aotinductor/model/m.wrapper.cpp").decode())
+    if os.environ.get("LOAD"):  # as a repro goes on to run what it compiled (the fake package cannot load)
+        try:
+            torch._inductor.aoti_load_package(path)
+        except Exception:
+            pass
+        print("AFTER LOAD", flush=True)
 else:
     print("OUT", torch._inductor.aoti_load_package(path)(torch.ones(2, 3)).tolist())
+print("END", time.time(), flush=True)
 """
 
 
@@ -188,7 +196,9 @@ def test_only_the_runs_the_mode_names_get_reuse(tmp_path):
     assert harness(tmp_path).reuse_dir(trace).endswith(compile_key(trace.env_dict) + ".reuse")
 
 
-@pytest.mark.slow
+# 34 s: the e2e lanes' sanity and trace runs reuse real packages (and those built ahead) and name the manifest's
+# culprits; keeps `python -m pytest -q` under CI's 30 minutes (see the README's set-up section).
+@pytest.mark.heavy
 def test_a_real_compile_is_reused_and_the_reused_package_gives_the_same_output(tmp_path, repro):
     h = harness(tmp_path, FAKE_BACKEND="0")
     first_log, first, _ = run(h, repro, 0)
@@ -199,17 +209,39 @@ def test_a_real_compile_is_reused_and_the_reused_package_gives_the_same_output(t
         ["OUT [[2.0, 2.0, 2.0], [2.0, 2.0, 2.0]]"]
 
 
-def test_the_benchmarks_floor_is_one_compile_per_key_plus_the_other_runs_over_the_slots():
+def _bench():
     import importlib.util
     bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
     sys.path.append(bench)  # it imports its neighbour _common as a script does
     spec = importlib.util.spec_from_file_location("bench_reuse_gpu", os.path.join(bench, "reuse_gpu.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_the_benchmarks_floor_is_one_compile_per_key_plus_the_other_runs_over_the_slots():
+    module = _bench()
     runs = [("default", 60.0, 0.0), ("default", 5.5, 0.5), ("default", 5.0, 0.0), ("abc", 70.0, 0.2),
             ("abc", 6.2, 0.2)]
     assert module.floor(runs, 1) == 60.0 + 5.0 + 5.0 + 70.0 + 6.0
     assert module.floor(runs, 2) == 60.0 + 70.0 + (5.0 + 5.0 + 6.0) / 2
+
+
+def test_the_benchmark_counts_a_flag_sets_compile_where_it_ran_ahead(tmp_path):
+    module = _bench()
+    for name, seconds in (("baseline-000", 60.0), ("sanity-001", 5.0)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "result.json").write_text(json.dumps({"duration_s": seconds}))
+    sanity = {"NAN": "1"}
+    report = {"stages": [{"name": "baseline", "env": {}, "logs": [str(tmp_path / "baseline-000" / "output.log")]},
+                         {"name": "sanity", "env": sanity, "logs": [str(tmp_path / "sanity-001" / "output.log")]}],
+              "compiled_ahead": [{"flag_set": compile_key(sanity), "seconds": 58.0, "compiled": 1,
+                                  "ended": "stopped before its first package load"},
+                                 {"flag_set": "killed", "seconds": 9.0, "compiled": 1,
+                                  "ended": "killed: the ladder needed nothing more"}]}
+    runs = module.runs_of(report)
+    assert runs == [(compile_key(sanity), 58.0, 0.0), ("default", 60.0, 0.0), (compile_key(sanity), 5.0, 0.0)]
+    assert module.floor(runs, 2) == 58.0 + 60.0 + 5.0 / 2  # the stage's reused run is not its key's compile
 
 
 def test_the_report_says_per_stage_which_runs_compiled_and_which_reused(tmp_path, repro):
@@ -218,17 +250,19 @@ def test_the_report_says_per_stage_which_runs_compiled_and_which_reused(tmp_path
     from aoti_bisect.stats import Rate
     from aoti_bisect.verdict import Verdict
 
-    h = harness(tmp_path, reuse="hooked")
+    h = harness(tmp_path, reuse="hooked", LOAD="1")
     trace = Stage("trace", dict(NAN))
     for i in (0, 1):
         trace.results.append(run(h, repro, i, NAN, "trace")[2])
     baseline = Stage("baseline", {})
     baseline.results.append(h.run(RunSpec((sys.executable, repro), "baseline", 2, (), 300.0, False)))
+    ahead = h.run(RunSpec((sys.executable, repro), "ahead-trace", 0, NAN, 300.0, True, compile_only=True))
     stages = [baseline, trace]
     compiles = [compile_counts(s.name, [read_hook(r.run_dir) for r in s.results], h.hooked_stage(s.hook))
                 for s in stages]
     out = Findings(Verdict.NOT_REPRODUCED, None, Rate(0, 1), stages)
-    report = Report.from_findings(str(tmp_path), ["python", "repro.py"], out, compiles=compiles, reuse=h.reuse)
+    report = Report.from_findings(str(tmp_path), ["python", "repro.py"], out, compiles=compiles, reuse=h.reuse,
+                                  ahead=(ahead_row(ahead.spec.name, read_hook(ahead.run_dir), 12.34, False),))
     assert report.data["reuse"] == "hooked"
     assert [s["compiles"]["reused"] for s in report.data["stages"]] == [0, 1]
     report.write()
@@ -236,6 +270,8 @@ def test_the_report_says_per_stage_which_runs_compiled_and_which_reused(tmp_path
     assert "- baseline: 1 run(s) without the hook, each compiling as the script does (no reuse)" in markdown
     assert ("- trace: 1 of 2 run(s) compiled, 1 reused the flag set's package; compiled because: no cached "
             "package for this key (1)") in markdown
+    assert ("- ahead-trace-000: 0 of 1 run(s) compiled, 1 reused the flag set's package (12.3 s, compiling ahead "
+            "for a later stage; stopped before its first package load)") in markdown
 
 
 def test_the_gpu_benchmark_answers_help():
@@ -305,3 +341,60 @@ def test_the_reports_environment_says_which_isas_were_taken_and_how_many_runs_sk
     differ = "\n".join(_environment({"vec_isa": {"checked": ["avx2"], "claimed": ["avx512", "avx2"],
                                                  "runs_that_skipped_the_check": 0}}, None))
     assert "avx2 (the CPU claims avx512, avx2: every run checks them itself)" in differ
+
+
+def _log(result) -> str:
+    with open(result.log_path) as f:
+        return f.read()
+
+
+def _stamp(result, word: str) -> float:
+    return float(next(line.split()[1] for line in _log(result).splitlines() if line.startswith(word)))
+
+
+def test_a_compile_ahead_run_stores_its_flag_sets_package_and_stops_at_its_first_load(tmp_path, repro):
+    h = harness(tmp_path, jobs=2, LOAD="1")
+    ahead = h.run(RunSpec((sys.executable, repro), "ahead-trace", 0, NAN, 300.0, True, compile_only=True))
+    assert ahead.outcome is Outcome.PASSED and "COMPILING" in _log(ahead) and "AFTER LOAD" not in _log(ahead)
+    row = ahead_row("ahead-trace", read_hook(ahead.run_dir), ahead.exit.duration, False)
+    assert (row["compiled"], row["reused"], row["ended"]) == (1, 0, "stopped before its first package load")
+    log, event, _ = run(h, repro, 1, NAN, "trace")
+    assert "COMPILING" not in log and "AFTER LOAD" in log and event.reuse == "reused"
+
+
+def test_the_slot_a_cold_first_run_leaves_idle_compiles_a_later_stages_flag_set_ahead(tmp_path, repro):
+    h = harness(tmp_path, reuse="hooked", jobs=2, COMPILE_S="3", LOAD="1")
+    argv = (sys.executable, repro)
+    h.ahead([RunSpec(argv, "ahead-trace", 0, NAN, 300.0, True)])
+    base = h.run_many([RunSpec(argv, "baseline", i, (), 300.0, False) for i in range(2)])
+    trace = h.run_many([RunSpec(argv, "trace", 2 + i, NAN, 300.0, True) for i in range(2)])
+    h.finish_ahead()
+    (ahead,) = h.ahead_results
+    assert ahead.spec.compile_only and ahead.outcome is Outcome.PASSED and "COMPILING" in _log(ahead)
+    assert _stamp(ahead, "START") < _stamp(base[0], "END")  # beside the baseline's first run, not after it
+    assert all("COMPILING" in _log(r) for r in base)  # the baseline runs the user's way: no hook, no reuse
+    for r in trace:
+        (event,) = [e for e in read_hook(r.run_dir).events if e.compiled]
+        assert "COMPILING" not in _log(r) and event.reuse == "reused"
+
+
+@pytest.mark.parametrize("jobs, reuse", [(1, "hooked"), (2, "none")])
+def test_nothing_compiles_ahead_without_a_spare_slot_or_without_reuse(tmp_path, repro, jobs, reuse):
+    h = harness(tmp_path, reuse=reuse, jobs=jobs)
+    argv = (sys.executable, repro)
+    h.ahead([RunSpec(argv, "ahead-trace", 0, NAN, 300.0, True)])
+    h.run_many([RunSpec(argv, "baseline", 0, (), 300.0, False)])
+    h.finish_ahead()
+    assert h.ahead_results == [] and not os.path.exists(tmp_path / "run" / "runs" / "ahead-trace-000")
+
+
+def test_a_compile_ahead_run_the_ladder_no_longer_needs_is_killed_and_says_so(tmp_path, repro):
+    h = harness(tmp_path, jobs=2, COMPILE_S="120")
+    argv = (sys.executable, repro)
+    h.ahead([RunSpec(argv, "ahead-trace", 0, NAN, 300.0, True)])
+    h.run_many([RunSpec(argv, "baseline", 0, (("COMPILE_S", "0"),), 300.0, False)])
+    h.finish_ahead()
+    (ahead,) = h.ahead_results
+    assert ahead.exit.launch_error == "cancelled" and ahead.exit.duration < 60
+    row = ahead_row(ahead.spec.name, read_hook(ahead.run_dir), ahead.exit.duration, True)
+    assert row["ended"] == "killed: the ladder needed nothing more"

@@ -29,7 +29,8 @@ RUNTIME = frozenset({"AOTI_RUNTIME_CHECK_INPUTS", "PYTORCH_NO_CUDA_MEMORY_CACHIN
                      "PYTHONMALLOC", *FAKECHECK, *EAGER_WALK})
 
 # The tool's own: a user's shell may have them set, but a run must only see what its stage says.
-OWNED = (PRINTER, FILTER, "AOTI_BISECT_REDIRECT", "AOTI_BISECT_CONSTANTS", *FAKECHECK, *EAGER_WALK)
+OWNED = (PRINTER, FILTER, "AOTI_BISECT_REDIRECT", "AOTI_BISECT_CONSTANTS", "AOTI_BISECT_AHEAD", *FAKECHECK,
+         *EAGER_WALK)
 
 # Which runs serve a flag set's later compiles from the package its first run built (child/hook/reuse.py):
 # `hooked` the runs that carry the hook anyway (not the baseline's, nor determinism's: they run the user's way),

@@ -184,6 +184,15 @@ def compile_counts(stage: str, records: list[HookRecord], hooked: bool) -> dict:
     return row
 
 
+def ahead_row(stage: str, record: HookRecord, seconds: float, cancelled: bool) -> dict:
+    """report.json's row for one compile-only run (run/harness.py `ahead`): what it compiled, or found built,
+    for `stage`, and how it ended."""
+    stopped = any(e.status.startswith("not loaded") for e in record.events)
+    return {**compile_counts(stage, [record], True), "seconds": round(seconds, 1),
+            "ended": ("killed: the ladder needed nothing more" if cancelled else
+                      "stopped before its first package load" if stopped else "ran to its end")}
+
+
 def describe_counts(row: dict) -> str:
     """One line for report.md."""
     if not row["hooked"]:

@@ -32,6 +32,10 @@ from .walk import walk
 # fault the trace put after every instrumented launch. A custom op's fake check still runs after them.
 FAKE_VICTIMS = ("kernel", "outside_instrumented_kernels")
 
+# Later stages whose compile-time flags do not hang on what earlier stages find: their packages can be built in
+# the slots the baseline's first run leaves idle (Harness.ahead), so that the stages find them waiting.
+AHEAD = (("sanity", flags.SANITY), ("trace", flags.TRACE))
+
 # Failures that stop the process (or hang it): when every instrumented launch finished, the fault lies outside.
 FAULT_KINDS = {"illegal_memory_access", "device_assert", "index_out_of_bounds", "segfault", "abort", "crash",
                "timeout", "out_of_memory"}
@@ -61,9 +65,11 @@ def dominant(results: list[RunResult]) -> Optional[Signature]:
 
 
 class Ladder:
-    def __init__(self, argv: list[str], run_batch: RunBatch, evidence: Evidence, options: Options) -> None:
+    def __init__(self, argv: list[str], run_batch: RunBatch, evidence: Evidence, options: Options,
+                 ahead: Callable[[list[RunSpec]], None] = lambda specs: None) -> None:
         self.argv = argv
         self.run_batch = run_batch
+        self.ahead = ahead  # takes compile-only runs for later stages, to run where a slot would sit idle
         self.evidence = evidence
         self.opt = options
         self.stages: list[Stage] = []
@@ -113,6 +119,8 @@ class Ladder:
         return self._run(stage, self.opt.max_runs, stop)
 
     def run(self) -> Findings:
+        self.ahead([RunSpec(tuple(self.argv), f"ahead-{name}", 0, tuple(sorted(env.items())), self.opt.timeout, True)
+                    for name, env in AHEAD if name in self.opt.stages])
         base = self.baseline()
         rate = base.rate
         sig = dominant(base.results)

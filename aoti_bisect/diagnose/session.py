@@ -11,11 +11,11 @@ from ..report.bundle import keep_repro_script, record_secret_spans
 from ..report.model import Report
 from ..report.redact import Redactor
 from ..run import checkers, process, toolchains
-from ..run.harness import Harness
+from ..run.harness import PYCACHE_PREFIX, Harness, compile_key
 from ..run.probe import interpreter_of, probe_environment, relevant_env
 from ..run.registry import debugger, fresh_process
 from ..run.types import Outcome, RunResult
-from ..aoti.hook_record import Names, compile_counts, package_rows
+from ..aoti.hook_record import Names, ahead_row, compile_counts, package_rows
 from .evidence import RunEvidence
 from .constants import convict_constants
 from .names import name_findings
@@ -37,7 +37,8 @@ class Session:
                  python_script: bool = True, limits: process.OutputLimits = process.OutputLimits(),
                  cache_root: Optional[str] = None, redact_paths: bool = False, python: Optional[str] = None,
                  sanitize: bool = False, sanitizer: Optional[str] = None,
-                 sanitizer_tools: tuple[str, ...] = ("memcheck",), reuse: str = "hooked") -> None:
+                 sanitizer_tools: tuple[str, ...] = ("memcheck",), reuse: str = "hooked",
+                 ahead: bool = True) -> None:
         self.run_dir = run_dir
         self.argv = argv
         # The interpreter the probe describes: the repro's, never aoti-bisect's own (see interpreter_of).
@@ -45,6 +46,7 @@ class Session:
         self.progress = progress
         self.python_script = python_script
         self.harness = Harness(run_dir, jobs=jobs, limits=limits, cache_root=cache_root, reuse=reuse)
+        self.ahead = ahead  # compile later stages' flag sets in idle slots (Harness.ahead)
         self.options = Options(runs=runs, max_runs=max_runs, timeout=timeout, stages=stages, sanitize=sanitize,
                                checkers=checkers.find(sanitizer, sanitizer_tools), debugger=debugger())
         self.environment: dict = {}
@@ -92,7 +94,8 @@ class Session:
                                lambda path: toolchains.experiment(path, self.python,
                                                                   os.path.join(self.run_dir, "doctor", "toolchains"),
                                                                   self.harness.base_env, self.harness.cancel))
-        ladder = Ladder(self.argv, self._run_batch, evidence, self.options)
+        ladder = Ladder(self.argv, self._run_batch, evidence, self.options,
+                        self.harness.ahead if self.ahead else lambda specs: None)
         self.progress.say(f"aoti-bisect: run directory {self.run_dir}")
         if self.python_script:
             try:
@@ -105,7 +108,10 @@ class Session:
         thread.start()
         failure = None
         try:
-            outcome = ladder.run()
+            try:
+                outcome = ladder.run()
+            finally:
+                self.harness.finish_ahead()
             thread.join()
         except KeyboardInterrupt:
             self.harness.cancel.set()
@@ -121,6 +127,9 @@ class Session:
             outcome = Findings(Verdict.ERROR, outcome.signature, outcome.baseline, outcome.stages, summary=problem)
             self.progress.say(f"aoti-bisect: error: {problem}")
         self.environment.update(self._vec_isa())
+        cache = self.harness.bytecode_cache()
+        if cache:
+            self.environment["bytecode_cache"] = cache[PYCACHE_PREFIX]
         hooks = [(s.name, [evidence.hook(r) for r in s.results]) for s in outcome.stages]  # a name may repeat
         records = [h for _, stage_records in hooks for h in stage_records]
         if self._hook_never_loaded(outcome, hooks):
@@ -133,8 +142,10 @@ class Session:
         packages = [row for stage, records in hooks for row in package_rows(stage, records)]
         compiles = [compile_counts(s.name, records, self.harness.hooked_stage(s.hook))
                     for s, (_, records) in zip(outcome.stages, hooks)]
+        ahead = [{**ahead_row(r.spec.name, evidence.hook(r), r.exit.duration, r.exit.launch_error == "cancelled"),
+                  "flag_set": compile_key(r.spec.env_dict)} for r in self.harness.ahead_results]
         report = Report.from_findings(self.run_dir, self.argv, outcome, self.environment, self.redactor, packages,
-                                      compiles, self.harness.reuse)
+                                      compiles, self.harness.reuse, ahead)
         try:
             report.write()
             record_secret_spans(self.run_dir, report.data, self.redactor)  # a later bundle knows this run's secrets

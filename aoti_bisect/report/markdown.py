@@ -159,10 +159,15 @@ def render_markdown(d: dict) -> str:
         for finding, names in same.items():
             out += _item(f"**{md_cell(', '.join(names))}**: {md_cell(finding)}")
     counts = [s["compiles"] for s in d["stages"] if s.get("compiles") and s["compiles"]["runs"]]
-    if counts:
+    ahead = d.get("compiled_ahead") or []
+    if counts or ahead:
         out += ["", f"Compiles (`--reuse {md_cell(d.get('reuse') or 'hooked')}`):", ""]
         for count in counts:
             out += _item(md_cell(describe_counts(count)))
+        # Compile-only runs for a later stage, in slots the baseline's first run left idle (run/harness.py).
+        for row in ahead:
+            out += _item(md_cell(f"{describe_counts(row)} ({row['seconds']} s, compiling ahead for a later stage; "
+                                 f"{row['ended']})"))
     if d.get("packages"):
         out += ["", "## Packages", "", *textwrap.wrap(
             "What the hooked runs compiled (or reused) and loaded; runs without the hook (the baseline's, unless "
@@ -288,6 +293,9 @@ def _environment(env: dict, tool_version: str | None) -> list[str]:
             ("Python", env.get("python") and f"{env['python']} ({env.get('executable', '?')})"),
             ("C++ compiler", env.get("cxx_version")), ("libstdc++", env.get("libstdcxx")),
             ("CPU vector ISAs (Inductor)", _vec_isa(env.get("vec_isa"))),
+            ("Python bytecode", env.get("bytecode_cache") and (
+                f"PYTHONDONTWRITEBYTECODE is set: the hooked runs kept theirs in {env['bytecode_cache']}; the runs "
+                "without the hook compiled it afresh, as the user's do")),
             ("aoti-bisect", tool_version), ("torch error", env.get("torch_error")),
             ("probe error", env.get("probe_error")), ("collect_env error", env.get("collect_env_error"))]
     out = [_table([(k, md_cell(v)) for k, v in rows if v], headers=["", ""])]

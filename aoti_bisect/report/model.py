@@ -55,9 +55,10 @@ class Report:
     @classmethod
     def from_findings(cls, run_dir: str, command: list[str], outcome, environment: Optional[dict] = None,
                       redactor: Redactor = Redactor(), packages: tuple[dict, ...] = (), compiles: tuple[dict, ...] = (),
-                      reuse: Optional[str] = None) -> "Report":
+                      reuse: Optional[str] = None, ahead: tuple[dict, ...] = ()) -> "Report":
         """`packages`: aoti/hook_record.package_rows of each stage, what the hooked runs compiled and loaded;
-        `compiles`: aoti/hook_record.compile_counts of each stage, in order; `reuse`: the harness's reuse mode."""
+        `compiles`: aoti/hook_record.compile_counts of each stage, in order; `reuse`: the harness's reuse mode;
+        `ahead`: aoti/hook_record.ahead_row of each compile-only run."""
         sig = outcome.signature
         culprit = outcome.culprit
         c_json = None
@@ -92,6 +93,7 @@ class Report:
             "packages": list(packages),
             "constants": outcome.constants or None,
             "reuse": reuse,
+            "compiled_ahead": list(ahead),
             "next_steps": outcome.next_steps,
             "environment": environment or {},
             "run_dir": run_dir,

@@ -28,6 +28,7 @@ DIAGNOSTIC_ENV = {"TORCH_SHOW_CPP_STACKTRACES": "1", hook.CONSTANTS_ENV: "1"}
 # Torch's vector-ISA answer, left in the run directory by the first hooked run that had it (child/hook/vecisa.py).
 VEC_ISA_ANSWER = "vec-isa.json"
 VEC_ISA_OK = "TORCHINDUCTOR_VEC_ISA_OK"
+NO_BYTECODE, PYCACHE_PREFIX = "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX"
 HOOK_RECORD = "hook.json"  # beside output.log; a second recording process writes hook-<pid>.json
 
 
@@ -51,6 +52,9 @@ class Harness:
     --jobs 2 failed to load their package with "attempting to parse an empty input"). Each slot s > 0 runs
     in cache/<key>.slot<s>, a copy of the snapshot (cache/<key>.warm) taken when the key's first run, which
     runs alone, finished: one compile per key still serves every slot.
+
+    While a cold key's first run runs alone, the other slots would sit idle: compile-only runs of the flag sets
+    later stages will need (`ahead`) take them, so that those stages find their packages built (under reuse).
     """
 
     def __init__(self, run_dir: str, base_env: Optional[dict[str, str]] = None, jobs: int = 1,
@@ -80,6 +84,11 @@ class Harness:
         self._slots: queue.Queue = queue.Queue()
         for slot in range(self.jobs):
             self._slots.put(slot)
+        self._ahead_queue: list[RunSpec] = []
+        self._ahead_running: set = set()
+        self._ahead_pool: Optional[ThreadPoolExecutor] = None
+        self._ahead_cancel = process.Cancel(self.cancel)
+        self.ahead_results: list[RunResult] = []  # the compile-only runs that ran, in the order they ended
 
     def cache_dir(self, overlay: dict[str, str], slot: int = 0) -> str:
         base = os.path.join(self.cache_root, compile_key(overlay))
@@ -118,12 +127,15 @@ class Harness:
         })
         if spec.hook:  # a diagnostic stage's own: never a baseline run, even one that carries the hook for reuse
             env.update(DIAGNOSTIC_ENV)
+        if spec.compile_only:
+            env[hook.AHEAD_ENV] = "1"
         if self.hooked(spec):
             # First on the path, ahead of the user's own entries (kept): its sitecustomize runs theirs.
             user_path = self.base_env.get("PYTHONPATH")
             env["PYTHONPATH"] = hook.SITE_DIR + (os.pathsep + user_path if user_path else "")
             env[hook.ENV] = os.path.join(run_path, HOOK_RECORD)
             env.update(self.vec_isa())
+            env.update(self.bytecode_cache())
         reuse = self.reuse_dir(spec)
         if reuse:
             env[hook.REUSE_ENV] = reuse
@@ -142,6 +154,16 @@ class Harness:
         if answer.get("checked") and answer.get("checked") == answer.get("claimed"):
             env[VEC_ISA_OK] = "1"
         return env
+
+    def bytecode_cache(self) -> dict[str, str]:
+        """Where the user's environment turns Python's bytecode cache off (PYTHONDONTWRITEBYTECODE, common in
+        container images), every process compiles torch's sources afresh: 5-7 s an import on the lent H100 host
+        against 2.6 s, and torch 2.11's vector-ISA checks import torch again in a subprocess per ISA. A hooked
+        run then keeps the bytecode under the cache root (the same code, compiled once for the bisection); the
+        runs that stand for the user's keep the user's setting, as does a user's own PYTHONPYCACHEPREFIX."""
+        if not self.base_env.get(NO_BYTECODE) or PYCACHE_PREFIX in self.base_env:
+            return {}
+        return {NO_BYTECODE: "", PYCACHE_PREFIX: os.path.join(self.cache_root, "pycache")}
 
     def vec_isa_answer(self) -> Optional[dict]:
         """The answer the first hooked run left ({"checked": [...], "claimed": [...]}); None before it did."""
@@ -199,7 +221,7 @@ class Harness:
         if due:
             shutil.copytree(snapshot, cache, symlinks=True, dirs_exist_ok=True)
 
-    def run(self, spec: RunSpec) -> RunResult:
+    def run(self, spec: RunSpec, cancel: Optional[process.Cancel] = None) -> RunResult:
         run_path = os.path.join(self.run_dir, "runs", spec.name)
         log_path = os.path.join(run_path, "output.log")
         slot = self._slots.get()
@@ -212,7 +234,7 @@ class Harness:
                 problem = f"cannot set up {run_path}: {exc}"
             exit = (ProcessExit(None, None, False, 0.0, 0, launch_error=problem) if problem else
                     process.execute(list(spec.argv), env, os.path.join(run_path, "cwd"), log_path, spec.timeout,
-                                    self.limits, self.cancel))
+                                    self.limits, cancel or self.cancel))
             cache = self.cache_dir(spec.env_dict, slot)
             if exit.launch_error != "cancelled" and self.jobs > 1:
                 self._snapshot_if_first(spec, cache)
@@ -241,7 +263,8 @@ class Harness:
                  on_start: Callable[[RunSpec], None] = lambda spec: None) -> list[RunResult]:
         """Runs specs, up to `jobs` at a time, until all ran or `stop(results so far)` says enough.
 
-        The first run of a cold compile key runs alone: parallel runs would all compile the same thing.
+        The first run of a cold compile key runs alone: parallel runs would all compile the same thing. The
+        slots it leaves idle run the queued compile-only runs (`ahead`).
         """
         pending = list(specs)
         results: list[RunResult] = []
@@ -258,15 +281,21 @@ class Harness:
         return results
 
     def _drive(self, pool, pending, running, results, on_result, stop, on_start) -> None:
+        alone = None  # a cold key's first run
         while (pending or running) and not self.cancel.is_set():
-            while pending and len(running) < self.jobs and not stop(results):
+            while pending and len(running) + len(self._ahead_running) < self.jobs and not stop(results):
                 cold = _warm_key(pending[0]) not in self._warm
                 if cold and running:
                     break
+                self._drop_ahead(pending[0])
                 on_start(pending[0])
-                running.add(pool.submit(self.run, pending.pop(0)))
+                future = pool.submit(self.run, pending.pop(0))
+                running.add(future)
                 if cold:
+                    alone = future
                     break
+            if alone in running:
+                self._start_ahead(len(running))
             if not running:
                 break
             done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
@@ -277,6 +306,52 @@ class Harness:
                     continue
                 results.append(result)
                 on_result(result)
+
+    # -- compile-only runs for later stages ------------------------------------------------------------
+    def ahead(self, specs: Iterable[RunSpec]) -> None:
+        """Queues compile-only runs (RunSpec.compile_only) of flag sets that later stages will run, for the
+        slots a cold first run leaves idle. Only where a flag set's runs take its package (reuse) and there is
+        a slot to spare; a key that is warm, or queued already, is left out."""
+        if self.jobs < 2:
+            return
+        with self._lock:
+            for spec in specs:
+                key = _warm_key(spec)
+                if (self.reuse_dir(spec) and key not in self._warm
+                        and all(_warm_key(s) != key for s in self._ahead_queue)):
+                    self._ahead_queue.append(dataclasses.replace(spec, compile_only=True))
+
+    def _drop_ahead(self, spec: RunSpec) -> None:
+        """A stage has come to run this key: its own first run compiles it, unless an ahead run already is."""
+        with self._lock:
+            self._ahead_queue = [s for s in self._ahead_queue if _warm_key(s) != _warm_key(spec)]
+
+    def _start_ahead(self, busy: int) -> None:
+        started = []
+        with self._lock:
+            while self._ahead_queue and busy + len(self._ahead_running) < self.jobs:
+                if self._ahead_pool is None:
+                    self._ahead_pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="ahead")
+                future = self._ahead_pool.submit(self.run, self._ahead_queue.pop(0), self._ahead_cancel)
+                self._ahead_running.add(future)
+                started.append(future)
+        for future in started:  # outside the lock: a future already done runs its callback here, at once
+            future.add_done_callback(self._ahead_done)
+
+    def _ahead_done(self, future) -> None:
+        with self._lock:
+            self._ahead_running.discard(future)
+            if not future.cancelled() and future.exception() is None:
+                self.ahead_results.append(future.result())
+
+    def finish_ahead(self) -> None:
+        """Drops the queued compile-only runs and kills the running ones: the ladder needs nothing more."""
+        with self._lock:
+            self._ahead_queue.clear()
+            pool = self._ahead_pool
+        self._ahead_cancel.set()
+        if pool is not None:
+            pool.shutdown(wait=True)
 
 
 def _warm_key(spec: RunSpec) -> tuple:

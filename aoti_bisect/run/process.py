@@ -43,16 +43,18 @@ class OutputLimits:
 
 
 class Cancel:
-    """Shared by every running child: set once, everything still running is killed."""
+    """Shared by every running child: set once, everything still running is killed. A child Cancel is set with
+    its parent, and can also be set alone."""
 
-    def __init__(self) -> None:
+    def __init__(self, parent: Optional["Cancel"] = None) -> None:
         self._event = threading.Event()
+        self._parent = parent
 
     def set(self) -> None:
         self._event.set()
 
     def is_set(self) -> bool:
-        return self._event.is_set()
+        return self._event.is_set() or (self._parent is not None and self._parent.is_set())
 
 
 _libc = ctypes.CDLL(None, use_errno=True)

@@ -28,6 +28,8 @@ class RunSpec:
     env: tuple[tuple[str, str], ...] = ()
     timeout: float = 600.0
     hook: bool = False  # run with the in-process hook (child/hook), which records packages in hook.json
+    # Compiles for a later stage and stops at its first package load (Harness.ahead): it stands for no stage.
+    compile_only: bool = False
 
     @property
     def env_dict(self) -> dict[str, str]:

@@ -15,6 +15,9 @@ FLAG_SET_ENV = "AOTI_BISECT_FLAG_SET"
 # weights lands in the repro's own allocator (on a GPU, its caching allocator), which a baseline that carries
 # the hook only for reuse must not see.
 CONSTANTS_ENV = "AOTI_BISECT_CONSTANTS"
+# A run that only compiles ahead for a later stage (run/harness.py): the process ends at its first package load,
+# once every compile before it has stored its package for the flag set's later runs (reuse.py).
+AHEAD_ENV = "AOTI_BISECT_AHEAD"
 VEC_ISA_ENV = "AOTI_BISECT_VEC_ISA"  # where the first run with torch's vector-ISA answer writes it (vecisa.py)
 LOADED = "hook.loaded"  # left beside the record when the hook installs: its absence says it never ran
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sitedir")

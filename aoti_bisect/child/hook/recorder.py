@@ -20,7 +20,7 @@ import threading
 import time
 import zipfile
 
-from . import CONSTANTS_ENV, LOADED, capture, constants, provenance, redirect, reuse, vecisa
+from . import AHEAD_ENV, CONSTANTS_ENV, LOADED, capture, constants, provenance, redirect, reuse, vecisa
 
 ENV = "AOTI_BISECT_HOOK"
 SCHEMA_VERSION = 1
@@ -252,6 +252,15 @@ def _end(event, status, error=None):
         RECORD.update(event, status=status, **({"error": error} if error else {}))
 
 
+def _stop_ahead(call, target):
+    """A compile-ahead run ends where the repro would start to run what it compiled: its packages are stored."""
+    if os.environ.get(AHEAD_ENV):
+        RECORD.add({"call": call, "status": "not loaded: compile-ahead run", "path": package_file(target)[0],
+                    "sha256": None, "built_here": False, "ahead": True})
+        # Not sys.exit: a repro's bare `except:` would catch it and run on.
+        os._exit(0)
+
+
 @_quietly
 def _share_vec_isa():
     vecisa.share()
@@ -285,6 +294,7 @@ def _wrap_load(original, call):
             if not outermost:
                 return original(*args, **kwargs)
             target = args[0] if args else kwargs.get("path")
+            _stop_ahead(call, target)
             model_name = (args[1] if call == "load_package" and len(args) > 1 else kwargs.get("model_name"))
             event = _begin_load(call, target, model_name or "model")
             args, kwargs = redirect.load_args(RECORD, event, args, kwargs, sha256)
