@@ -48,9 +48,9 @@ def run_checks(root, groups: list[list[str]], timeout: float):
     checks = []
     for i, names in enumerate(g for g in groups if g):
         out = root / f"group-{i}"
-        # Two bisections on two cores leave no core idle for compile-ahead: with it in both lanes (2026-11-24),
-        # the hang's lane took 932 s, its cold compiles slower (index_oob 118 s, load_error 113 s; COST has 73
-        # and 72). The other lane keeps it, so that compiling ahead is checked end to end on real AOTI.
+        # One lane bisects with compile-ahead and one without, so that both are checked end to end on real
+        # AOTI. The lanes took about as long either way (2026-11-24: ahead in both, 932 s and 876 s; off in the
+        # hang's lane, 925 s and 838 s): the two lanes contend for the two cores whatever ahead does.
         ahead = "--no-ahead" if "hang_custom_op" in names else "--ahead"
         checks.append((out, subprocess.Popen(
             [sys.executable, "-m", "aoti_bisect", "scenarios", "check", *names, "--device", "cpu", "--jobs", "2",

@@ -7,6 +7,7 @@ import sys
 from conftest import spec
 
 from aoti_bisect.files import read_log
+from aoti_bisect.run import harness
 from aoti_bisect.run.harness import Harness, compile_key
 from aoti_bisect.run.types import Outcome, RunSpec
 
@@ -92,9 +93,11 @@ def test_parallel_runs_respect_jobs_and_stop(tmp_path, write_script):
     assert sum(started for _, started in events) == len(results)  # nothing started after stop fired
 
 
-def test_hooked_runs_keep_bytecode_in_the_cache_root_where_the_user_turned_it_off(tmp_path, write_script):
-    """PYTHONDONTWRITEBYTECODE (container images set it) makes every process compile torch's sources afresh;
-    hooked runs keep theirs under the cache root, the runs that stand for the user's keep the user's setting."""
+def test_hooked_runs_keep_bytecode_in_the_cache_root_where_the_user_turned_it_off(tmp_path, write_script,
+                                                                                    monkeypatch):
+    """PYTHONDONTWRITEBYTECODE (container images set it), with torch installed without bytecode, makes every
+    process compile torch's sources afresh; hooked runs keep theirs under the cache root, the runs that stand
+    for the user's keep the user's setting."""
     (tmp_path / "helper.py").write_text("VALUE = 7\n")
     script = write_script("uses_helper.py", f"""
         import sys
@@ -102,6 +105,9 @@ def test_hooked_runs_keep_bytecode_in_the_cache_root_where_the_user_turned_it_of
         import helper
         print("VALUE", helper.VALUE, "DONT_WRITE", sys.flags.dont_write_bytecode)
     """)
+    assert not harness.torch_bytecode_missing()  # pip wrote torch's bytecode at install: no prefix here
+    assert Harness(str(tmp_path / "run0"), base_env={"PYTHONDONTWRITEBYTECODE": "1"}).bytecode_cache() == {}
+    monkeypatch.setattr(harness, "torch_bytecode_missing", lambda: True)  # as in the lent GPU host's image
     h = Harness(str(tmp_path / "run"), base_env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}, reuse="hooked")
     base = h.run(RunSpec((sys.executable, script), "baseline", 0, (), 60.0, False))
     assert "DONT_WRITE 1" in open(base.log_path).read()

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
+import importlib.util
 import json
 import os
 import queue
@@ -157,11 +159,13 @@ class Harness:
 
     def bytecode_cache(self) -> dict[str, str]:
         """Where the user's environment turns Python's bytecode cache off (PYTHONDONTWRITEBYTECODE, common in
-        container images), every process compiles torch's sources afresh: 5-7 s an import on the lent H100 host
-        against 2.6 s, and torch 2.11's vector-ISA checks import torch again in a subprocess per ISA. A hooked
-        run then keeps the bytecode under the cache root (the same code, compiled once for the bisection); the
-        runs that stand for the user's keep the user's setting, as does a user's own PYTHONPYCACHEPREFIX."""
-        if not self.base_env.get(NO_BYTECODE) or PYCACHE_PREFIX in self.base_env:
+        container images) and torch was installed without bytecode, every process compiles torch's sources
+        afresh: 5-7 s an import on the lent H100 host against 2.6 s, and torch 2.11's vector-ISA checks import
+        torch again in a subprocess per ISA. A hooked run then keeps the bytecode under the cache root (the same
+        code, compiled once for the bisection); the runs that stand for the user's keep the user's setting, as
+        does a user's own PYTHONPYCACHEPREFIX. Where torch's bytecode exists (pip writes it at install), a
+        prefix would only make Python ignore it and compile everything again."""
+        if not self.base_env.get(NO_BYTECODE) or PYCACHE_PREFIX in self.base_env or not torch_bytecode_missing():
             return {}
         return {NO_BYTECODE: "", PYCACHE_PREFIX: os.path.join(self.cache_root, "pycache")}
 
@@ -352,6 +356,16 @@ class Harness:
         self._ahead_cancel.set()
         if pool is not None:
             pool.shutdown(wait=True)
+
+
+@functools.lru_cache(maxsize=None)
+def torch_bytecode_missing() -> bool:
+    """Whether torch, as this interpreter finds it, has no cached bytecode beside its sources (the repro's
+    interpreter is this one unless --python names another). Finding the spec imports nothing."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return False
+    return not os.path.exists(importlib.util.cache_from_source(spec.origin))
 
 
 def _warm_key(spec: RunSpec) -> tuple:
