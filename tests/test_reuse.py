@@ -17,7 +17,7 @@ from aoti_bisect.report.facts import render, render_all
 from aoti_bisect.aoti.hook_record import ahead_row, compile_counts, describe_counts, package_rows, read_hook
 from aoti_bisect.child import hook
 from aoti_bisect.run.harness import VEC_ISA_ANSWER, VEC_ISA_OK, Harness, compile_key
-from render_all(aoti_bisect.diagnose.evidence) import RunEvidence
+from aoti_bisect.diagnose.evidence import RunEvidence
 from aoti_bisect.run.types import Outcome, ProcessExit, RunResult, RunSpec
 
 NAN = (("TORCHINDUCTOR_NAN_ASSERTS", "1"),)

@@ -1,6 +1,6 @@
 """The debugging guide's flags: which the ladder sets at each stage, and which take effect without a recompile.
 
-See NOTES-aoti (shared notes) for what each one does; the sets below are the only place they are spelled.
+docs/aoti-facts.md says what each one does; the sets below are the only place they are spelled.
 """
 from __future__ import annotations
 
