@@ -28,6 +28,8 @@ from .stages import AHEAD, LATER, REQUESTABLE, baseline, memcheck, unmask
 
 # Stages that wait for a crash to read one (sanity, trace, inspect): what a flaky fault costs without a checker.
 CRASH_WAITS = 3
+# A checked run that costs at most this many plain runs goes right after the baseline's first run passed.
+EARLY_COST = 2.0
 
 
 @dataclass
@@ -78,13 +80,19 @@ class Ladder:
                   prefix: tuple[str, ...] = (), slowdown: float = 1.0) -> Stage:
         """Runs the stage; it joins self.stages first so that an interrupted stage keeps what finished."""
         self.stages.append(stage)
+        return self.extend(stage, n, stop, prefix, slowdown)
+
+    def extend(self, stage: Stage, n: int, stop: Callable[[list[RunResult]], bool] = lambda rs: False,
+               prefix: tuple[str, ...] = (), slowdown: float = 1.0) -> Stage:
+        """Up to n more runs of a stage already in self.stages; `stop` sees all of the stage's results."""
         env = tuple(sorted(stage.env.items()))
         argv = (*prefix, *self.argv)
         specs = [RunSpec(argv, stage.name.value, self.counter + i, env, self.opt.timeout * slowdown, stage.hook)
                  for i in range(n)]
-        self.run_batch(specs, stage.results.append, stop)
+        before = list(stage.results)
+        self.run_batch(specs, stage.results.append, lambda rs: stop(before + rs))
         # Runs are started in index order and every started run lands, so the unused indices are reusable.
-        self.counter += len(stage.results)
+        self.counter += len(stage.results) - len(before)
         stage.results.sort(key=lambda r: r.spec.index)
         if stage.hook:
             self._learn_names(stage)
@@ -127,7 +135,7 @@ class Ladder:
             if out.culprit is not None:
                 self.finish(out)
                 return self._skip_rest(out, "baseline did not reproduce; the memory checker found the fault")
-        if self.check_first(self.stages[0].results):
+        if self.check_first(self.stages[0].results) and not self.ran(StageName.MEMCHECK):
             memcheck.run(self, out)  # the checker sees the access in any run, crashed or not: it goes first
         for rung in LATER:
             if self.ran(rung.name):
@@ -158,6 +166,16 @@ class Ladder:
             return False
         return CRASH_WAITS / rate.value > min(c.cost for c in checkers)
 
+    def check_early(self, results: list[RunResult]) -> bool:
+        """Whether a CUDA repro's checker runs after the baseline's first run passed: compute-sanitizer costs about
+        a plain run (the compile dominates) and sees an invalid access in any run, so a rare or masked fault is
+        convicted without waiting for crashes; a clean check costs one run and the baseline goes on."""
+        if not results or any(r.failed for r in results) or StageName.MEMCHECK.value not in self.opt.stages \
+                or self.ran(StageName.MEMCHECK) or not self.is_cuda(default=False):
+            return False
+        checkers = dict(self.opt.checkers).get("cuda")
+        return bool(checkers) and not isinstance(checkers, Missing) and min(c.cost for c in checkers) <= EARLY_COST
+
     def rate_after_verdict(self, out: Findings) -> None:
         """The baseline runs the checker went ahead of, bounded by --max-runs and the budget in seconds."""
         left, base = self.clues.rate_left, self.stages[0]
@@ -165,12 +183,12 @@ class Ladder:
             return
         deadline = self.clock() + self.opt.budget
         before = base.rate
-        specs = [RunSpec(tuple(self.argv), StageName.BASELINE.value, self.counter + i, (), self.opt.timeout, False)
-                 for i in range(left)]
-        self.run_batch(specs, base.results.append, lambda rs: self.clock() > deadline)
-        self.counter += len(base.results) - before.runs
-        base.results.sort(key=lambda r: r.spec.index)
+        self.extend(base, left, lambda rs: self.clock() > deadline)
         out.baseline = base.rate
+        if out.culprit is not None and not base.rate.failures:
+            out.masked = fact(FactKind.CHECKER, "passes at baseline ({base}); {found}", base=base.rate.describe(),
+                              found=out.culprit.headline)
+            out.summary = out.masked
         base.finding = joined(base.finding, fact(
             FactKind.REPRODUCTION, "the checker went ahead at {before}; the rate ran on after the verdict: {now} "
             "({more} more run(s) of {left}, within {budget:.0f} s)", before=before.describe(),
