@@ -72,6 +72,7 @@ class Ladder:
         self.stages: list[Stage] = []
         self.counter = 0
         self.clues = Clues()
+        self.started = clock()
         self.namer = Namer()
         self._records: list = []  # hook records of the hooked runs so far: the user's names
 
@@ -126,6 +127,7 @@ class Ladder:
 
     # -- the climb -------------------------------------------------------------------------------
     def run(self) -> Findings:
+        self.started = self.clock()
         self.ahead([RunSpec(tuple(self.argv), f"ahead-{name.value}", 0, tuple(sorted(env.items())), self.opt.timeout,
                             True) for name, env in AHEAD if name.value in self.opt.stages])
         out, stop = baseline.run(self)
@@ -282,6 +284,7 @@ class Ladder:
         return dict(flags.DETERMINISM) if det and det.rate.failures else {}
 
     def finish(self, out: Findings) -> None:
+        out.verdict_s = round(self.clock() - self.started, 1)
         c = out.culprit
         early = out.signature is not None and out.signature.phase in ("export", "compile", "load")
         if c is None:

@@ -134,6 +134,8 @@ def render_markdown(d: dict) -> str:
         if c.get("summary"):
             summary.append(("Convicted by", c["summary"]))
     summary.append(("Rates", _rates(d)))
+    if d.get("verdict_s") is not None:
+        summary.append(("Time to verdict", f"{d['verdict_s']:g} s from the first run"))
     if d.get("masked"):
         summary.append(("Masked", d["masked"]))
     for key, value in summary:

@@ -92,6 +92,7 @@ class Report:
             "stages": stages,
             "culprit": c_json or {"kind": None, "kernel": None, "evidence": []},
             "masked": render(outcome.masked) or None,
+            "verdict_s": outcome.verdict_s,
             "packages": list(packages),
             "constants": _constants(outcome.constants),
             "reuse": reuse,
