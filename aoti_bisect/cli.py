@@ -129,14 +129,16 @@ def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, cach
     if python:
         check_python_runs(python, run_dir)
     # psutil, the harness and the ladder load only for a real run
+    from .config import RunConfig
     from .diagnose.session import Session
     from .progress import Progress
     from .run.probe import interpreter_of
 
-    session = Session(run_dir, argv, Progress(verbose - quiet), jobs=jobs, runs=runs, max_runs=max_runs,
-                      timeout=timeout, stages=("baseline", *wanted), python_script=cmd is None,
-                      redact_paths=redact_paths, python=interpreter_of(argv, python), sanitize=sanitize,
-                      sanitizer=sanitizer, sanitizer_tools=tools, cache_root=cache_dir, reuse=reuse, ahead=ahead)
+    config = RunConfig(run_dir, argv, jobs=jobs, runs=runs, max_runs=max_runs, timeout=timeout,
+                       stages=("baseline", *wanted), python_script=cmd is None, redact_paths=redact_paths,
+                       python=interpreter_of(argv, python), sanitize=sanitize, sanitizer=sanitizer,
+                       sanitizer_tools=tools, cache_root=cache_dir, reuse=reuse, ahead=ahead)
+    session = Session(config, Progress(verbose - quiet))
     report = session.execute()
     if as_json:
         print(json.dumps(report.data, indent=2))
