@@ -15,7 +15,9 @@ import pytest
 
 from aoti_bisect.aoti.hook_record import ahead_row, compile_counts, describe_counts, package_rows, read_hook
 from aoti_bisect.child import hook
-from aoti_bisect.run.harness import VEC_ISA_ANSWER, VEC_ISA_OK, Harness, compile_key
+from aoti_bisect.run.environment import VEC_ISA_ANSWER, VEC_ISA_OK
+from aoti_bisect.run.harness import Harness
+from aoti_bisect.run.layout import compile_key
 from aoti_bisect.diagnose.evidence import RunEvidence
 from aoti_bisect.run.types import Outcome, ProcessExit, RunResult, RunSpec
 

@@ -185,7 +185,7 @@ def compile_counts(stage: str, records: list[HookRecord], hooked: bool) -> dict:
 
 
 def ahead_row(stage: str, record: HookRecord, seconds: float, cancelled: bool) -> dict:
-    """report.json's row for one compile-only run (run/harness.py `ahead`): what it compiled, or found built,
+    """report.json's row for one compile-only run (run/scheduler.py `ahead`): what it compiled, or found built,
     for `stage`, and how it ended."""
     stopped = any(e.status.startswith("not loaded") for e in record.events)
     return {**compile_counts(stage, [record], True), "seconds": round(seconds, 1),

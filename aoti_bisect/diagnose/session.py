@@ -12,7 +12,9 @@ from ..report.model import Report
 from ..report.redact import Redactor
 from ..config import RunConfig
 from ..run import checkers, toolchains
-from ..run.harness import PYCACHE_PREFIX, Harness, compile_key
+from ..run.environment import PYCACHE_PREFIX
+from ..run.harness import Harness
+from ..run.layout import compile_key
 from ..run.probe import interpreter_of, probe_environment, relevant_env
 from ..run.registry import debugger, fresh_process
 from ..run.types import Outcome, RunResult
@@ -62,7 +64,7 @@ class Session:
 
     def _vec_isa(self) -> dict:
         """Torch's vector-ISA answer as the first hooked run had it, and whether later hooked runs skipped the
-        check (run/harness.py's vec_isa)."""
+        check (run/environment.py's vec_isa)."""
         answer = self.harness.vec_isa_answer()
         if answer is None:
             return {}
