@@ -11,7 +11,7 @@ import threading
 from typing import Optional
 
 from ..aoti import flags
-from ..child import hook
+from ..child import contract, hook
 from .layout import Layout, compile_key
 from .types import RunSpec
 
@@ -19,12 +19,11 @@ CHILD_ENV = {"PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"}
 # Only the diagnostic (hooked) runs: it makes a CPU kernel's exception name the kernel, but it also changes
 # what the repro prints (a symbolized C++ stack under every c10 error), so the runs that stand for the user's
 # own (baseline, determinism) go without it.
-DIAGNOSTIC_ENV = {"TORCH_SHOW_CPP_STACKTRACES": "1", hook.CONSTANTS_ENV: "1"}
+DIAGNOSTIC_ENV = {"TORCH_SHOW_CPP_STACKTRACES": "1", contract.CONSTANTS_ENV: "1"}
 # Torch's vector-ISA answer, left in the run directory by the first hooked run that had it (child/hook/vecisa.py).
 VEC_ISA_ANSWER = "vec-isa.json"
 VEC_ISA_OK = "TORCHINDUCTOR_VEC_ISA_OK"
 NO_BYTECODE, PYCACHE_PREFIX = "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX"
-HOOK_RECORD = "hook.json"  # beside output.log; a second recording process writes hook-<pid>.json
 
 
 class Environment:
@@ -71,7 +70,7 @@ class Environment:
             env["CUDA_VISIBLE_DEVICES"] = self.gpu_slots[slot]
         env.update({
             # A repro may seed its randomness per run from this (the nightly's seeded tests do).
-            "AOTI_BISECT_RUN_INDEX": str(spec.index),
+            contract.RUN_INDEX_ENV: str(spec.index),
             "TMPDIR": tmp,
             "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache, "inductor"),
             "TRITON_CACHE_DIR": os.path.join(cache, "triton"),
@@ -83,18 +82,18 @@ class Environment:
         if spec.hook:  # a diagnostic stage's own: never a baseline run, even one that carries the hook for reuse
             env.update(DIAGNOSTIC_ENV)
         if spec.compile_only:
-            env[hook.AHEAD_ENV] = "1"
+            env[contract.AHEAD_ENV] = "1"
         if self.hooked(spec):
             # First on the path, ahead of the user's own entries (kept): its sitecustomize runs theirs.
             user_path = self.base_env.get("PYTHONPATH")
             env["PYTHONPATH"] = hook.SITE_DIR + (os.pathsep + user_path if user_path else "")
-            env[hook.ENV] = os.path.join(run_path, HOOK_RECORD)
+            env[contract.HOOK_ENV] = os.path.join(run_path, contract.HOOK_RECORD)
             env.update(self.vec_isa())
             env.update(self.bytecode_cache())
         reuse = self.reuse_dir(spec)
         if reuse:
-            env[hook.REUSE_ENV] = reuse
-            env[hook.FLAG_SET_ENV] = compile_key(spec.env_dict)
+            env[contract.REUSE_ENV] = reuse
+            env[contract.FLAG_SET_ENV] = compile_key(spec.env_dict)
         env.update(spec.env_dict)
         return env
 
@@ -102,7 +101,7 @@ class Environment:
         """What a hooked run gets for torch's vector-ISA check: where to leave the answer and, once an earlier
         run's answer says that every ISA the CPU claims passed its check, the setting that skips the check and
         gives the same answer. The baseline and determinism runs of `--reuse hooked` check as the user's do."""
-        env = {hook.VEC_ISA_ENV: os.path.join(self.layout.run_dir, VEC_ISA_ANSWER)}
+        env = {contract.VEC_ISA_ENV: os.path.join(self.layout.run_dir, VEC_ISA_ANSWER)}
         if VEC_ISA_OK in self.base_env:  # the user's own setting stands
             return env
         answer = self.vec_isa_answer() or {}
