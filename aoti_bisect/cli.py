@@ -11,7 +11,7 @@ import click
 
 from .aoti.flags import REUSE_MODES
 from .child.contract import DB_ENV
-from .diagnose.stages import STAGES as STAGE_NAMES
+from .diagnose.stages import REQUESTABLE as STAGE_NAMES
 from . import stopping
 from .exits import EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, UsageFailure, report_crash
 from .files import claim_out, default_out, prepare_out

@@ -17,7 +17,7 @@ Printed as each measurement ends: wall seconds, runs/compile keys, compiled/reus
 rate (with reuse on, the baseline compiles once too: compare its rate with off's), on/floor (target <= 1.25)
 and off/on. The machine line names the machine, the date, the load and the torch version.
 
-On the lent GPU machine, export CXX=g++ first (see NOTES-gpu.md: the image's /opt/gcc g++ builds packages that
+On the lent GPU machine, export CXX=g++ first (see docs/gpu.md: the image's /opt/gcc g++ builds packages that
 segfault while loading). About 8 minutes on one H100 for the CUDA set with --skip-off.
 
 Usage: python bench/reuse_gpu.py [--jobs 4] [--skip-off] [--scenarios a,b] [--device cuda|cpu] [--keep DIR]

@@ -14,6 +14,7 @@ import zipfile
 
 import pytest
 
+from aoti_bisect.report.facts import render, render_all
 from aoti_bisect.aoti import wrapper
 from aoti_bisect.aoti.hook_record import parse, read_hook
 from aoti_bisect.child.hook import constants as hook_constants
@@ -101,9 +102,9 @@ def test_the_walks_kernel_gives_way_to_the_bad_constant_it_reads():
     convict_constants(out, [captured()], graph(), ["python", "repro.py"])
     c = out.culprit
     line = f"constant `proj.bias` (wrapper proj_bias) holds NaN (3 of 16 elements); read by {ADDMM}"
-    assert (c.kind, c.kernel, c.input_name, c.user_name, c.summary) == ("constant", None, "proj_bias", "proj.bias", line)
+    assert (c.kind, c.kernel, c.input_name, c.user_name, render(c.summary)) == ("constant", None, "proj_bias", "proj.bias", line)
     # The walk's chain stays, the conviction follows it, and the other bad constant is said too.
-    assert c.evidence == [*walk, line, "also: constant `scale` (wrapper scale) holds +Inf (1 of 16 elements); "
+    assert render_all(c.evidence) == [*walk, line, "also: constant `scale` (wrapper scale) holds +Inf (1 of 16 elements); "
                                        "read by cpp_fused_mul_relu_0"]
     assert c.probes == [["cpp_fused_mul_relu_0"]] and out.source is None
     assert "proj.bias" in out.next_steps[0] and "old step" not in out.next_steps
@@ -115,7 +116,7 @@ def test_another_culprit_keeps_the_conviction_and_the_bad_constants_are_said_bes
     out = findings(Culprit("kernel", kernel="cpp_fused_log_0", evidence=["cpp_fused_log_0 produced bad values"]))
     convict_constants(out, [captured()], graph(), ["python", "repro.py"])
     assert out.culprit.kind == "kernel" and out.culprit.kernel == "cpp_fused_log_0"
-    assert out.culprit.evidence[1:] == [
+    assert render_all(out.culprit.evidence)[1:] == [
         f"also: constant `proj.bias` (wrapper proj_bias) holds NaN (3 of 16 elements); read by {ADDMM}",
         "also: constant `scale` (wrapper scale) holds +Inf (1 of 16 elements); read by cpp_fused_mul_relu_0"]
     assert out.next_steps == ["old step"]
@@ -131,23 +132,23 @@ def test_with_no_walk_a_nan_failure_convicts_the_bad_constant_read_first_from_th
     out = findings(Culprit("unknown", evidence=["no launch lines: ..."]))
     convict_constants(out, [captured_at(package)], None, ["python", "repro.py"])
     assert out.culprit.kind == "constant" and out.culprit.user_name == "proj.bias"
-    assert out.culprit.summary.endswith(f"read by {ADDMM}")
+    assert render(out.culprit.summary).endswith(f"read by {ADDMM}")
     # Without the package's source the conviction stands, and says it could not name a reader.
     out = findings(None)
     convict_constants(out, [captured_at(tmp_path / "gone.pt2")], None, ["python", "repro.py"])
-    assert out.culprit.kind == "constant" and "no launch in the wrapper reads it by name" in out.culprit.summary
+    assert out.culprit.kind == "constant" and "no launch in the wrapper reads it by name" in render(out.culprit.summary)
 
 
 def test_a_walk_whose_printer_showed_nothing_says_so_instead_of_calling_the_outputs_finite():
     # A prebuilt package: the inspect compile's wrapper never ran, so level 2 printed no kernel at all.
     culprit = walk(graph(), lambda kernels: ({}, {}), None, False)
     assert culprit.kind == "unknown" and culprit.probes == [["cpp_fused_mul_relu_0", ADDMM]]
-    assert culprit.evidence == ["the level-2 run printed nothing for cpp_fused_mul_relu_0: the repro ran code other "
+    assert render_all(culprit.evidence) == ["the level-2 run printed nothing for cpp_fused_mul_relu_0: the repro ran code other "
                                 "than the wrapper compiled under these flags (a prebuilt or cached package), or "
                                 "the failure did not reproduce under the printer"]
     out = findings(culprit)
     convict_constants(out, [captured()], graph(), ["python", "repro.py"])
-    assert out.culprit.kind == "constant" and out.culprit.evidence[0] == culprit.evidence[0]
+    assert out.culprit.kind == "constant" and render_all(out.culprit.evidence)[0] == render_all(culprit.evidence)[0]
 
 
 @pytest.mark.parametrize("culprit,kind", [(Culprit("unknown"), "segfault"),

@@ -4,6 +4,8 @@ captured from torch 2.13 CPU packages exported with a dynamic dimension (scenari
 scenarios/cpu/empty_batch.py)."""
 from conftest import log
 
+from aoti_bisect.diagnose.facts import Namer
+from aoti_bisect.report.facts import render, render_all
 from aoti_bisect.aoti import checks, printer, wrapper
 from aoti_bisect.aoti.checks import DimRejected, IndexBound
 from aoti_bisect.diagnose.bounds import DimRef, bound_dims, explain
@@ -65,27 +67,28 @@ def test_symbolic_bound_story_names_the_dimension_its_run_time_size_and_the_inde
     views, inputs = observed("cpu/symbolic_index_bound_level2.log")
     reads = list(views[SYM_KERNEL].before.values())
     story = explain(IndexBound("tmp10", "ks0"), SYM_KERNEL, g, inputs, reads)
-    assert story.summary.startswith(
+    assert render(story.summary).startswith(
         "index into dim 0 of `arg0_1` (5 rows at run time) reached 9; the values come from `arg1_1`; none of the")
     assert ("the bound `ks0` of cpp_fused_index_sum_tanh_0 is a size known only at run time: ks0 = s70, read from "
-            "dim 0 of `arg0_1` (5 at run time)") in story.lines
-    assert "usual cause, a size outside the exported range: no (dim 0 of `arg0_1` in 2..64)" in story.lines
+            "dim 0 of `arg0_1` (5 at run time)") in render_all(story.lines)
+    assert "usual cause, a size outside the exported range: no (dim 0 of `arg0_1` in 2..64)" in render_all(story.lines)
     # The user's names are data: the hook that learns them changes no logic.
-    named = explain(IndexBound("tmp10", "ks0"), SYM_KERNEL, g, inputs, reads, {"arg0_1": "table", "arg1_1": "ids"})
-    assert named.summary.startswith("index into dim 0 of `table` (5 rows at run time) reached 9; the values come "
-                                    "from `ids`")
+    named = explain(IndexBound("tmp10", "ks0"), SYM_KERNEL, g, inputs, reads,
+                    Namer({"arg0_1": "table", "arg1_1": "ids"}, placeholders=tuple(g.inputs)))
+    assert render(named.summary).startswith("index into dim 0 of `table` (arg0_1) (5 rows at run time) reached 9; the "
+                                            "values come from `ids` (arg1_1)")
 
 
 def test_an_empty_batch_is_a_zero_size_dimension_that_held():
     g = wrapper.parse_wrapper(log(EMPTY))
     views, inputs = observed("cpu/empty_batch_level2.log")
     story = explain(IndexBound("tmp10", "ks0"), EMPTY_KERNEL, g, inputs, list(views[EMPTY_KERNEL].before.values()))
-    assert story.summary.startswith("index into dim 0 of `arg0_1` (0 rows at run time) reached 2; the values come "
+    assert render(story.summary).startswith("index into dim 0 of `arg0_1` (0 rows at run time) reached 2; the values come "
                                     "from `arg1_1`; held: a zero-size dimension at run time (dim 0 of `arg0_1` is 0")
-    assert "usual cause, a zero-size dimension at run time: held: dim 0 of `arg0_1` is 0" in story.lines
+    assert "usual cause, a zero-size dimension at run time: held: dim 0 of `arg0_1` is 0" in render_all(story.lines)
     # Inductor compiled the dimension for 2..64 although export declared min=0 (0/1 specialisation).
     assert "usual cause, a size outside the exported range: held: dim 0 of `arg0_1` is 0, exported for 2..64" \
-        in story.lines
+        in render_all(story.lines)
 
 
 def test_an_index_below_zero_past_the_wrap_is_said():
@@ -93,9 +96,9 @@ def test_an_index_below_zero_past_the_wrap_is_said():
     views, inputs = observed("cpu/symbolic_index_bound_level2.log")
     ids = views[SYM_KERNEL].before["arg1_1"]._replace(min=-7.0, max=1.0)
     story = explain(IndexBound("tmp10", "ks0"), SYM_KERNEL, g, inputs, [ids])
-    assert story.summary.startswith("index into dim 0 of `arg0_1` (5 rows at run time) went to -7, below zero even "
+    assert render(story.summary).startswith("index into dim 0 of `arg0_1` (5 rows at run time) went to -7, below zero even "
                                     "after a negative index wraps by adding 5")
-    assert "held: an index below zero (`arg1_1` holds -7; a negative index wraps once by adding 5)" in story.summary
+    assert "held: an index below zero (`arg1_1` holds -7; a negative index wraps once by adding 5)" in render(story.summary)
 
 
 def test_the_walk_convicts_the_kernel_and_tells_the_bound_in_the_users_terms():
@@ -106,19 +109,19 @@ def test_the_walk_convicts_the_kernel_and_tells_the_bound_in_the_users_terms():
     c = walk(g, observe, start=SYM_KERNEL, crashed=True, bound=IndexBound("tmp10", "ks0"))
     # ids reaching 9 is no bad input by itself: 9 is past the table only because the table has 5 rows.
     assert c.kind == "kernel" and c.kernel == SYM_KERNEL
-    assert c.summary == (f"{SYM_KERNEL} faulted: index into dim 0 of `arg0_1` (5 rows at run time) reached 9; the "
+    assert render(c.summary) == (f"{SYM_KERNEL} faulted: index into dim 0 of `arg0_1` (5 rows at run time) reached 9; the "
                          "values come from `arg1_1`; none of the guide's usual causes held (zero-size dimension, "
                          "negative index, size outside the exported range)")
-    assert c.evidence[-1].startswith("index into dim 0 of `arg0_1`")
+    assert render_all(c.evidence)[-1].startswith("index into dim 0 of `arg0_1`")
 
 
 def test_an_input_check_refusing_a_dynamic_dimension_names_the_range():
     g = wrapper.parse_wrapper(log(SYMBOLIC))
     c, finding = sanity_culprit(checks.sanity_hit(log("cpu/symbolic_too_small.check_inputs.log")), g)
     assert c.kind == "model_input" and c.input_index == 0
-    assert c.summary == ("model input 0: dim 0 of `arg0_1` is 1 at run time, outside its exported range 2..64: a "
+    assert render(c.summary) == ("model input 0: dim 0 of `arg0_1` is 1 at run time, outside its exported range 2..64: a "
                          "size outside the exported range")
-    assert finding.endswith(c.evidence[-1])
+    assert render(finding).endswith(render_all(c.evidence)[-1])
 
 
 def test_a_scenarios_evidence_patterns_are_checked():
@@ -128,7 +131,7 @@ def test_a_scenarios_evidence_patterns_are_checked():
               "culprit": {"kind": "kernel", "kernel": SYM_KERNEL, "summary": "index went out of range",
                           "evidence": []}}
     assert [p for p in compare(s, report) if "evidence lacks" in p] == [f"culprit evidence lacks /{e}/"
-                                                                         for e in s.evidence]
+                                                                         for e in render_all(s.evidence)]
     report["culprit"]["evidence"] = ["the bound `ks0` of k is a size known only at run time: ks0 = s70, read from "
                                      "dim 0 of `table` (arg0_1) (5 at run time)",
                                      "index into dim 0 of `table` (arg0_1) (5 rows at run time) reached 9; the values "
@@ -144,8 +147,8 @@ def test_the_ladder_carries_a_symbolic_bound_from_the_failure_message_to_the_ver
                 level2_log="cpu/symbolic_index_bound_level2.log")
     _, out = climb(always(fail), seen)
     assert out.culprit.kind == "kernel" and out.culprit.kernel == SYM_KERNEL
-    assert "index into dim 0 of `arg0_1` (5 rows at run time) reached 9" in out.culprit.summary
-    assert stage(out, "inspect").finding.endswith("reached 9; the values come from `arg1_1`")
+    assert "index into dim 0 of `arg0_1` (5 rows at run time) reached 9" in render(out.culprit.summary)
+    assert render(stage(out, "inspect").finding).endswith("reached 9; the values come from `arg1_1`")
 
 
 def test_the_ladder_says_an_empty_batch_refused_by_the_input_check():
@@ -154,6 +157,6 @@ def test_the_ladder_says_an_empty_batch_refused_by_the_input_check():
     hit = checks.sanity_hit(log("cpu/empty_batch.check_inputs.log"))
     _, out = climb(always(fail), Seen(EMPTY, sanity=hit))
     assert out.culprit.kind == "model_input" and out.culprit.input_index == 0
-    assert out.culprit.summary == ("model input 0: dim 0 of `arg0_1` is 0 at run time, outside its exported range "
+    assert render(out.culprit.summary) == ("model input 0: dim 0 of `arg0_1` is 0 at run time, outside its exported range "
                                    "2..64: a size outside the exported range (a zero-size dimension at run time)")
     assert stage(out, "trace").skipped == "culprit already pinned"

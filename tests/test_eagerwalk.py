@@ -2,6 +2,7 @@
 import json
 import os
 
+from aoti_bisect.report.facts import render, render_all
 from aoti_bisect.aoti import wrapper
 from aoti_bisect.aoti.eagerwalk import Pair, Saved, parse, read_eager_walk
 from aoti_bisect.aoti.provenance import SourceMap, read_kernel_information
@@ -33,9 +34,9 @@ def test_the_walk_convicts_the_kernel_the_miscompiled_pass_changed_from_inputs_t
     graph = real_graph()
     culprit = walk_eager(graph, read_eager_walk(DATA), nodes_of(graph))
     assert culprit.kind == "kernel" and culprit.kernel == "cpp_fused__softmax_add_mul_sum_1"
-    assert "from inputs that agree with eager" in culprit.summary
-    assert "= eager `linear`" in " ".join(culprit.evidence)  # the extern matmul before it is right
-    assert any(line.startswith("output 0") for line in culprit.evidence)
+    assert "from inputs that agree with eager" in render(culprit.summary)
+    assert "= eager `linear`" in " ".join(render_all(culprit.evidence))  # the extern matmul before it is right
+    assert any(line.startswith("output 0") for line in render_all(culprit.evidence))
 
 
 def test_without_provenance_the_walk_still_finds_the_kernel_by_value():
@@ -52,13 +53,13 @@ def test_a_kernel_whose_outputs_all_agree_is_passed_over():
             pair[2] = True
     graph = real_graph()
     culprit = walk_eager(graph, parse(json.dumps(doc)), nodes_of(graph))
-    assert culprit.kind == "unknown" and "outside them" in culprit.evidence[-1]
+    assert culprit.kind == "unknown" and "outside them" in render_all(culprit.evidence)[-1]
 
 
 def test_outputs_that_agree_on_every_call_say_so_instead_of_walking():
     walk = parse(json.dumps({"status": "agree", "calls": 3, "outputs": [], "dumps": []}))
     culprit = walk_eager(real_graph(), walk, lambda launch: ())
-    assert culprit.kind == "unknown" and "agree with eager on every call compared (3)" in culprit.evidence[0]
+    assert culprit.kind == "unknown" and "agree with eager on every call compared (3)" in render_all(culprit.evidence)[0]
 
 
 def test_a_damaged_record_is_one_line_not_an_exception(tmp_path):

@@ -13,6 +13,7 @@ import zipfile
 
 import pytest
 
+from aoti_bisect.report.facts import render, render_all
 from aoti_bisect.aoti import flags, printer
 from aoti_bisect.aoti.fakecheck import FakeCheck, OpCheck, capture_problem, differences, parse, read_fakecheck
 from aoti_bisect.run.harness import Harness
@@ -116,9 +117,9 @@ def test_a_wrong_fake_convicts_the_op_before_the_walk():
     (spec,) = world.ran("fakecheck")  # one run: it failed, so it is the failing call's check
     assert spec.env_dict == flags.FAKECHECK and spec.hook
     assert out.culprit.kind == "custom_op" and out.culprit.kernel == "bisectlab::pad_double"
-    assert out.culprit.summary.startswith(SUMMARY + ": the package was compiled for the fake's layout")
-    assert stage(out, "fakecheck").finding == out.culprit.summary
-    assert "its program and inputs were not captured" in out.culprit.evidence[1]
+    assert render(out.culprit.summary).startswith(SUMMARY + ": the package was compiled for the fake's layout")
+    assert render(stage(out, "fakecheck").finding) == render(out.culprit.summary)
+    assert "its program and inputs were not captured" in render_all(out.culprit.evidence)[1]
     assert stage(out, "inspect").skipped == "culprit already pinned" and not world.ran("inspect")
     assert any("torch.library.opcheck" in s for s in out.next_steps)
 
@@ -126,7 +127,7 @@ def test_a_wrong_fake_convicts_the_op_before_the_walk():
 def test_a_crash_after_every_launch_is_still_checked_and_the_op_convicted():
     _, out = climb(always(sig("segfault")), seen_with(real_check()))
     assert out.culprit.kind == "custom_op"
-    assert out.culprit.evidence[-1].startswith(
+    assert render_all(out.culprit.evidence)[-1].startswith(
         "the earlier stages' suspect, outside_instrumented_kernels the end of the graph (outputs are handed back): "
         "every instrumented launch finished (last: cpp_fused_mul_sum_1)")
 
@@ -136,7 +137,7 @@ def test_agreeing_fakes_leave_the_walk_to_find_the_kernel():
                       differences=("output 0 ([6] float32) differs from eager ...",))
     world = always(sig("python_exception", "run", "wrong values"))
     _, out = climb(world, seen_with(agree))
-    assert stage(out, "fakecheck").finding == ("the fake functions of `bisectlab::pad_double` agree with the ops "
+    assert render(stage(out, "fakecheck").finding) == ("the fake functions of `bisectlab::pad_double` agree with the ops "
                                                "on the call's inputs; output 0 ([6] float32) differs from eager ...")
     assert out.culprit.kind != "custom_op" and world.ran("inspect")
 

@@ -13,11 +13,12 @@ import sys
 
 import pytest
 
+from aoti_bisect.report.facts import render, render_all
 from aoti_bisect.aoti import wrapper
 from aoti_bisect.aoti.hook_record import Names, package_rows, parse, read_hook
 from aoti_bisect.child import contract, hook
-from aoti_bisect.diagnose.findings import Culprit, Findings, Stage
-from aoti_bisect.diagnose.names import name_findings
+from aoti_bisect.diagnose.findings import Culprit, Findings, Stage, StageName
+from aoti_bisect.diagnose.facts import FactKind, Namer, fact, kernel
 from aoti_bisect.diagnose.sanity import sanity_culprit
 from aoti_bisect.aoti.checks import InputRejected
 from aoti_bisect.report.model import Report
@@ -234,14 +235,16 @@ def test_a_rejected_input_is_named_by_the_users_name(tmp_path):
     culprit, finding = sanity_culprit(InputRejected(1, "dim value is too small at 0"), None)
     assert culprit.input_name == "input 1"  # no graph: the wrapper's name is unknown, so nothing is renamed
     graph = wrapper.WrapperGraph("w.cpp", [], ["arg3_1", "arg4_1", "arg5_1"], [], [])
-    culprit, finding = sanity_culprit(InputRejected(1, "dim value is too small at 0"), graph)
-    stage = Stage("sanity", {}, finding=finding)
+    names = Names.of([captured("compile_and_load.json")])
+    namer = Namer(names.inputs, names.constants, tuple(graph.inputs))
+    culprit, finding = sanity_culprit(InputRejected(1, "dim value is too small at 0"), graph, namer)
+    stage = Stage(StageName.SANITY, {}, finding=finding)
     out = Findings(Verdict.REPRODUCED, None, Rate(1, 1), [stage], culprit=culprit, summary=finding)
-    name_findings(out, Names.of([captured("compile_and_load.json")]))
     assert culprit.user_name == "idx"
-    assert culprit.evidence[0].startswith("AOTI_RUNTIME_CHECK_INPUTS rejects model input 1 (`idx`, wrapper arg4_1)")
-    assert stage.finding == out.summary == "input check fired: model input 1 (`idx`, wrapper arg4_1): " \
-                                           "dim value is too small at 0"
+    assert render(culprit.evidence[0]).startswith("AOTI_RUNTIME_CHECK_INPUTS rejects model input 1 (`idx`, wrapper "
+                                                  "arg4_1)")
+    assert render(stage.finding) == render(out.summary) == "input check fired: model input 1 (`idx`, wrapper " \
+                                                           "arg4_1): dim value is too small at 0"
     report = Report.from_findings(str(tmp_path), ["python", "r.py"], out, packages=package_rows(
         "sanity", [captured("compile_and_load.json")]))
     assert "culprit: model input 1 (`idx`, wrapper arg4_1)" in report.headline()
@@ -253,12 +256,11 @@ def test_a_rejected_input_is_named_by_the_users_name(tmp_path):
 
 
 def test_a_constant_is_named_by_its_fqn():
-    c = Culprit("constant", input_name="proj_weight", evidence=[
-        "cpp_fused_1 reads constant proj_weight and it is already bad: nan"])
-    out = Findings(Verdict.REPRODUCED, None, Rate(1, 1), [], culprit=c)
-    name_findings(out, Names.of([captured("compile_and_load.json")]))
-    assert c.user_name == "proj.weight"
-    assert c.evidence == ["cpp_fused_1 reads constant `proj.weight` (wrapper proj_weight) and it is already bad: nan"]
+    names = Names.of([captured("compile_and_load.json")])
+    who = Namer(names.inputs, names.constants).constant("proj_weight")
+    assert who.user_name == "proj.weight"
+    said = fact(FactKind.BAD_VALUE, "{k} reads {c:phrase} and it is already bad: nan", k=kernel("cpp_fused_1"), c=who)
+    assert render(said) == "cpp_fused_1 reads constant `proj.weight` (wrapper proj_weight) and it is already bad: nan"
 
 
 # -- end to end, with a real AOTI compile ------------------------------------------------------------------

@@ -8,10 +8,12 @@ from typing import Callable, Optional
 
 import pytest
 
+from aoti_bisect.report.facts import render, render_all
 from aoti_bisect.aoti import checks, flags, printer, wrapper
 from aoti_bisect.aoti.hook_record import HookRecord
 from aoti_bisect.verdict import Verdict
 from aoti_bisect.diagnose.ladder import Ladder, Options
+from aoti_bisect.diagnose.stages import baseline
 from aoti_bisect.aoti.eagerwalk import EagerWalk, read_eager_walk
 from aoti_bisect.aoti.fakecheck import FakeCheck
 from aoti_bisect.aoti.provenance import read_kernel_information
@@ -129,7 +131,7 @@ def always(signature: Optional[Signature]) -> World:
 def test_a_repro_that_cannot_run_anywhere_is_an_error_and_climbs_no_further():
     world = always(sig("infra", "unknown", "No module named 'torch'"))
     _, out = climb(world, Seen())
-    assert out.verdict is Verdict.ERROR and "cannot run here" in out.summary
+    assert out.verdict is Verdict.ERROR and "cannot run here" in render(out.summary)
     assert [s.skipped for s in out.stages[1:]] == ["infrastructure error"] * 7
     assert {s.stage for s in world.specs} == {"baseline"}
 
@@ -139,19 +141,19 @@ def test_a_passing_baseline_is_not_reproduced_with_an_upper_bound():
     _, out = climb(world, Seen(), max_runs=5)
     assert out.verdict is Verdict.NOT_REPRODUCED
     assert len(world.ran("baseline")) == 5  # a pass proves little: the adaptive baseline runs to the cap
-    assert "upper bound" in out.summary
+    assert "upper bound" in render(out.summary)
     assert all(s.skipped == "baseline did not reproduce" for s in out.stages[1:])
 
 
 def test_infra_errors_beside_passes_are_inconclusive_not_a_pass():
     world = World(lambda spec: sig("infra", "unknown", "no GPU") if spec.index % 2 else None)
     _, out = climb(world, Seen(), runs=4)
-    assert out.verdict is Verdict.INCONCLUSIVE and "could not run" in out.summary
+    assert out.verdict is Verdict.INCONCLUSIVE and "could not run" in render(out.summary)
 
 
 def test_a_broken_script_is_an_error_not_a_reproduction():
     _, out = climb(always(sig("script_error", "unknown", "SyntaxError: invalid syntax")), Seen())
-    assert out.verdict is Verdict.ERROR and "broken" in out.summary
+    assert out.verdict is Verdict.ERROR and "broken" in render(out.summary)
 
 
 @pytest.mark.parametrize("phase", ["export", "compile"])  # load: tests/test_load_doctor.py (the doctor runs)
@@ -191,7 +193,7 @@ def test_determinism_is_skipped_on_cpu_and_compared_on_cuda():
     _, cuda = climb(world, Seen("cuda/wrapper_ima_user_triton.cpp"), runs=9)
     det = stage(cuda, "determinism")
     assert det.env == flags.DETERMINISM and not det.recompiled
-    assert det.rate.failures == det.rate.runs >= 9 and "becomes deterministic" in det.finding
+    assert det.rate.failures == det.rate.runs >= 9 and "becomes deterministic" in render(det.finding)
     assert stage(cuda, "trace").env == {**flags.DETERMINISM, **flags.TRACE}  # what made it reproduce stays on
 
 
@@ -200,10 +202,10 @@ def test_the_unfinished_launch_is_the_suspect_and_good_inputs_convict_it():
     seen = Seen("cpu/wrapper_index_oob_level3.cpp", trace=trace_of("cpu/index_oob_level3.log"),
                 level2_log="cpu/index_oob_level2_filtered.log")
     _, out = climb(always(fail), seen)
-    assert "last launch without after_launch: cpp_fused_add_index_mul_sin_sum_0" in stage(out, "trace").finding
+    assert "last launch without after_launch: cpp_fused_add_index_mul_sin_sum_0" in render(stage(out, "trace").finding)
     assert out.culprit.kind == "kernel" and out.culprit.kernel == "cpp_fused_add_index_mul_sin_sum_0"
-    assert "faulted from good inputs" in out.culprit.evidence[0]
-    assert "faulted: index into dim 1 of `arg0_1` (size 16, fixed at export)" in out.culprit.summary
+    assert "faulted from good inputs" in render_all(out.culprit.evidence)[0]
+    assert "faulted: index into dim 1 of `arg0_1` (size 16, fixed at export)" in render(out.culprit.summary)
     assert seen.filters == [["cpp_fused_add_index_mul_sin_sum_0"]]
     inspect = stage(out, "inspect")
     assert inspect.env[flags.PRINTER] == "2" and inspect.recompiled
@@ -230,7 +232,7 @@ def test_a_failing_output_check_walks_back_from_the_graph_outputs():
     seen = Seen("cpu/wrapper_nan_after_matmul_level2.cpp", trace=finished,
                 level2_log="cpu/nan_after_matmul_level2.log")
     _, out = climb(always(sig("nan_inf", "run", "SystemExit: non-finite output")), seen)
-    assert "walk starts at the graph's outputs" in stage(out, "trace").finding
+    assert "walk starts at the graph's outputs" in render(stage(out, "trace").finding)
     assert out.culprit.kind == "kernel" and out.culprit.kernel == "cpp_fused_add_log_mul_relu_sub_0"
     assert len(seen.filters) == 1  # the whole three-kernel chain in one filtered compile
 
@@ -255,14 +257,14 @@ def test_a_wrong_but_finite_output_is_walked_against_eager_to_the_kernel_that_fi
     eager = stage(out, "eager")
     assert eager.env == flags.EAGER and eager.recompiled and len(world.ran("eager")) == 1
     assert out.culprit.kind == "kernel" and out.culprit.kernel == "cpp_fused__softmax_add_mul_sum_1"
-    assert out.culprit.summary == eager.finding and "from inputs that agree with eager" in eager.finding
+    assert render(out.culprit.summary) == render(eager.finding) and "from inputs that agree with eager" in render(eager.finding)
 
 
 def test_an_eager_walk_that_finds_nothing_adds_its_lines_to_what_the_walk_knew():
     _, out = climb(always(sig("python_exception")), wrong_value_world(EagerWalk("agree", calls=2)))
     assert out.culprit.kind == "unknown"
-    assert "level-2 run printed nothing" in out.culprit.evidence[0]  # the inspection's line stays first
-    assert "agree with eager on every call compared (2)" in out.culprit.evidence[-1]
+    assert "level-2 run printed nothing" in render_all(out.culprit.evidence)[0]  # the inspection's line stays first
+    assert "agree with eager on every call compared (2)" in render_all(out.culprit.evidence)[-1]
 
 
 def test_a_fault_is_not_walked_against_eager():
@@ -295,13 +297,13 @@ def test_a_hang_inside_a_custom_op_is_not_run_again_to_check_its_fake():
 def test_a_trace_that_does_not_reproduce_concludes_nothing():
     world = World(lambda spec: sig("segfault") if spec.stage == "baseline" else None)
     _, out = climb(world, Seen("cpu/wrapper_index_oob_level3.cpp", trace=trace_of("cpu/index_oob_level3.log")))
-    assert out.culprit.kind == "unknown" and "did not reproduce" in out.culprit.evidence[0]
+    assert out.culprit.kind == "unknown" and "did not reproduce" in render_all(out.culprit.evidence)[0]
     assert stage(out, "inspect").skipped == "the trace stage did not reproduce the failure"
 
 
 def test_no_launch_lines_and_no_wrapper_means_a_package_the_run_did_not_build():
     _, out = climb(always(sig("segfault")), Seen(None))
-    assert out.culprit.kind == "unknown" and "prebuilt .pt2" in stage(out, "trace").finding
+    assert out.culprit.kind == "unknown" and "prebuilt .pt2" in render(stage(out, "trace").finding)
 
 
 def test_later_stages_plan_from_the_baseline_interval_and_stop_at_their_first_failure():
@@ -331,7 +333,7 @@ def test_stages_left_out_by_the_user_say_so():
 def test_an_interrupt_keeps_what_the_finished_runs_support():
     world = always(sig("segfault"))
     ladder = Ladder(["python", "repro.py"], world.run_batch, Seen(), Options(runs=3))
-    ladder.baseline()
+    baseline.run(ladder)
     out = ladder.partial()
     assert out.interrupted and out.verdict is Verdict.REPRODUCED and out.baseline.failures == 3
 
@@ -361,7 +363,7 @@ def test_when_the_trace_never_reproduces_a_kernel_named_by_earlier_failures_stil
     world = World(lambda spec: named if spec.stage in ("baseline", "sanity") else None)
     _, out = climb(world, Seen("cpu/wrapper_index_oob_level3.cpp"))
     assert out.culprit.kind == "kernel" and out.culprit.kernel == "cpp_fused_add_index_mul_sin_sum_0"
-    assert "did not reproduce" in out.culprit.summary and "name cpp_fused_add_index_mul_sin_sum_0" in out.culprit.summary
+    assert "did not reproduce" in render(out.culprit.summary) and "name cpp_fused_add_index_mul_sin_sum_0" in render(out.culprit.summary)
 
 
 def test_a_masked_cuda_fault_is_unmasked_by_the_memory_checker():
@@ -370,9 +372,9 @@ def test_a_masked_cuda_fault_is_unmasked_by_the_memory_checker():
     seen = Seen("cuda/wrapper_ima_user_triton.cpp",
                 memcheck_log="cuda/compute-sanitizer-memcheck-user-triton-oob.log")
     _, out = climb(world, seen, checkers=CHECKERS, max_runs=4)
-    assert out.verdict is Verdict.REPRODUCED and out.masked.startswith("passes at baseline (0/4")
+    assert out.verdict is Verdict.REPRODUCED and render(out.masked).startswith("passes at baseline (0/4")
     assert out.culprit.kind == "kernel" and out.culprit.kernel == "gather_rows_0"
-    assert "Invalid __global__ read of size 16 bytes in gather_rows" in out.culprit.summary
+    assert "Invalid __global__ read of size 16 bytes in gather_rows" in render(out.culprit.summary)
     assert [s.name for s in out.stages][:3] == ["baseline", "determinism", "memcheck"]
     check = stage(out, "memcheck")
     assert len(check.results) == 1 and check.results[0].spec.argv[:3] == SANITIZER.prefix
@@ -384,7 +386,7 @@ def test_a_masked_fault_that_fails_under_the_determinism_flags_climbs_the_ladder
     world = World(lambda spec: sig("illegal_memory_access") if spec.stage != "baseline" else None)
     seen = Seen("cuda/wrapper_ima_user_triton.cpp", trace=printer.Trace((printer.TraceEvent("gather_rows_0", False),)))
     _, out = climb(world, seen, checkers=CHECKERS, max_runs=4)
-    assert out.verdict is Verdict.REPRODUCED and "fails with PYTORCH_NO_CUDA_MEMORY_CACHING" in out.masked
+    assert out.verdict is Verdict.REPRODUCED and "fails with PYTORCH_NO_CUDA_MEMORY_CACHING" in render(out.masked)
     assert stage(out, "trace").env == {**flags.DETERMINISM, **flags.TRACE}
     assert out.culprit.kernel == "gather_rows_0"
 
@@ -393,7 +395,7 @@ def test_a_clean_checker_run_leaves_a_passing_cuda_repro_not_reproduced():
     seen = Seen("cuda/wrapper_ima_user_triton.cpp", memcheck_log="cuda/compute-sanitizer-memcheck-clean.log")
     _, out = climb(always(None), seen, checkers=CHECKERS, max_runs=3)
     assert out.verdict is Verdict.NOT_REPRODUCED and out.masked is None
-    assert stage(out, "memcheck").finding == "0 errors in 3 checked run(s)"
+    assert render(stage(out, "memcheck").finding) == "0 errors in 3 checked run(s)"
 
 
 def test_a_cpu_repro_that_passes_is_not_unmasked_unless_asked():
@@ -411,7 +413,7 @@ def test_the_checker_cross_checks_the_trace_and_the_walk_keeps_its_lines():
         printer.TraceEvent("gather_rows_0", True), printer.TraceEvent("triton_poi_fused_mul_tanh_0", False))),
         memcheck_log="cuda/compute-sanitizer-memcheck-user-triton-oob.log")
     _, out = climb(always(fail), seen, checkers=CHECKERS)
-    assert "unfinished launch was triton_poi_fused_mul_tanh_0, not gather_rows_0" in " ".join(out.culprit.evidence)
+    assert "unfinished launch was triton_poi_fused_mul_tanh_0, not gather_rows_0" in " ".join(render_all(out.culprit.evidence))
     assert out.culprit.kernel == "gather_rows_0" and seen.filters[0][0] == "gather_rows_0"
 
 

@@ -6,6 +6,7 @@ import zipfile
 
 from conftest import LOGS, log
 
+from aoti_bisect.report.facts import render, render_all
 from aoti_bisect.aoti.hook_record import HookRecord
 from aoti_bisect.aoti.package import read_package
 from aoti_bisect.diagnose.ladder import Ladder, Options
@@ -64,10 +65,10 @@ def test_a_fresh_process_lacks_the_custom_op_and_the_doctor_names_it(tmp_path):
     assert fresh["ops"] == {OP: False, "aten::mm": True}
     c = diagnose_load(MISSING, read_package(real_package(tmp_path)), fresh, [], "no crash")
     assert c.kind == "missing_custom_op" and c.op == OP
-    assert c.summary.startswith(f"the package needs `{OP}`, which the loading process never registered")
-    assert "before aoti_load_package" in c.summary
-    assert any("compiled for cpu linux x86_64, CPU ISA AVX2" in e for e in c.evidence)
-    assert any("records no torch version" in e for e in c.evidence)
+    assert render(c.summary).startswith(f"the package needs `{OP}`, which the loading process never registered")
+    assert "before aoti_load_package" in render(c.summary)
+    assert any("compiled for cpu linux x86_64, CPU ISA AVX2" in e for e in render_all(c.evidence))
+    assert any("records no torch version" in e for e in render_all(c.evidence))
 
 
 def test_a_package_for_a_wider_cpu_is_named():
@@ -75,7 +76,7 @@ def test_a_package_for_a_wider_cpu_is_named():
     facts = PackageFacts("p.pt2", (), (("AOTI_CPU_ISA", "AVX512"), ("AOTI_DEVICE_KEY", "cpu")))
     c = diagnose_load(Signature("segfault", "load", "killed by SIGILL"), facts,
                       {"torch": "2.13.0", "ops": {}, "cpu_capability": "AVX2", "cuda": False}, [], None)
-    assert c.kind == "load_environment" and "AVX512" in c.summary and "AVX2" in c.summary
+    assert c.kind == "load_environment" and "AVX512" in render(c.summary) and "AVX2" in render(c.summary)
 
 
 def test_gdb_frames_are_read_from_a_real_crash():
@@ -129,7 +130,7 @@ def test_the_ladder_runs_the_doctor_once_for_a_load_failure(tmp_path):
     assert evidence.asked == [(OP,)]
     assert out.culprit.kind == "missing_custom_op" and out.culprit.op == OP
     doctor = next(s for s in out.stages if s.name == "doctor")
-    assert doctor.finding == out.culprit.summary and doctor.tool is None  # no gdb for an exception
+    assert render(doctor.finding) == render(out.culprit.summary) and doctor.tool is None  # no gdb for an exception
     assert all("load phase" in s.skipped for s in out.stages if s.name not in ("baseline", "doctor"))
     assert not any("register every custom-op library" in step for step in out.next_steps)
 

@@ -2,6 +2,7 @@
 import pytest
 from conftest import log
 
+from aoti_bisect.report.facts import render, render_all
 from aoti_bisect.aoti import wrapper
 from aoti_bisect.aoti.sanitizer import parse, parse_compute_sanitizer
 from aoti_bisect.diagnose.memcheck import launch_for, memcheck_culprit
@@ -35,7 +36,7 @@ def test_a_checker_that_never_finished_or_was_refused_proves_nothing():
                                       "Please refer to the \"Supported Devices\" section\n")
     assert refused.refused.startswith("Device not supported") and not refused.clean
     found = memcheck_culprit([refused, refused], None, None)
-    assert found.culprit is None and "could not check" in found.finding
+    assert found.culprit is None and "could not check" in render(found.finding)
 
 
 def test_the_checker_kernel_maps_to_its_launch_and_convicts_it():
@@ -46,7 +47,7 @@ def test_the_checker_kernel_maps_to_its_launch_and_convicts_it():
     report = parse_compute_sanitizer(log("cuda/compute-sanitizer-memcheck-user-triton-oob.log"))
     found = memcheck_culprit([parse_compute_sanitizer(""), report], graph, suspect=None)
     assert found.culprit.kind == "kernel" and found.culprit.kernel == "gather_rows_0"
-    assert found.finding.startswith("compute-sanitizer found 130 error(s) in 1/2 checked run(s)")
+    assert render(found.finding).startswith("compute-sanitizer found 130 error(s) in 1/2 checked run(s)")
 
 
 def test_a_function_outside_the_wrapper_points_at_the_graph_custom_op():
@@ -55,7 +56,7 @@ def test_a_function_outside_the_wrapper_points_at_the_graph_custom_op():
     report = parse_compute_sanitizer(log("cuda/compute-sanitizer-memcheck-user-triton-oob.log"))
     c = memcheck_culprit([report], graph, None).culprit
     assert c.kind == "outside_instrumented_kernels" and c.kernel == "bisectlab::fused_norm"
-    assert "gather_rows is not a kernel of the generated wrapper" in c.evidence[-1]
+    assert "gather_rows is not a kernel of the generated wrapper" in render_all(c.evidence)[-1]
 
 
 def test_an_invalid_write_in_a_user_kernel_is_named_with_its_distance():
@@ -70,7 +71,7 @@ def test_a_device_assert_under_the_checker_names_no_kernel_and_convicts_nothing_
     assert r.total == 46 and r.errors[0].kind == "Warp assert" and r.errors[0].function is None
     assert r.errors[0].count == 44 and any(e.kind.startswith("Program hit cudaErrorAssert") for e in r.errors)
     c = memcheck_culprit([r], None, None).culprit
-    assert c.kind == "unknown" and "named no function" in c.evidence[-1]
+    assert c.kind == "unknown" and "named no function" in render_all(c.evidence)[-1]
 
 
 def test_an_out_of_bounds_read_that_stays_inside_the_allocation_is_invisible_to_memcheck():

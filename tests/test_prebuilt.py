@@ -16,10 +16,11 @@ import zipfile
 
 import pytest
 
+from aoti_bisect.report.facts import render, render_all
 from aoti_bisect.aoti import printer, reinstrument, wrapper
 from aoti_bisect.aoti.hook_record import HookRecord, PackageEvent, read_hook
 from aoti_bisect.aoti.reinstrument import Unusable
-from aoti_bisect.diagnose.evidence import Instrumented
+from render_all(aoti_bisect.diagnose.evidence) import Instrumented
 from aoti_bisect.diagnose.ladder import Ladder, Options
 from aoti_bisect.run import rebuild
 from aoti_bisect.run.harness import Harness
@@ -307,7 +308,7 @@ def test_the_ladder_hands_the_trace_stage_a_copy_of_the_package_the_runs_did_not
     assert next(s for s in out.stages if s.name == "determinism").skipped.startswith("CPU-only repro")
     assert inspect.env["AOTI_BISECT_REDIRECT"] == "/out/redirect-L2.json"
     assert seen.asked == [(["/pkg/model.pt2"], 3, ()), (["/pkg/model.pt2"], 2, (KERNELS[0],))]
-    assert trace.finding.startswith(f"last launch without after_launch: {KERNELS[0]}")
+    assert render(trace.finding).startswith(f"last launch without after_launch: {KERNELS[0]}")
     assert out.culprit.kind == "kernel" and out.culprit.kernel == KERNELS[0]
 
 
@@ -317,7 +318,7 @@ def test_a_package_that_cannot_be_rebuilt_is_named_with_why_in_the_trace_finding
     trace = next(s for s in out.stages if s.name == "trace")
     assert "AOTI_BISECT_REDIRECT" not in trace.env
     assert out.culprit.kind == "unknown"
-    assert "/pkg/model.pt2 cannot be re-instrumented: no compiler g++ on PATH" in trace.finding
+    assert "/pkg/model.pt2 cannot be re-instrumented: no compiler g++ on PATH" in render(trace.finding)
 
 
 # -- the scenario manifest's setup step -------------------------------------------------------------------------
@@ -404,7 +405,7 @@ def test_a_copy_that_cannot_be_built_for_an_inspection_is_said_in_its_finding():
                  Options(runs=2, max_runs=2)).run()
     inspect = next(s for s in out.stages if s.name == "inspect")
     assert "AOTI_BISECT_REDIRECT" not in inspect.env
-    assert inspect.finding.startswith("/pkg/model.pt2 cannot be re-instrumented: rebuilding the package's wrapper")
+    assert render(inspect.finding).startswith("/pkg/model.pt2 cannot be re-instrumented: rebuilding the package's wrapper")
     assert out.culprit.kernel == KERNELS[0]  # the trace, through its copy, still named it
 
 

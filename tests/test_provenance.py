@@ -15,13 +15,14 @@ import textwrap
 
 import pytest
 
+from aoti_bisect.report.facts import render, render_all
 from aoti_bisect.aoti import provenance, wrapper
-from aoti_bisect.aoti.hook_record import Names, parse
-from aoti_bisect.diagnose.findings import Culprit, Findings
-from aoti_bisect.diagnose.names import name_findings
+from aoti_bisect.aoti.hook_record import parse
+from aoti_bisect.diagnose.findings import Culprit, CulpritKind, Findings
+from aoti_bisect.diagnose.facts import FactKind, Namer, Subject, SubjectKind, fact, kernel
 from aoti_bisect.diagnose.source import locate_findings, source_map
 from aoti_bisect.report.markdown import render_markdown
-from aoti_bisect.report.model import Report
+from aoti_bisect.report.model import Report, culprit_json
 from aoti_bisect.stats import Rate
 from aoti_bisect.verdict import Verdict
 
@@ -107,14 +108,23 @@ def walked(culprit: Culprit) -> Findings:
 
 def nan_walk() -> Culprit:
     """The walk's evidence as diagnose/walk.py words it for this scenario."""
-    c = Culprit("kernel", kernel="cpp_fused_sqrt_sub_0")
-    c.evidence = ["graph output buf3 is bad after cpp_fused_mul_tanh_1: buf3: float32 size [4, 8] min nan",
-                  "cpp_fused_mul_tanh_1 reads bad buf3 (min nan), written by aoti_torch_cpu_addmm_out",
-                  "aoti_torch_cpu_addmm_out reads bad buf0 (min nan), written by cpp_fused_sqrt_sub_0",
-                  "cpp_fused_sqrt_sub_0 produced bad values from good inputs: arg2_1: float32 size [4, 8] min 0.01",
-                  "cpp_fused_sqrt_sub_0 wrote bad buf0: buf0: float32 min nan"]
+    K, B = FactKind.BAD_VALUE, buffer
+    c = Culprit(CulpritKind.KERNEL, kernel="cpp_fused_sqrt_sub_0")
+    c.evidence = [fact(K, "graph output {v} is bad after {k}: buf3: float32 size [4, 8] min nan", v=B("buf3"),
+                       k=kernel("cpp_fused_mul_tanh_1")),
+                  fact(K, "{k} reads bad {v} (min nan), written by {p}", k=kernel("cpp_fused_mul_tanh_1"), v=B("buf3"),
+                       p=kernel("aoti_torch_cpu_addmm_out")),
+                  fact(K, "{k} reads bad {v} (min nan), written by {p}", k=kernel("aoti_torch_cpu_addmm_out"),
+                       v=B("buf0"), p=kernel("cpp_fused_sqrt_sub_0")),
+                  fact(FactKind.CONVICTION, "{k} produced bad values from good inputs: {v}: float32 size [4, 8] min "
+                       "0.01", k=kernel("cpp_fused_sqrt_sub_0"), v=Namer().input(0, "arg2_1")),
+                  fact(K, "{k} wrote bad {v}: buf0: float32 min nan", k=kernel("cpp_fused_sqrt_sub_0"), v=B("buf0"))]
     c.summary = c.evidence[3]
     return c
+
+
+def buffer(name: str) -> Subject:
+    return Subject(SubjectKind.BUFFER, name)
 
 
 def test_the_verdict_and_each_step_of_the_walk_name_the_line():
@@ -123,18 +133,17 @@ def test_the_verdict_and_each_step_of_the_walk_name_the_line():
     locate_findings(out, g, source_map(g, [hook()]))
     c = out.culprit
     line14 = f"line 14 of {SCENARIO}: `y = torch.sqrt(x - 0.5)  # BUG: NaN wherever x < 0.5`"
-    assert c.evidence[0].endswith(f"[cpp_fused_mul_tanh_1: line 15 of {SCENARIO}: "
+    assert render_all(c.evidence)[0].endswith(f"[cpp_fused_mul_tanh_1: line 15 of {SCENARIO}: "
                                   "`return torch.tanh(self.proj(y)) * 2.0`]")
-    assert c.evidence[1].endswith(f"[aoti_torch_cpu_addmm_out: line 15 of {SCENARIO}: "
+    assert render_all(c.evidence)[1].endswith(f"[aoti_torch_cpu_addmm_out: line 15 of {SCENARIO}: "
                                   "`return torch.tanh(self.proj(y)) * 2.0`]")
-    assert c.evidence[2].endswith(f"[cpp_fused_sqrt_sub_0: {line14}]")
-    assert c.evidence[3] == nan_walk().evidence[3]  # each kernel is told once
-    assert c.summary == nan_walk().summary + f" [cpp_fused_sqrt_sub_0: {line14}]"
-    assert c.origin.how == "inductor" and set(c.kernel_origins) == {
-        "cpp_fused_mul_tanh_1", "aoti_torch_cpu_addmm_out", "cpp_fused_sqrt_sub_0"}
-
+    assert render_all(c.evidence)[2].endswith(f"[cpp_fused_sqrt_sub_0: {line14}]")
+    assert render_all(c.evidence)[3] == render_all(nan_walk().evidence)[3]  # each kernel is told once
+    assert render(c.summary) == render(nan_walk().summary) + f" [cpp_fused_sqrt_sub_0: {line14}]"
     report = Report.from_findings("/tmp/r", ["python", SCENARIO], out)
     j = report.data["culprit"]
+    assert c.origin.how == "inductor" and set(j["kernel_origins"]) == {
+        "cpp_fused_mul_tanh_1", "aoti_torch_cpu_addmm_out", "cpp_fused_sqrt_sub_0"}
     assert j["origin"]["lines"] == [{"path": "/work/wt-source/scenarios/cpu/nan_source_line.py", "line": 14,
                                      "where": f"{SCENARIO}:14",
                                      "code": "y = torch.sqrt(x - 0.5)  # BUG: NaN wherever x < 0.5"}]
@@ -149,7 +158,7 @@ def test_without_provenance_the_culprit_says_it_has_no_line():
     out.culprit.kernel = "cpp_fused_add_log_mul_relu_sub_0"
     locate_findings(out, g, source_map(g, []))
     assert out.culprit.origin.how == "none"
-    assert out.culprit.evidence[-1].startswith("no source line for cpp_fused_add_log_mul_relu_sub_0: the compile "
+    assert render_all(out.culprit.evidence)[-1].startswith("no source line for cpp_fused_add_log_mul_relu_sub_0: the compile "
                                                "the walk read recorded no provenance")
     assert "Source" not in render_markdown(Report.from_findings("/tmp/r", ["x"], out).data).split("## Stages")[0]
 
@@ -163,26 +172,17 @@ def test_two_programs_compiled_in_one_run_give_no_node_lines():
 
 
 def test_stats_and_bounds_name_the_users_input_beside_the_wrappers():
-    c = Culprit("kernel", kernel="k", evidence=["k produced bad values from good inputs: arg2_1: float32 size [4]",
-                                                "index into dim 0 of `arg2_1` reached 9",
-                                                "k reads model input 0 (`x`, wrapper arg2_1) and it is bad"],
-                stats=[{"arg": "arg2_1"}, {"arg": "buf0"}])
-    out = walked(c)
-    c.evidence.append("k reads constant w and it is bad")
-    name_findings(out, Names({"arg2_1": "x"}, {"proj_weight": "proj.weight", "w": "w"}))
-    assert c.evidence == ["k produced bad values from good inputs: `x` (arg2_1): float32 size [4]",
-                          "index into dim 0 of `x` (arg2_1) reached 9",
-                          "k reads model input 0 (`x`, wrapper arg2_1) and it is bad",
-                          "k reads constant `w` (wrapper w) and it is bad"]
-    assert c.stats == [{"arg": "arg2_1", "user_name": "x"}, {"arg": "buf0"}]
-
-
-def test_the_input_checks_own_message_names_the_input():
-    out = walked(Culprit("model_input", input_index=1, input_name="arg3_1"))
-    out.summary = "reproduced 2/2: input_mismatch in run: input_handles[1]: unmatched dim value at 0, expected: 4"
-    name_findings(out, Names({"arg2_1": "x", "arg3_1": "idx"}, {}))
-    assert out.summary.endswith("input_handles[1] (`idx`): unmatched dim value at 0, expected: 4")
-    assert out.culprit.user_name == "idx"
+    namer = Namer({"arg2_1": "x"}, {"proj_weight": "proj.weight", "w": "w"}, ("arg2_1",))
+    said = [fact(FactKind.CONVICTION, "{k} produced bad values from good inputs: {v}: float32 size [4]",
+                 k=kernel("k"), v=namer.var("arg2_1")),
+            fact(FactKind.INDEX, "index into dim 0 of {v:quoted} reached 9", v=namer.var("arg2_1")),
+            fact(FactKind.BAD_VALUE, "{k} reads {v:phrase} and it is bad", k=kernel("k"), v=namer.input(0, "arg2_1")),
+            fact(FactKind.BAD_VALUE, "{k} reads {v:phrase} and it is bad", k=kernel("k"), v=namer.constant("w"))]
+    assert render_all(said) == ["k produced bad values from good inputs: `x` (arg2_1): float32 size [4]",
+                                "index into dim 0 of `x` (arg2_1) reached 9",
+                                "k reads model input 0 (`x`, wrapper arg2_1) and it is bad",
+                                "k reads constant `w` (wrapper w) and it is bad"]
+    assert namer.var("buf0").user_name is None and namer.var("proj_weight").user_name == "proj.weight"
 
 
 COMPILE = textwrap.dedent("""
@@ -260,18 +260,19 @@ def test_a_scenarios_expected_line_is_checked():
 
 @pytest.mark.parametrize("scenario, names, said", [
     ("symbolic_index_bound", {"arg0_1": "table", "arg1_1": "ids"},
-     ["the bound `ks0` of k is a size known only at run time: ks0 = s70, read from dim 0 of `arg0_1` (5 at run time)",
-      "index into dim 0 of `arg0_1` (5 rows at run time) reached 9; the values come from `arg1_1`"]),
+     ["the bound `ks0` of k is a size known only at run time: ks0 = s70, read from dim 0 of {i0:quoted} (5 at run time)",
+      "index into dim 0 of {i0:quoted} (5 rows at run time) reached 9; the values come from {i1:quoted}"]),
     ("empty_batch", {"arg0_1": "candidates", "arg1_1": "keep"},
-     ["model input 0: dim 0 of `arg0_1` is 0 at run time, outside its exported range 2..64: a zero-size dimension "
+     ["model input 0: dim 0 of {i0:quoted} is 0 at run time, outside its exported range 2..64: a zero-size dimension "
       "at run time"])])
 def test_the_scenarios_evidence_is_checked_in_the_users_names(scenario, names, said):
-    """What those scenarios' walks said before the names (their `observed`), renamed as the run renames it."""
+    """What those scenarios' walks say (their `observed`), in the user's names, against the manifest's regexes."""
     from aoti_bisect.scenarios import compare, load_manifest
     s = next(s for s in load_manifest() if s.name == scenario)
-    out = walked(Culprit("kernel", kernel="k", evidence=list(said)))
-    name_findings(out, Names(names, {}))
+    namer = Namer(names, {}, ("arg0_1", "arg1_1"))
+    evidence = [fact(FactKind.INDEX, t, i0=namer.var("arg0_1"), i1=namer.var("arg1_1")) for t in said]
+    out = walked(Culprit(CulpritKind.KERNEL, kernel="k", evidence=evidence))
     report = {"verdict": s.verdict, "signature": {"kind": s.kind, "phase": s.phase}, "reproduction": {"ci95": [1, 1]},
-              "culprit": {**out.culprit.to_json(), "kind": s.culprit["kind"], "input_index": s.culprit.get("input"),
+              "culprit": {**culprit_json(out.culprit), "kind": s.culprit["kind"], "input_index": s.culprit.get("input"),
                           "kernel": "cpp_fused_index_sum_tanh_0"}}
     assert [p for p in compare(s, report) if "evidence" in p] == []

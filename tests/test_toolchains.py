@@ -18,6 +18,7 @@ import zipfile
 
 import pytest
 
+from aoti_bisect.report.facts import render, render_all
 from aoti_bisect.aoti.hook_record import HookRecord
 from aoti_bisect.aoti.package import PackageFacts, read_package
 from aoti_bisect.diagnose.ladder import Ladder, Options
@@ -42,25 +43,25 @@ def test_the_toolchain_whose_copy_loads_is_named():
                                 Trial("/usr/bin/g++-12", "g++ (Debian 12.2.0-14) 12.2.0", True, "loads")))
     c = diagnose_load(SEGFAULT, FACTS, FRESH, [], None, exp)
     assert c.kind == "load_environment"
-    assert c.summary == ("the package built by /opt/gcc/bin/g++ (GCC: (GCC) 13.2.0) crashes while loading; rebuilt "
+    assert render(c.summary) == ("the package built by /opt/gcc/bin/g++ (GCC: (GCC) 13.2.0) crashes while loading; rebuilt "
                          "from its own sources with /usr/bin/g++-12 (g++ (Debian 12.2.0-14) 12.2.0) it loads: "
                          "rebuild it with that toolchain (CXX=/usr/bin/g++-12)")
-    assert "/usr/bin/clang++-14 (clang version 14.0.6): rebuilding the package's wrapper failed (exit 1)" in c.evidence
+    assert "/usr/bin/clang++-14 (clang version 14.0.6): rebuilding the package's wrapper failed (exit 1)" in render_all(c.evidence)
 
 
 def test_no_copy_that_loads_convicts_nothing_and_says_what_was_tried():
     exp = Experiment(BUILT_BY, (Trial("/usr/bin/g++-12", "g++ 12", False, "does not load (segfault: ...)"),))
     c = diagnose_load(SEGFAULT, FACTS, FRESH, [], None, exp)
     assert c.kind == "unknown"
-    assert c.summary.endswith("; rebuilt from its own sources with /usr/bin/g++-12 it does not load either")
-    assert "/usr/bin/g++-12 (g++ 12): does not load (segfault: ...)" in c.evidence
+    assert render(c.summary).endswith("; rebuilt from its own sources with /usr/bin/g++-12 it does not load either")
+    assert "/usr/bin/g++-12 (g++ 12): does not load (segfault: ...)" in render_all(c.evidence)
 
 
 @pytest.mark.parametrize("why", ["no C++ toolchain other than /opt/gcc/bin/g++ is on PATH (looked for ...)",
                                  "the package cannot be rebuilt from its own sources: it is for device 'cuda'"])
 def test_an_experiment_that_could_not_run_says_why_in_one_line(why):
     c = diagnose_load(SEGFAULT, FACTS, FRESH, [], None, Experiment(BUILT_BY, skipped=why))
-    assert c.kind == "unknown" and f"no toolchain experiment: {why}" in c.evidence
+    assert c.kind == "unknown" and f"no toolchain experiment: {why}" in render_all(c.evidence)
 
 
 class CrashEvidence:
@@ -96,7 +97,7 @@ def test_the_ladder_runs_the_experiment_for_a_crash_while_loading():
     evidence = CrashEvidence()
     out = Ladder(["python", "repro.py"], run_batch, evidence, Options(debugger=(("gdb",), None))).run()
     assert out.verdict is Verdict.REPRODUCED and evidence.asked == [FACTS.path]
-    assert out.culprit.kind == "load_environment" and "CXX=/usr/bin/g++" in out.culprit.summary
+    assert out.culprit.kind == "load_environment" and "CXX=/usr/bin/g++" in render(out.culprit.summary)
 
 
 def test_toolchains_are_found_once_each_and_never_the_builder(tmp_path):
@@ -191,8 +192,8 @@ def test_the_experiment_finds_the_toolchain_that_loads_a_package_that_crashes_wh
     facts = read_package(crashing_package)
     c = diagnose_load(SEGFAULT, facts, FRESH, [], None, exp)
     assert c.kind == "load_environment"
-    assert c.summary.startswith(f"the package built by {exp.built_by} (GCC: ")
-    assert c.summary.endswith("it loads: rebuild it with that toolchain (CXX=/usr/bin/g++)")
+    assert render(c.summary).startswith(f"the package built by {exp.built_by} (GCC: ")
+    assert render(c.summary).endswith("it loads: rebuild it with that toolchain (CXX=/usr/bin/g++)")
 
     # The control: a package that loads by itself convicts no toolchain (the copy that loaded, here).
     copy = os.path.join(str(tmp_path / "exp"), "1-g++", "model.pt2")

@@ -1,6 +1,7 @@
 """The walk-back on real generated wrapper code and real level-2 output (captured from torch 2.13 CPU)."""
 from conftest import log
 
+from aoti_bisect.report.facts import render, render_all
 from aoti_bisect.aoti import printer, wrapper
 from aoti_bisect.aoti.checks import IndexBound
 from aoti_bisect.diagnose.walk import spread, walk
@@ -24,7 +25,7 @@ def test_walk_from_outputs_finds_the_kernel_that_made_the_nan():
     c = walk(g, observe, start=None, crashed=False)
     assert c.kind == "kernel" and c.kernel == "cpp_fused_add_log_mul_relu_sub_0"
     assert len(calls) == 1  # the whole chain fits in one filtered compile
-    assert any("from good inputs" in e for e in c.evidence)
+    assert any("from good inputs" in e for e in render_all(c.evidence))
 
 
 def test_walk_with_a_cap_of_one_needs_one_compile_per_step():
@@ -40,11 +41,11 @@ def test_crashed_suspect_with_good_inputs_is_the_culprit():
     observe, _ = observer("cpu/index_oob_level2_filtered.log", bound=16)
     c = walk(g, observe, start="cpp_fused_add_index_mul_sin_sum_0", crashed=True, bound=IndexBound("tmp16", "16"))
     assert c.kind == "kernel" and c.kernel == "cpp_fused_add_index_mul_sin_sum_0"
-    assert "faulted from good inputs" in c.evidence[0]
+    assert "faulted from good inputs" in render_all(c.evidence)[0]
     # The numeric bound is a static dimension of an input the kernel reads: which one is said.
     assert "the bound 16 of cpp_fused_add_index_mul_sin_sum_0 was fixed at export: the size of dim 1 of `arg0_1`" \
-        in c.evidence
-    assert c.summary.startswith("cpp_fused_add_index_mul_sin_sum_0 faulted: index into dim 1 of `arg0_1` (size 16, "
+        in render_all(c.evidence)
+    assert render(c.summary).startswith("cpp_fused_add_index_mul_sin_sum_0 faulted: index into dim 1 of `arg0_1` (size 16, "
                                 "fixed at export) went out of range; cpp_fused_add_index_mul_sin_sum_0 computes it "
                                 "from `arg1_1` (values 0..7)")
 
@@ -60,7 +61,7 @@ def test_drifted_kernel_name_is_reported_not_guessed():
     g = wrapper.parse_wrapper(log("cpu/wrapper_index_oob_level3.cpp"))
     observe, calls = observer("cpu/index_oob_level2_filtered.log")
     c = walk(g, observe, start="cpp_fused_add_index_mul_sin_sum_7", crashed=True)
-    assert c.kind == "unknown" and "drifted" in c.evidence[0] and not calls
+    assert c.kind == "unknown" and "drifted" in render_all(c.evidence)[0] and not calls
 
 
 def test_spread_keeps_ends_and_spacing():

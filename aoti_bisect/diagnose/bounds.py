@@ -1,8 +1,7 @@
 """An index bound in the user's terms: which input dimension a kernel's `0 <= tmpN < B` check guards, its size
 at run time, the index values that broke it, and which of the guide's usual causes held. Pure.
 
-Inputs are named as the wrapper names them (`arg0_1`) unless `names` maps them to the user's names: the
-mapping is data, so a hook that learns the user's names later changes no logic here.
+Inputs are subjects made by the ladder's Namer: they carry the user's names where the hooked runs recorded them.
 """
 from __future__ import annotations
 
@@ -13,6 +12,7 @@ from typing import Mapping, Optional
 from ..aoti.checks import DimRejected, IndexBound
 from ..aoti.printer import TensorStats
 from ..aoti.wrapper import WrapperGraph
+from .facts import Fact, FactKind, Namer, Subject, fact, kernel
 
 _WORD = re.compile(r"\b[A-Za-z_]\w*\b")
 
@@ -27,8 +27,8 @@ class DimRef:
 
 @dataclass(frozen=True)
 class BoundStory:
-    lines: tuple[str, ...]  # evidence, one fact a line
-    summary: str  # the verdict's sentence
+    lines: tuple[Fact, ...]  # evidence, one fact a line
+    summary: Fact  # the verdict's sentence
 
 
 def bound_dims(bound: IndexBound, kernel: str, graph: WrapperGraph) -> list[DimRef]:
@@ -57,97 +57,116 @@ def run_time_size(ref: DimRef, inputs: Mapping[str, TensorStats]) -> Optional[in
     return dims[ref.dim] if ref.dim < len(dims) else None
 
 
-def explain(bound: IndexBound, kernel: str, graph: WrapperGraph, inputs: Mapping[str, TensorStats],
-            reads: list[TensorStats], names: Optional[Mapping[str, str]] = None) -> BoundStory:
-    """The story of a failed bound check in `kernel`. inputs: level 2's model-input stats by variable;
+def explain(bound: IndexBound, kernel_name: str, graph: WrapperGraph, inputs: Mapping[str, TensorStats],
+            reads: list[TensorStats], namer: Optional[Namer] = None) -> BoundStory:
+    """The story of a failed bound check in `kernel_name`. inputs: level 2's model-input stats by variable;
     reads: level 2's stats of what the kernel read just before it faulted."""
-    names = names or {}
+    namer = namer or Namer(placeholders=tuple(graph.inputs))
+    k = kernel(kernel_name)
 
-    def dim(ref: DimRef) -> str:
-        return f"dim {ref.dim} of `{names.get(ref.input, ref.input)}`"
+    def dim(ref: DimRef) -> Fact:
+        return fact(FactKind.INDEX, "dim {dim} of {input:quoted}", dim=ref.dim, input=namer.var(ref.input))
 
-    refs = bound_dims(bound, kernel, graph)
+    refs = bound_dims(bound, kernel_name, graph)
     sizes = [run_time_size(r, inputs) for r in refs]
     value = bound.value if bound.value is not None else (sizes[0] if len(refs) == 1 and bound.symbols == (
         bound.bound,) else None)
     lines = []
     if bound.value is None:
-        args = ", ".join(f"{p} = {graph.size_argument(kernel, p) or '?'}" for p in bound.symbols)
-        where = " and ".join(f"{dim(r)} ({'?' if n is None else n} at run time)" for r, n in zip(refs, sizes))
-        lines.append(f"the bound `{bound.bound}` of {kernel} is a size known only at run time: {args}, read from "
-                     + (where or "no model input the wrapper names (an intermediate size)"))
+        args = ", ".join(f"{p} = {graph.size_argument(kernel_name, p) or '?'}" for p in bound.symbols)
+        where = tuple(fact(FactKind.INDEX, "{dim} ({size} at run time)", dim=dim(r), size="?" if n is None else n)
+                      for r, n in zip(refs, sizes))
+        lines.append(fact(FactKind.INDEX, "the bound `{bound}` of {kernel} is a size known only at run time: "
+                          "{args}, read from {where: and }", bound=bound.bound, kernel=k, args=args,
+                          where=where or ("no model input the wrapper names (an intermediate size)",)))
     elif refs:
-        lines.append(f"the bound {bound.value} of {kernel} was fixed at export: the size of "
-                     + " or ".join(dim(r) for r in refs))
+        lines.append(fact(FactKind.INDEX, "the bound {value} of {kernel} was fixed at export: the size of "
+                          "{dims: or }", value=bound.value, kernel=k, dims=tuple(dim(r) for r in refs)))
     else:
-        lines.append(f"the bound {bound.value} of {kernel} is no static dimension of a model input it reads "
-                     "(an intermediate buffer's size)")
+        lines.append(fact(FactKind.INDEX, "the bound {value} of {kernel} is no static dimension of a model input "
+                          "it reads (an intermediate buffer's size)", value=bound.value, kernel=k))
     target = _target(refs, sizes, bound, value, dim)
     ints = [s for s in reads if not s.is_float and s.scalar is None and s.numel]
-    sources = ", ".join(f"`{names.get(s.arg, s.arg)}`" for s in ints)
+    sources = tuple(namer.var(s.arg) for s in ints)
     past = [s for s in ints if value is not None and s.max >= value]
     if past:
-        sentence = (f"index into {target} reached {max(s.max for s in past):g}; the values come from "
-                    + ", ".join(f"`{names.get(s.arg, s.arg)}`" for s in past))
+        sentence = fact(FactKind.INDEX, "index into {target} reached {max:g}; the values come from {sources:quoted}",
+                        target=target, max=max(s.max for s in past), sources=tuple(namer.var(s.arg) for s in past))
     elif value is not None and ints and min(s.min for s in ints) < -value:
-        sentence = (f"index into {target} went to {min(s.min for s in ints):g}, below zero even after a "
-                    f"negative index wraps by adding {value}; the values come from {sources}")
+        sentence = fact(FactKind.INDEX, "index into {target} went to {min:g}, below zero even after a negative index "
+                        "wraps by adding {value}; the values come from {sources:quoted}", target=target,
+                        min=min(s.min for s in ints), value=value, sources=sources)
     elif ints:
-        sentence = (f"index into {target} went out of range; {kernel} computes it from {sources} (values "
-                    f"{min(s.min for s in ints):g}..{max(s.max for s in ints):g}), so the index itself is not printed")
+        sentence = fact(FactKind.INDEX, "index into {target} went out of range; {kernel} computes it from "
+                        "{sources:quoted} (values {lo:g}..{hi:g}), so the index itself is not printed", target=target,
+                        kernel=k, sources=sources, lo=min(s.min for s in ints), hi=max(s.max for s in ints))
     else:
-        sentence = f"index into {target} went out of range; {kernel} reads no integer tensor the printer shows"
-    held, checked = causes(graph, inputs, ints, value, names)
+        sentence = fact(FactKind.INDEX, "index into {target} went out of range; {kernel} reads no integer tensor the "
+                        "printer shows", target=target, kernel=k)
+    held, checked = causes(graph, inputs, ints, value, namer)
     lines += [*checked, sentence]  # the conclusion last: the inspect stage's finding quotes the last line
-    summary = sentence + ("; held: " + "; ".join(held) if held else
-                          "; none of the guide's usual causes held (zero-size dimension, negative index, "
-                          "size outside the exported range)")
+    summary = (fact(FactKind.INDEX, "{sentence}; held: {held}", sentence=sentence, held=tuple(held)) if held else
+               fact(FactKind.INDEX, "{sentence}; none of the guide's usual causes held (zero-size dimension, "
+                    "negative index, size outside the exported range)", sentence=sentence))
     return BoundStory(tuple(lines), summary)
 
 
-def _target(refs: list[DimRef], sizes: list[Optional[int]], bound: IndexBound, value: Optional[int], dim) -> str:
+def _target(refs: list[DimRef], sizes: list[Optional[int]], bound: IndexBound, value: Optional[int], dim) -> Fact:
     if len(refs) != 1:
-        return f"a dimension of size {value if value is not None else bound.bound}"
+        return fact(FactKind.INDEX, "a dimension of size {size}", size=value if value is not None else bound.bound)
     if bound.value is not None:
-        return f"{dim(refs[0])} (size {bound.value}, fixed at export)"
+        return fact(FactKind.INDEX, "{dim} (size {value}, fixed at export)", dim=dim(refs[0]), value=bound.value)
     n = sizes[0]
-    unit = "rows" if refs[0].dim == 0 else "entries"
-    return f"{dim(refs[0])} ({'?' if n is None else n} {unit} at run time)"
+    return fact(FactKind.INDEX, "{dim} ({size} {unit} at run time)", dim=dim(refs[0]), size="?" if n is None else n,
+                unit="rows" if refs[0].dim == 0 else "entries")
 
 
 def causes(graph: WrapperGraph, inputs: Mapping[str, TensorStats], ints: list[TensorStats],
-           value: Optional[int], names: Mapping[str, str]) -> tuple[list[str], list[str]]:
+           value: Optional[int], namer: Namer) -> tuple[list[Fact], list[Fact]]:
     """The guide's usual causes of an out-of-bounds index: (those that held, one evidence line each)."""
-    def name(var: str) -> str:
-        return f"`{names.get(var, var)}`"
+    def name(var: str) -> Subject:
+        return namer.var(var)
 
     if not inputs:
-        return [], ["usual causes not checked: level 2 printed no model-input sizes"]
+        return [], [fact(FactKind.INDEX, "usual causes not checked: level 2 printed no model-input sizes")]
     held, lines = [], []
-    empty = [f"dim {d} of {name(var)} is 0" for var, s in inputs.items() for d, n in enumerate(s.dims) if n == 0]
+    empty = tuple(fact(FactKind.INDEX, "dim {d} of {input:quoted} is 0", d=d, input=name(var))
+                  for var, s in inputs.items() for d, n in enumerate(s.dims) if n == 0)
     if empty:
-        held.append(f"a zero-size dimension at run time ({', '.join(empty)}: an empty tensor)")
+        held.append(fact(FactKind.INDEX, "a zero-size dimension at run time ({empty:, }: an empty tensor)",
+                         empty=empty))
     negative = [s for s in ints if s.min < 0]
     if negative:
-        held.append("an index below zero (" + ", ".join(f"{name(s.arg)} holds {s.min:g}" for s in negative)
-                    + (f"; a negative index wraps once by adding {value}" if value is not None else "") + ")")
+        held.append(fact(FactKind.INDEX, "an index below zero ({holds:, }" + (
+            "; a negative index wraps once by adding {value})" if value is not None else ")"),
+            holds=tuple(fact(FactKind.INDEX, "{input:quoted} holds {min:g}", input=name(s.arg), min=s.min)
+                        for s in negative), value=value))
     outside = []
     for (var, d), (lo, hi) in sorted(graph.ranges.items()):
         n = run_time_size(DimRef(var, d), inputs)
         if n is not None and ((lo is not None and n < lo) or (hi is not None and n > hi)):
-            outside.append(f"dim {d} of {name(var)} is {n}, exported for {range_text(lo, hi)}")
+            outside.append(fact(FactKind.INDEX, "dim {d} of {input:quoted} is {n}, exported for {range}", d=d,
+                                input=name(var), n=n, range=range_text(lo, hi)))
     if outside:
-        held.append(f"a size outside the exported range ({'; '.join(outside)})")
-    lines.append("usual cause, a zero-size dimension at run time: " + (
-        "held: " + ", ".join(empty) if empty else "no (no model input has one)"))
-    lines.append("usual cause, an index below zero: " + (
-        "held: " + ", ".join(f"{name(s.arg)} min {s.min:g}" for s in negative) if negative else
-        "no" + (f" ({', '.join(f'{name(s.arg)} min {s.min:g}' for s in ints)})" if ints else
-                " (the kernel reads no integer tensor)")))
-    lines.append("usual cause, a size outside the exported range: " + (
-        "held: " + "; ".join(outside) if outside else
-        "no (" + (", ".join(f"dim {d} of {name(v)} in {range_text(lo, hi)}" for (v, d), (lo, hi)
-                            in sorted(graph.ranges.items())) or "no dynamic dimension") + ")"))
+        held.append(fact(FactKind.INDEX, "a size outside the exported range ({outside})", outside=tuple(outside)))
+    lines.append(fact(FactKind.INDEX, "usual cause, a zero-size dimension at run time: held: {empty:, }",
+                      empty=empty) if empty else
+                 fact(FactKind.INDEX, "usual cause, a zero-size dimension at run time: no (no model input has one)"))
+    mins = tuple(fact(FactKind.INDEX, "{input:quoted} min {min:g}", input=name(s.arg), min=s.min) for s in ints)
+    if negative:
+        lines.append(fact(FactKind.INDEX, "usual cause, an index below zero: held: {mins:, }", mins=tuple(
+            fact(FactKind.INDEX, "{input:quoted} min {min:g}", input=name(s.arg), min=s.min) for s in negative)))
+    elif ints:
+        lines.append(fact(FactKind.INDEX, "usual cause, an index below zero: no ({mins:, })", mins=mins))
+    else:
+        lines.append(fact(FactKind.INDEX, "usual cause, an index below zero: no (the kernel reads no integer tensor)"))
+    ranges = tuple(fact(FactKind.INDEX, "dim {d} of {input:quoted} in {range}", d=d, input=name(v),
+                        range=range_text(lo, hi)) for (v, d), (lo, hi) in sorted(graph.ranges.items()))
+    lines.append(fact(FactKind.INDEX, "usual cause, a size outside the exported range: held: {outside}",
+                      outside=tuple(outside)) if outside else
+                 fact(FactKind.INDEX, "usual cause, a size outside the exported range: no ({ranges:, })",
+                      ranges=ranges) if ranges else
+                 fact(FactKind.INDEX, "usual cause, a size outside the exported range: no (no dynamic dimension)"))
     return held, lines
 
 
@@ -156,14 +175,18 @@ def range_text(lo: Optional[int], hi: Optional[int]) -> str:
 
 
 def rejected_dim(rejected: DimRejected, var: str, graph: Optional[WrapperGraph],
-                 names: Optional[Mapping[str, str]] = None) -> str:
+                 namer: Optional[Namer] = None) -> Fact:
     """An input check's refusal of one dimension, in the user's terms, naming the cause it is."""
-    who = f"dim {rejected.dim} of `{(names or {}).get(var, var)}` is {rejected.got} at run time"
+    namer = namer or Namer(placeholders=tuple(graph.inputs) if graph else ())
+    who = dict(dim=rejected.dim, input=namer.var(var), got=rejected.got)
     lo, hi = graph.ranges.get((var, rejected.dim), (None, None)) if graph else (None, None)
+    zero = " (a zero-size dimension at run time)" if rejected.got == 0 else ""
+    head = "dim {dim} of {input:quoted} is {got} at run time"
     if rejected.expected.startswith("=="):
-        text = f"{who}, but the package was compiled for a static size {rejected.expected[3:]}"
-    elif lo is not None or hi is not None:
-        text = f"{who}, outside its exported range {range_text(lo, hi)}: a size outside the exported range"
-    else:
-        text = f"{who}, but the package requires {rejected.expected}: a size outside the exported range"
-    return text + (" (a zero-size dimension at run time)" if rejected.got == 0 else "")
+        return fact(FactKind.INPUT_REJECTED, head + ", but the package was compiled for a static size {size}" + zero,
+                    size=rejected.expected[3:], **who)
+    if lo is not None or hi is not None:
+        return fact(FactKind.INPUT_REJECTED, head + ", outside its exported range {range}: a size outside the "
+                    "exported range" + zero, range=range_text(lo, hi), **who)
+    return fact(FactKind.INPUT_REJECTED, head + ", but the package requires {expected}: a size outside the exported "
+                "range" + zero, expected=rejected.expected, **who)

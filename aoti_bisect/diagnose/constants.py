@@ -15,7 +15,8 @@ from ..aoti.constants import ConstantValue
 from ..aoti.hook_record import HookRecord
 from ..verdict import Verdict
 from .advice import next_steps
-from .findings import Culprit, Findings
+from .facts import Fact, FactKind, Namer, fact
+from .findings import Culprit, CulpritKind, Findings
 
 MAX_WRAPPER_BYTES = 64 << 20
 
@@ -69,11 +70,13 @@ def _first_read(graph: Optional[wrapper.WrapperGraph], by: list[str]) -> int:
     return min((order[name] for name in by if name in order), default=1 << 30)
 
 
-def describe(v: ConstantValue, kind: Optional[str], by: list[str]) -> str:
+def describe(v: ConstantValue, kind: Optional[str], by: list[str]) -> Fact:
     """'parameter `proj.bias` (wrapper proj_bias) holds NaN (3 of 16 elements); read by aoti_torch_cpu_addmm_out'"""
-    who = f"{kind or 'constant'} `{v.label}`" + (f" (wrapper {v.placeholder})" if v.fqn else " (folded by Inductor)")
-    return (f"{who} holds {v.holds()}; "
-            + (f"read by {', '.join(by)}" if by else "no launch in the wrapper reads it by name"))
+    subject = Namer(constants={v.placeholder: v.fqn} if v.fqn else {}).constant(v.placeholder)
+    template = "{kind} `{label}`" + (" (wrapper {name})" if v.fqn else " (folded by Inductor)") + " holds {holds}; " + (
+        "read by {by:, }" if by else "no launch in the wrapper reads it by name")
+    return fact(FactKind.CONSTANT, template, kind=kind or "constant", label=v.label, name=v.placeholder,
+                holds=v.holds(), by=tuple(by), constant=subject)
 
 
 def convict_constants(out: Findings, records: list[HookRecord], graph: Optional[wrapper.WrapperGraph],
@@ -98,19 +101,23 @@ def convict_constants(out: Findings, records: list[HookRecord], graph: Optional[
         return
     c = out.culprit
     pick = None
-    if c is not None and c.kind == "kernel":
+    if c is not None and c.kind == CulpritKind.KERNEL:
         pick = next((i for i, (_, by) in enumerate(bad) if c.kernel in by), None)
-    elif (c is None or c.kind == "unknown") and out.signature is not None and out.signature.kind == "nan_inf":
+    elif (c is None or not c.pinned) and out.signature is not None and out.signature.kind == "nan_inf":
         pick = 0
     if pick is None:
-        if c is not None and c.kind != "constant":
-            c.evidence.extend(f"also: {line}" for line in lines)
+        if c is not None and c.kind != CulpritKind.CONSTANT:
+            c.evidence.extend(_also(line) for line in lines)
         return
     v, _ = bad[pick]
-    convicted = Culprit("constant", input_name=v.placeholder, user_name=v.fqn, stats=c.stats if c else [],
+    convicted = Culprit(CulpritKind.CONSTANT, input_name=v.placeholder, user_name=v.fqn,
                         probes=c.probes if c else [], summary=lines[pick])
-    convicted.evidence = [*(c.evidence if c else []), lines[pick], *(f"also: {x}" for i, x in enumerate(lines)
+    convicted.evidence = [*(c.evidence if c else []), lines[pick], *(_also(x) for i, x in enumerate(lines)
                                                                       if i != pick)]
     out.culprit = convicted
     out.source, out.source_nodes = None, ""  # the reader's source is not the culprit's
     out.next_steps = next_steps(argv, out.signature, convicted, cuda=bool(graph and graph.cuda))
+
+
+def _also(line: Fact) -> Fact:
+    return fact(FactKind.CONSTANT, "also: {line}", line=line)

@@ -14,7 +14,8 @@ from typing import Callable, Optional
 
 from ..aoti.eagerwalk import EagerWalk, Saved
 from ..aoti.wrapper import Launch, WrapperGraph
-from .findings import Culprit, constant_phrase, input_phrase
+from .facts import Fact, FactKind, Namer, Subject, fact, kernel, note
+from .findings import Culprit, CulpritKind
 
 MAX_NAMED = 4
 
@@ -27,16 +28,25 @@ class Judged:
     saved: Optional[Saved] = None
     others: tuple[tuple[str, Optional[float]], ...] = ()  # the other eager values it was held against
 
-    def describe(self, var: str) -> str:
+    def describe(self, var: Optional[Subject]) -> Fact:
+        """`var`: the tensor's subject (None: the sentence around it names the tensor)."""
         s = self.saved
-        tensor = f"{var} ({s.tensor()})" if s else var
+        if var is None:  # the sentence names the tensor already
+            tensor = fact(FactKind.EAGER, "({shape})", shape=s.tensor()) if s else fact(FactKind.EAGER, "it")
+        else:
+            tensor = fact(FactKind.EAGER, "{var} ({shape})", var=var, shape=s.tensor()) if s else \
+                fact(FactKind.EAGER, "{var}", var=var)
         if self.state == "agrees":
-            return f"{tensor} = eager `{self.node}`" + (f" (max |diff| {self.max_abs:.3g})" if self.max_abs else "")
+            return fact(FactKind.EAGER, "{tensor} = eager `{node}`" + (" (max |diff| {diff:.3g})" if self.max_abs
+                                                                       else ""),
+                        tensor=tensor, node=self.node, diff=self.max_abs or 0.0)
         if self.state == "differs":
             by = ", ".join(f"`{n}` by up to {'?' if d is None else f'{d:.4g}'}"
                            for n, d in ((self.node, self.max_abs), *self.others))
-            return f"{tensor} differs from eager {by} (tolerance rtol {s.rtol:g}, atol {s.atol:g})"
-        return f"{tensor} (not compared: {s.problem if s and s.problem else 'no eager value of its shape'})"
+            return fact(FactKind.EAGER, "{tensor} differs from eager {by} (tolerance rtol {rtol:g}, atol {atol:g})",
+                        tensor=tensor, by=by, rtol=s.rtol, atol=s.atol)
+        return fact(FactKind.EAGER, "{tensor} (not compared: {why})", tensor=tensor,
+                    why=s.problem if s and s.problem else "no eager value of its shape")
 
 
 def judge(saved: Optional[Saved], nodes: tuple[str, ...]) -> Judged:
@@ -59,12 +69,15 @@ def judge(saved: Optional[Saved], nodes: tuple[str, ...]) -> Judged:
     return Judged("unjudged", saved=saved)
 
 
-def walk_eager(graph: WrapperGraph, walk: EagerWalk, nodes_of: Callable[[Launch], tuple[str, ...]]) -> Culprit:
+def walk_eager(graph: WrapperGraph, walk: EagerWalk, nodes_of: Callable[[Launch], tuple[str, ...]],
+               namer: Optional[Namer] = None) -> Culprit:
     """`nodes_of(launch)`: the FX node names provenance gives the launch (empty where none was recorded)."""
+    namer = namer or Namer(placeholders=tuple(graph.inputs))
     if walk.status != "differs":
-        return Culprit("unknown", evidence=[_no_walk(walk)])
-    head = [*walk.outputs, f"compared on call {walk.call} of the compiled model, the first whose outputs differ "
-                           f"from the exported program run eagerly on the same inputs"]
+        return Culprit(CulpritKind.UNKNOWN, evidence=[_no_walk(walk)])
+    head = [*(note(line) for line in walk.outputs),
+            fact(FactKind.EAGER, "compared on call {call} of the compiled model, the first whose outputs differ from "
+                 "the exported program run eagerly on the same inputs", call=walk.call)]
     for launch in graph.launches:
         reads = [v for v in launch.args if graph.storage(v) in launch.reads]
         writes = [v for v in launch.args if graph.storage(v) in launch.writes]
@@ -72,14 +85,14 @@ def walk_eager(graph: WrapperGraph, walk: EagerWalk, nodes_of: Callable[[Launch]
                 for v in reads}
         for v in reads:
             if seen[v].state == "differs":
-                return _bad_read(graph, launch, v, seen[v], head)
+                return _bad_read(graph, launch, v, seen[v], head, namer)
         made = {v: judge(walk.around("after", launch.name, v), nodes_of(launch)) for v in writes}
         bad = [v for v in writes if made[v].state == "differs"]
         if bad:
-            return _bad_kernel(launch, bad, made, seen, head)
-    return Culprit("unknown", evidence=[*head, "every tensor the instrumented kernels read and wrote agrees with "
-                                               "eager within tolerance: the difference arises outside them (an "
-                                               "output copy or view, a custom op, state carried between calls)"])
+            return _bad_kernel(launch, bad, made, seen, head, namer)
+    return Culprit(CulpritKind.UNKNOWN, evidence=[*head, note(
+        "every tensor the instrumented kernels read and wrote agrees with eager within tolerance: the difference "
+        "arises outside them (an output copy or view, a custom op, state carried between calls)")])
 
 
 def _read_nodes(graph: WrapperGraph, launch: Launch, var: str,
@@ -89,42 +102,50 @@ def _read_nodes(graph: WrapperGraph, launch: Launch, var: str,
 
 
 def _bad_kernel(launch: Launch, bad: list[str], made: dict[str, Judged], seen: dict[str, Judged],
-                head: list[str]) -> Culprit:
-    c = Culprit("kernel", kernel=launch.name)
-    good = [j.describe(v) for v, j in seen.items() if j.state == "agrees"]
-    unseen = [v for v, j in seen.items() if j.state == "unjudged"]
-    c.summary = f"{launch.name}'s output {made[bad[0]].describe(bad[0])}" + (
-        "" if unseen else ", from inputs that agree with eager")
+                head: list[Fact], namer: Namer) -> Culprit:
+    c = Culprit(CulpritKind.KERNEL, kernel=launch.name)
+    k = kernel(launch.name)
+    good = tuple(j.describe(namer.var(v)) for v, j in seen.items() if j.state == "agrees")
+    unseen = tuple(j.describe(namer.var(v)) for v, j in seen.items() if j.state == "unjudged")
+    c.summary = fact(FactKind.EAGER, "{kernel}'s output {output}" + ("" if unseen else
+                                                                      ", from inputs that agree with eager"),
+                     kernel=k, output=made[bad[0]].describe(namer.var(bad[0])))
     c.evidence = [c.summary, *head,
-                  f"{launch.name} read {'; '.join(good) if good else 'no tensor eager could be compared with'}",
-                  *(f"{launch.name}'s output {made[v].describe(v)} as well" for v in bad[1:])]
+                  fact(FactKind.EAGER, "{kernel} read {good}", kernel=k,
+                       good=good or "no tensor eager could be compared with"),
+                  *(fact(FactKind.EAGER, "{kernel}'s output {output} as well", kernel=k,
+                         output=made[v].describe(namer.var(v))) for v in bad[1:])]
     if unseen:
-        c.evidence.append(f"unverified: {launch.name} also read {', '.join(seen[v].describe(v) for v in unseen)}")
+        c.evidence.append(fact(FactKind.UNVERIFIED, "unverified: {kernel} also read {unseen:, }", kernel=k,
+                               unseen=unseen))
     return c
 
 
-def _bad_read(graph: WrapperGraph, launch: Launch, var: str, j: Judged, head: list[str]) -> Culprit:
+def _bad_read(graph: WrapperGraph, launch: Launch, var: str, j: Judged, head: list[Fact], namer: Namer) -> Culprit:
     storage = graph.storage(var)
     if graph.is_model_input(var):
         idx = graph.inputs.index(storage)
-        c = Culprit("model_input", input_index=idx, input_name=storage)
-        what = input_phrase(idx, storage)
+        who = namer.input(idx, storage)
+        c = Culprit(CulpritKind.MODEL_INPUT, input_index=idx, input_name=storage, user_name=who.user_name)
+        what = fact(FactKind.EAGER, "{who:phrase}", who=who)
         why = "the package read it otherwise than the script passed it (strides, a copy, or an earlier write)"
     elif graph.is_constant(var):
-        c = Culprit("constant", input_name=storage)
-        what = constant_phrase(storage)
+        who = namer.constant(storage)
+        c = Culprit(CulpritKind.CONSTANT, input_name=storage, user_name=who.user_name)
+        what = fact(FactKind.EAGER, "{who:phrase}", who=who)
         why = "the package's state differs from the program's (a buffer not written back, or written twice)"
     else:
-        c = Culprit("outside_instrumented_kernels")
-        what = var
+        c = Culprit(CulpritKind.OUTSIDE_INSTRUMENTED_KERNELS)
+        what = fact(FactKind.EAGER, "{who}", who=namer.var(var))
         why = "its producer wrote it as eager computes it, so it changed between the launches"
-    c.summary = f"{launch.name} read {what} as {j.describe(var).split(' ', 1)[1]}: {why}"
+    c.summary = fact(FactKind.EAGER, "{kernel} read {what} as {judged}: {why}", kernel=kernel(launch.name), what=what,
+                     judged=j.describe(None), why=why)
     c.evidence = [c.summary, *head]
     return c
 
 
-def _no_walk(walk: EagerWalk) -> str:
+def _no_walk(walk: EagerWalk) -> Fact:
     if walk.status == "agree":
-        return (f"the package's outputs agree with eager on every call compared ({walk.calls}): the script's "
-                "check fails on something other than the compiled model's outputs")
-    return f"no eager comparison: {walk.problem or walk.status}"
+        return fact(FactKind.EAGER, "the package's outputs agree with eager on every call compared ({calls}): the "
+                    "script's check fails on something other than the compiled model's outputs", calls=walk.calls)
+    return fact(FactKind.EAGER, "no eager comparison: {why}", why=walk.problem or walk.status)

@@ -1,7 +1,8 @@
-"""What the ladder concludes: each stage's runs and finding, the culprit and its evidence, the verdict."""
+"""What the ladder concludes: each stage's runs and finding, the culprit and its evidence, the verdict. Data only:
+report/ renders it (report/facts.py for the sentences, report/model.py for report.json)."""
 from __future__ import annotations
 
-import os
+import enum
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Optional
@@ -11,52 +12,66 @@ from ..aoti.provenance import Origin
 from ..run.types import RunResult, Signature
 from ..stats import Rate
 from ..verdict import Verdict
+from .facts import Fact
+
+
+class CulpritKind(enum.StrEnum):
+    KERNEL = "kernel"
+    MODEL_INPUT = "model_input"
+    CONSTANT = "constant"
+    CUSTOM_OP = "custom_op"  # its fake function disagrees with the op
+    OUTSIDE_INSTRUMENTED_KERNELS = "outside_instrumented_kernels"
+    MISSING_CUSTOM_OP = "missing_custom_op"
+    LOAD_ENVIRONMENT = "load_environment"
+    UNKNOWN = "unknown"
+
+
+class StageName(enum.StrEnum):
+    """The ladder's rungs, in the order it climbs them (diagnose/stages/ registers one module each)."""
+    BASELINE = "baseline"
+    SANITY = "sanity"
+    DOCTOR = "doctor"
+    DETERMINISM = "determinism"
+    TRACE = "trace"
+    FAKECHECK = "fakecheck"
+    MEMCHECK = "memcheck"
+    INSPECT = "inspect"
+    EAGER = "eager"
 
 
 @dataclass
 class Culprit:
-    kind: str  # kernel | model_input | constant | custom_op | outside_instrumented_kernels | missing_custom_op |
-    # load_environment | unknown
+    kind: CulpritKind
     kernel: Optional[str] = None  # a custom_op's: the op (`ns::op`), as the wrapper's proxy call names it
     input_index: Optional[int] = None
     input_name: Optional[str] = None  # the wrapper's name (arg1_1, proj_weight)
     user_name: Optional[str] = None  # the user's: forward's parameter name, or the constant's FQN
-    evidence: list[str] = field(default_factory=list)
-    stats: list[dict] = field(default_factory=list)
+    evidence: list[Fact] = field(default_factory=list)
     probes: list[list[str]] = field(default_factory=list)
-    summary: str = ""  # the one line that convicts; the evidence list is the whole chain
+    summary: Optional[Fact] = None  # the one fact that convicts; the evidence list is the whole chain
     op: Optional[str] = None  # a custom op (`mylib::scale`) the package needs and the loading process lacks
     origin: Optional[Origin] = None  # the culprit kernel's source lines (diagnose/source.py)
-    kernel_origins: dict[str, dict] = field(default_factory=dict)  # each kernel the evidence names -> its origin
 
-    def to_json(self) -> dict:
-        return {"kind": self.kind, "kernel": self.kernel, "summary": self.summary or (self.evidence or [""])[0],
-                "input_index": self.input_index,
-                "input_name": self.input_name, "user_name": self.user_name, "evidence": self.evidence, "stats": self.stats,
-                "probes": self.probes, "op": self.op, "origin": self.origin.to_json() if self.origin else None,
-                "kernel_origins": self.kernel_origins}
+    @property
+    def headline(self) -> Optional[Fact]:
+        return self.summary or (self.evidence[0] if self.evidence else None)
 
-
-def input_phrase(index: int, placeholder: str, user: Optional[str] = None) -> str:
-    """How evidence names a model input; diagnose/names.py rewrites exactly this phrase once names are known."""
-    return f"model input {index} (`{user}`, wrapper {placeholder})" if user else f"model input {index} ({placeholder})"
-
-
-def constant_phrase(placeholder: str, fqn: Optional[str] = None) -> str:
-    return f"constant `{fqn}` (wrapper {placeholder})" if fqn else f"constant {placeholder}"
+    @property
+    def pinned(self) -> bool:
+        return self.kind != CulpritKind.UNKNOWN
 
 
 # Stages whose failure rates are compared (with the baseline's, by Fisher's test) run exactly as the user runs
 # the repro; the others carry the in-process hook, which records the packages they compile and load.
-UNHOOKED = ("baseline", "determinism")
+UNHOOKED = (StageName.BASELINE, StageName.DETERMINISM)
 
 
 @dataclass
 class Stage:
-    name: str
+    name: StageName
     env: dict[str, str]
     results: list[RunResult] = field(default_factory=list)
-    finding: str = ""
+    finding: Optional[Fact] = None
     skipped: Optional[str] = None
     tool: Optional[str] = None  # the checker the runs ran under (memcheck), as a command prefix
 
@@ -76,15 +91,6 @@ class Stage:
     def failures(self) -> list[RunResult]:
         return [r for r in self.results if r.failed]
 
-    def to_json(self) -> dict:
-        return {"name": self.name, "env": self.env, "recompiled": self.recompiled, "runs": self.rate.runs,
-                "failures": self.rate.failures, "rate": self.rate.to_json(), "finding": self.finding,
-                "skipped": self.skipped, "logs": [r.log_path for r in self.results],
-                "rerun": [os.path.join(r.run_dir, "rerun.sh") for r in self.results[:1]],
-                "failing_log": self.failures[0].log_path if self.failures else None,
-                "signatures": dict(Counter(r.signature.kind for r in self.failures if r.signature)),
-                "tool": self.tool}
-
 
 @dataclass
 class Findings:
@@ -93,11 +99,19 @@ class Findings:
     baseline: Rate
     stages: list[Stage]
     culprit: Optional[Culprit] = None
-    summary: str = ""
+    summary: Optional[Fact] = None
     source: Optional[tuple[str, str]] = None
     source_nodes: str = ""
     next_steps: list[str] = field(default_factory=list)
     interrupted: bool = False
-    masked: Optional[str] = None  # how a fault that passes at baseline was shown anyway
-    checker_evidence: list[str] = field(default_factory=list)  # a memory checker's lines, ahead of the walk's
+    masked: Optional[Fact] = None  # how a fault that passes at baseline was shown anyway
     constants: dict = field(default_factory=dict)  # report.json's `constants` (diagnose/constants.py)
+
+
+def dominant(results: list[RunResult]) -> Optional[Signature]:
+    """The most common failure signature among the runs."""
+    sigs = [r.signature for r in results if r.failed and r.signature]
+    if not sigs:
+        return None
+    top, _ = Counter(s.fingerprint for s in sigs).most_common(1)[0]
+    return next(s for s in sigs if s.fingerprint == top)

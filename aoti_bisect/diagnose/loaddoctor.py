@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Optional
 
 from ..aoti.package import PackageFacts
 from ..run.types import Signature
-from .findings import Culprit
+from .facts import Fact, FactKind
+from .findings import Culprit, CulpritKind
 
 if TYPE_CHECKING:  # a record only: the experiment's processes stay out of the decision
     from ..run.toolchains import Experiment
@@ -23,16 +24,21 @@ CRASHES = ("segfault", "abort", "crash")
 _ISA_ORDER = ("DEFAULT", "VSX", "ZVECTOR", "SVE256", "AVX2", "AVX512")
 
 
+def said(text: str) -> Fact:
+    """The doctor's sentences name packages, ops and toolchains, never a model's tensors: their text is the fact."""
+    return Fact(FactKind.LOAD, "{text}", (("text", text),))
+
+
 def diagnose_load(sig: Signature, facts: Optional[PackageFacts], fresh: dict, backtrace: list[str],
                   no_backtrace: Optional[str], toolchains: Optional[Experiment] = None) -> Culprit:
     """`fresh`: child/registry.py's answer for facts.custom_ops; `no_backtrace`: why there is none, if none;
     `toolchains`: the rebuilds by other toolchains (None: not tried, the load did not crash)."""
     if facts is None:
-        return Culprit("unknown", evidence=[
+        return Culprit(CulpritKind.UNKNOWN, evidence=[said(
             "the hooked run recorded no package load (the repro loads its package some other way than "
-            "aoti_load_package / load_package), so the package's needs could not be read"])
+            "aoti_load_package / load_package), so the package's needs could not be read")])
     if facts.problem:
-        return Culprit("unknown", evidence=[facts.problem])
+        return Culprit(CulpritKind.UNKNOWN, evidence=[said(facts.problem)])
     evidence = [_package_line(facts)]
     if fresh.get("error"):
         evidence.append(f"no fresh process of the repro's Python could answer: {fresh['error']}")
@@ -48,13 +54,14 @@ def diagnose_load(sig: Signature, facts: Optional[PackageFacts], fresh: dict, ba
                  [f"no native backtrace: {no_backtrace}"] if no_backtrace else [])
     culprit = _named(sig, facts, fresh) or _toolchain(facts, toolchains)
     if culprit is None:
-        culprit = Culprit("unknown")
-        culprit.summary = ("the package's custom ops are all registered, and its device and CPU ISA match "
+        culprit = Culprit(CulpritKind.UNKNOWN)
+        summary = ("the package's custom ops are all registered, and its device and CPU ISA match "
                            "this machine: the load failure is none of the causes checked")
         if toolchains and toolchains.trials:
-            culprit.summary += (f"; rebuilt from its own sources with {_names(toolchains.trials)} it does not "
-                                "load either")
-    culprit.evidence = [culprit.summary, *evidence]
+            summary += (f"; rebuilt from its own sources with {_names(toolchains.trials)} it does not "
+                        "load either")
+        culprit.summary = said(summary)
+    culprit.evidence = [culprit.summary, *(said(line) for line in evidence)]
     return culprit
 
 
@@ -64,23 +71,24 @@ def _named(sig: Signature, facts: PackageFacts, fresh: dict) -> Optional[Culprit
     if missing:
         # The loader names the op it failed on; otherwise the package's first unregistered one.
         op = next((o for o in missing if o in sig.message), missing[0])
-        c = Culprit("missing_custom_op", op=op)
-        c.summary = (f"the package needs `{op}`, which the loading process never registered (a fresh process "
+        c = Culprit(CulpritKind.MISSING_CUSTOM_OP, op=op)
+        summary = (f"the package needs `{op}`, which the loading process never registered (a fresh process "
                      f"with torch {fresh.get('torch')} does not have it either): load the library that defines "
                      "it (torch.ops.load_library, or import its extension) before aoti_load_package")
         if len(missing) > 1:
-            c.summary += f"; also unregistered: {', '.join(o for o in missing if o != op)}"
+            summary += f"; also unregistered: {', '.join(o for o in missing if o != op)}"
+        c.summary = said(summary)
         return c
     meta = dict(facts.metadata)
     if facts.device and facts.device.startswith("cuda") and fresh.get("cuda") is False:
-        c = Culprit("load_environment")
-        c.summary = (f"the package was compiled for {facts.device} (AOTI_DEVICE_KEY) but the loading torch "
+        c = Culprit(CulpritKind.LOAD_ENVIRONMENT)
+        c.summary = said(f"the package was compiled for {facts.device} (AOTI_DEVICE_KEY) but the loading torch "
                      f"{fresh.get('torch')} sees no CUDA device: load it where it was built for, or recompile")
         return c
     built, here = meta.get("AOTI_CPU_ISA"), fresh.get("cpu_capability")
     if built in _ISA_ORDER and here in _ISA_ORDER and _ISA_ORDER.index(built) > _ISA_ORDER.index(here):
-        c = Culprit("load_environment")
-        c.summary = (f"the package was compiled for CPU ISA {built} (AOTI_CPU_ISA) but this CPU runs {here}: "
+        c = Culprit(CulpritKind.LOAD_ENVIRONMENT)
+        c.summary = said(f"the package was compiled for CPU ISA {built} (AOTI_CPU_ISA) but this CPU runs {here}: "
                      "its kernels use instructions this machine lacks; recompile here")
         return c
     return None
@@ -90,8 +98,8 @@ def _toolchain(facts: PackageFacts, toolchains: Optional[Experiment]) -> Optiona
     good = next((t for t in toolchains.trials if t.loads), None) if toolchains else None
     if good is None:
         return None
-    c = Culprit("load_environment")
-    c.summary = (f"the package built by {_builder(facts, toolchains)} crashes while loading; rebuilt from its own "
+    c = Culprit(CulpritKind.LOAD_ENVIRONMENT)
+    c.summary = said(f"the package built by {_builder(facts, toolchains)} crashes while loading; rebuilt from its own "
                  f"sources with {good.compiler} ({good.version}) it loads: rebuild it with that toolchain "
                  f"(CXX={good.compiler})")
     return c

@@ -7,7 +7,8 @@ from typing import Optional
 
 from ..aoti.sanitizer import AccessError, SanitizerReport
 from ..aoti.wrapper import Launch, WrapperGraph
-from .findings import Culprit
+from .facts import Fact, FactKind, fact, kernel, note
+from .findings import Culprit, CulpritKind
 
 # Failures an invalid access can cause; for others (a NaN, a failed check) a checker run is asked for explicitly.
 MEMORY_FAULTS = frozenset({"illegal_memory_access", "segfault", "abort", "crash"})
@@ -15,7 +16,7 @@ MEMORY_FAULTS = frozenset({"illegal_memory_access", "segfault", "abort", "crash"
 
 @dataclass(frozen=True)
 class CheckerFinding:
-    finding: str
+    finding: Fact
     culprit: Optional[Culprit] = None
 
 
@@ -36,42 +37,47 @@ def memcheck_culprit(reports: list[SanitizerReport], graph: Optional[WrapperGrap
     with_errors = [r for r in reports if r.errors]
     if not with_errors:
         if reports and all(r.refused for r in reports):
-            return CheckerFinding(f"the checker could not check this repro: {reports[0].refused}")
+            return CheckerFinding(fact(FactKind.CHECKER, "the checker could not check this repro: {why}",
+                                       why=reports[0].refused))
         if not any(r.finished for r in reports):
-            return CheckerFinding(f"the checker never finished ({len(reports)} run(s): crashed or timed out "
-                                  "before its summary), so it proves nothing either way")
-        return CheckerFinding(f"0 errors in {len(reports)} checked run(s)")
+            return CheckerFinding(fact(FactKind.CHECKER, "the checker never finished ({n} run(s): crashed or timed "
+                                       "out before its summary), so it proves nothing either way", n=len(reports)))
+        return CheckerFinding(fact(FactKind.CHECKER, "0 errors in {n} checked run(s)", n=len(reports)))
     report = with_errors[0]
     # An access names the kernel that made it; API errors and asserts that follow it name none.
     err = next((e for e in report.errors if e.function), report.errors[0])
     total = report.total if report.total is not None else sum(e.count for e in report.errors)
-    finding = (f"{report.tool} found {total} error(s) in {len(with_errors)}/{len(reports)} checked run(s): "
-               f"{err.describe()}")
-    evidence = [f"{report.tool}: {err.describe()}"] + [f"{report.tool} also: {e.describe()}"
-                                                      for e in report.errors if e is not err][:3]
+    finding = fact(FactKind.CHECKER, "{tool} found {total} error(s) in {n}/{of} checked run(s): {error}",
+                   tool=report.tool, total=total, n=len(with_errors), of=len(reports), error=err.describe())
+    evidence = [fact(FactKind.CHECKER, "{tool}: {error}", tool=report.tool, error=err.describe())] + [
+        fact(FactKind.CHECKER, "{tool} also: {error}", tool=report.tool, error=e.describe())
+        for e in report.errors if e is not err][:3]
     culprit = _convict(err, graph, suspect, evidence)
     culprit.summary = culprit.evidence[0]
     return CheckerFinding(finding, culprit)
 
 
 def _convict(err: AccessError, graph: Optional[WrapperGraph], suspect: Optional[str],
-             evidence: list[str]) -> Culprit:
+             evidence: list[Fact]) -> Culprit:
     launch = launch_for(err.function, graph)
     if launch is not None:
         if suspect and suspect.lower() != launch.name.lower():
-            evidence.append(f"the trace's unfinished launch was {suspect}, not {launch.name}: the checker saw the "
-                            "access itself, the trace only where the process stopped")
-        return Culprit("kernel", kernel=launch.name, evidence=evidence)
+            evidence.append(fact(FactKind.CHECKER, "the trace's unfinished launch was {suspect}, not {launch}: the "
+                                 "checker saw the access itself, the trace only where the process stopped",
+                                 suspect=kernel(suspect), launch=kernel(launch.name)))
+        return Culprit(CulpritKind.KERNEL, kernel=launch.name, evidence=evidence)
     if err.function is None:
-        return Culprit("unknown", evidence=evidence + ["the checker named no function for the access"])
+        return Culprit(CulpritKind.UNKNOWN, evidence=evidence + [note("the checker named no function for the access")])
     if graph is None:
-        return Culprit("kernel", kernel=err.function, evidence=evidence + [
-            f"{err.function} is not mapped to a launch: no generated wrapper was compiled by these runs"])
+        return Culprit(CulpritKind.KERNEL, kernel=err.function, evidence=evidence + [fact(
+            FactKind.CHECKER, "{function} is not mapped to a launch: no generated wrapper was compiled by these runs",
+            function=kernel(err.function))])
     custom = [launch.name for launch in graph.launches if "::" in launch.name]
     if len(custom) == 1:
-        evidence.append(f"{err.function} is not a kernel of the generated wrapper; the graph's one custom op, "
-                        f"{custom[0]}, runs outside instrumented kernels")
-        return Culprit("outside_instrumented_kernels", kernel=custom[0], evidence=evidence)
-    evidence.append(f"{err.function} is not a kernel of the generated wrapper" + (
-        f" (custom ops in the graph: {', '.join(custom)})" if custom else ""))
-    return Culprit("outside_instrumented_kernels", kernel=err.function, evidence=evidence)
+        evidence.append(fact(FactKind.CHECKER, "{function} is not a kernel of the generated wrapper; the graph's one "
+                             "custom op, {op}, runs outside instrumented kernels", function=err.function,
+                             op=kernel(custom[0])))
+        return Culprit(CulpritKind.OUTSIDE_INSTRUMENTED_KERNELS, kernel=custom[0], evidence=evidence)
+    evidence.append(fact(FactKind.CHECKER, "{function} is not a kernel of the generated wrapper" + (
+        " (custom ops in the graph: {custom:, })" if custom else ""), function=err.function, custom=tuple(custom)))
+    return Culprit(CulpritKind.OUTSIDE_INSTRUMENTED_KERNELS, kernel=err.function, evidence=evidence)

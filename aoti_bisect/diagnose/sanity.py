@@ -6,33 +6,44 @@ from typing import Optional
 from ..aoti.checks import InputRejected, NanAssert, dim_rejected
 from ..aoti.wrapper import WrapperGraph
 from .bounds import rejected_dim
-from .findings import Culprit, input_phrase
+from .facts import Fact, FactKind, Namer, fact, kernel
+from .findings import Culprit, CulpritKind
 
 
-def sanity_culprit(hit: InputRejected | NanAssert, graph: Optional[WrapperGraph]) -> tuple[Culprit, str]:
+def sanity_culprit(hit: InputRejected | NanAssert, graph: Optional[WrapperGraph],
+                   namer: Optional[Namer] = None) -> tuple[Culprit, Fact]:
     """(culprit, the stage's finding) for a check that fired."""
+    namer = namer or Namer(placeholders=tuple(graph.inputs) if graph else ())
     if isinstance(hit, InputRejected):
         idx = hit.index
         name = graph.inputs[idx] if graph and idx < len(graph.inputs) else f"input {idx}"
+        who = namer.input(idx, name)
         expected = graph.expected.get(name) if graph else None
-        c = Culprit("model_input", input_index=idx, input_name=name)
-        c.evidence.append(f"AOTI_RUNTIME_CHECK_INPUTS rejects {input_phrase(idx, name)}: {hit.what}")
+        c = Culprit(CulpritKind.MODEL_INPUT, input_index=idx, input_name=name, user_name=who.user_name)
+        c.evidence.append(fact(FactKind.INPUT_REJECTED, "AOTI_RUNTIME_CHECK_INPUTS rejects {input:phrase}: {what}",
+                               input=who, what=hit.what))
         if expected:
-            c.evidence.append(f"the package was compiled for {name} with sizes [{expected[0]}] "
-                              f"and strides [{expected[1]}]")
-        finding = f"input check fired: {input_phrase(idx, name)}: {hit.what}"
+            c.evidence.append(fact(FactKind.INPUT_REJECTED, "the package was compiled for {input} with sizes "
+                                   "[{sizes}] and strides [{strides}]", input=who, sizes=expected[0],
+                                   strides=expected[1]))
+        finding = fact(FactKind.INPUT_REJECTED, "input check fired: {input:phrase}: {what}", input=who, what=hit.what)
         dim = dim_rejected(hit.what)
         if dim is not None:
-            c.evidence.append(rejected_dim(dim, name, graph))
-            c.summary = f"model input {idx}: {c.evidence[-1]}"
-            finding += f"; {c.evidence[-1]}"
+            refused = rejected_dim(dim, name, graph, namer)
+            c.evidence.append(refused)
+            c.summary = fact(FactKind.INPUT_REJECTED, "model input {index}: {refused}", index=idx, refused=refused)
+            finding = fact(FactKind.INPUT_REJECTED, "{finding}; {refused}", finding=finding, refused=refused)
         return c, finding
     if graph and graph.is_model_input(hit.var):
         idx = graph.inputs.index(graph.storage(hit.var))
-        c = Culprit("model_input", input_index=idx, input_name=hit.var)
+        c = Culprit(CulpritKind.MODEL_INPUT, input_index=idx, input_name=hit.var,
+                    user_name=namer.input(idx, hit.var).user_name)
     else:
         producer = graph.producer(hit.var, len(graph.launches)) if graph else None
-        c = Culprit("kernel" if producer else "unknown", kernel=producer.name if producer else None)
-    c.evidence.append(f"TORCHINDUCTOR_NAN_ASSERTS: at least one {hit.what} in {hit.var}"
-                      + (f", written by {c.kernel}" if c.kernel else ""))
+        c = Culprit(CulpritKind.KERNEL if producer else CulpritKind.UNKNOWN, kernel=producer.name if producer else None)
+    c.evidence.append(fact(FactKind.NAN_ASSERT, "TORCHINDUCTOR_NAN_ASSERTS: at least one {what} in {var}, written "
+                           "by {kernel}", what=hit.what, var=namer.var(hit.var), kernel=kernel(c.kernel))
+                      if c.kernel else
+                      fact(FactKind.NAN_ASSERT, "TORCHINDUCTOR_NAN_ASSERTS: at least one {what} in {var}",
+                           what=hit.what, var=namer.var(hit.var)))
     return c, c.evidence[0]

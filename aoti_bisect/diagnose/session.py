@@ -18,13 +18,14 @@ from ..run.layout import compile_key
 from ..run.probe import interpreter_of, probe_environment, relevant_env
 from ..run.registry import debugger, fresh_process
 from ..run.types import Outcome, RunResult
-from ..aoti.hook_record import Names, ahead_row, compile_counts, package_rows
+from ..aoti.hook_record import ahead_row, compile_counts, package_rows
 from .evidence import RunEvidence
 from .constants import convict_constants
-from .names import name_findings
 from .source import locate_findings, source_map, walked_graph
 from ..verdict import Verdict
-from .ladder import Findings, Ladder, Options
+from .facts import note
+from .findings import Findings
+from .ladder import Ladder, Options
 
 
 HOOK_ABSENT = ("no run's Python loaded aoti-bisect's in-process hook (it ignores PYTHONPATH: python -I, -E or -S; or "
@@ -118,10 +119,10 @@ class Session:
         except OSError as exc:  # the run directory: full disk, quota, read-only, I/O error
             self.harness.cancel.set()
             failure = f"{exc.strerror or exc}: {exc.filename or self.run_dir}"
-            outcome = dataclasses.replace(ladder.partial(), verdict=Verdict.ERROR, summary=f"stopped: {failure}")
+            outcome = dataclasses.replace(ladder.partial(), verdict=Verdict.ERROR, summary=note(f"stopped: {failure}"))
         problem = probe.get("problem")
         if problem and not outcome.interrupted:
-            outcome = Findings(Verdict.ERROR, outcome.signature, outcome.baseline, outcome.stages, summary=problem)
+            outcome = Findings(Verdict.ERROR, outcome.signature, outcome.baseline, outcome.stages, summary=note(problem))
             self.progress.say(f"aoti-bisect: error: {problem}")
         self.environment.update(self._vec_isa())
         cache = self.harness.bytecode_cache()
@@ -132,7 +133,6 @@ class Session:
         if self._hook_never_loaded(outcome, hooks):
             outcome.next_steps.append(HOOK_ABSENT)
             self.progress.say(f"aoti-bisect: {HOOK_ABSENT}")
-        name_findings(outcome, Names.of(records))
         graph = walked_graph(outcome, evidence)
         convict_constants(outcome, records, graph, self.argv)
         locate_findings(outcome, graph, source_map(graph, records))

@@ -7,12 +7,12 @@ told by its FX node names, and the culprit says plainly when nothing was recorde
 """
 from __future__ import annotations
 
-import re
 from typing import Optional
 
 from ..aoti.hook_record import HookRecord
 from ..aoti.provenance import Origin, ProgramNode, SourceMap, read_kernel_information
 from ..aoti.wrapper import WrapperGraph
+from .facts import Fact, FactKind, SubjectKind, fact, kernel
 from .findings import Findings
 
 
@@ -39,30 +39,29 @@ def locate_findings(out: Findings, graph: Optional[WrapperGraph], sources: Sourc
     origins: dict[str, Origin] = {}
     for launch in graph.launches:
         origins.setdefault(launch.name, sources.origin(launch.name, launch.handle, launch.source_nodes))
-    # Longest names first: cpp_fused_1 must not match inside cpp_fused_10.
-    named = re.compile("|".join(rf"(?<!\w){re.escape(n)}(?!\w)" for n in sorted(origins, key=len, reverse=True)))
-    told: dict[str, Origin] = {}
+    told: set[str] = set()
 
-    def tell(text: str) -> str:
-        for m in named.finditer(text):
-            origin = origins[m[0]]
-            if m[0] not in told and origin.how != "none":
-                told[m[0]] = origin
-                return f"{text} [{m[0]}: {origin.describe()}]"
-        return text
+    def tell(f: Fact) -> Fact:
+        for s in f.subjects():
+            origin = origins.get(s.name)
+            if s.kind == SubjectKind.KERNEL and origin is not None and s.name not in told and origin.how != "none":
+                told.add(s.name)
+                return f.told(s.name, origin)
+        return f
 
-    step = c.evidence.index(c.summary) if c.summary in c.evidence else None
-    c.evidence[:] = [tell(line) for line in c.evidence]
+    step = next((i for i, f in enumerate(c.evidence) if f is c.summary), None)
+    c.evidence[:] = [tell(f) for f in c.evidence]
     if step is not None:
         c.summary = c.evidence[step]
     if c.kernel and c.kernel in origins:
         c.origin = origins[c.kernel]
         if c.origin.how == "none":
-            c.evidence.append(f"no source line for {c.kernel}: the compile the walk read recorded no provenance "
-                              "(a prebuilt package, or a torch without INDUCTOR_PROVENANCE)")
+            c.evidence.append(fact(FactKind.SOURCE, "no source line for {kernel}: the compile the walk read recorded no "
+                                   "provenance (a prebuilt package, or a torch without INDUCTOR_PROVENANCE)",
+                                   kernel=kernel(c.kernel)))
         elif not c.origin.lines:
-            c.evidence.append(f"no source line for {c.kernel}: the compile recorded only its FX nodes "
-                              f"({', '.join(c.origin.nodes)}); the hook saw no exported program naming them")
-        elif c.summary and c.origin.describe() not in c.summary:
-            c.summary = f"{c.summary} [{c.kernel}: {c.origin.describe()}]"
-    c.kernel_origins = {name: o.to_json() for name, o in told.items()}
+            c.evidence.append(fact(FactKind.SOURCE, "no source line for {kernel}: the compile recorded only its FX "
+                                   "nodes ({nodes}); the hook saw no exported program naming them",
+                                   kernel=kernel(c.kernel), nodes=", ".join(c.origin.nodes)))
+        elif c.summary is not None and not any(name == c.kernel for name, _ in c.summary.origins):
+            c.summary = c.summary.told(c.kernel, c.origin)

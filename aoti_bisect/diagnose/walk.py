@@ -11,7 +11,8 @@ from ..aoti.checks import IndexBound
 from ..aoti.printer import KernelView, Observation, TensorStats, is_bad
 from ..aoti.wrapper import Launch, WrapperGraph
 from .bounds import explain
-from .findings import Culprit, constant_phrase, input_phrase
+from .facts import Fact, FactKind, Namer, Tensor, fact, kernel
+from .findings import Culprit, CulpritKind
 
 Observe = Callable[[list[str]], Observation]
 
@@ -28,8 +29,10 @@ def spread(items: list, k: int) -> list:
 
 
 class _Walk:
-    def __init__(self, graph: WrapperGraph, observe: Observe, bound: Optional[IndexBound], cap: int) -> None:
+    def __init__(self, graph: WrapperGraph, observe: Observe, bound: Optional[IndexBound], cap: int,
+                 namer: Namer) -> None:
         self.graph = graph
+        self.namer = namer
         self.observe = observe
         self.check = bound
         # Values are judged against a bound fixed at export only: a symbolic bound is another input's run-time
@@ -38,7 +41,7 @@ class _Walk:
         self.cap = max(1, cap)
         self.views: dict[str, KernelView] = {}
         self.inputs: dict[str, TensorStats] = {}
-        self.culprit = Culprit("unknown")
+        self.culprit = Culprit(CulpritKind.UNKNOWN)
 
     def ensure(self, launches: list[Launch]) -> None:
         """Observe these launches (and, in the same compile, a spread of their unobserved ancestors)."""
@@ -86,58 +89,67 @@ class _Walk:
             return
         for s in inputs:
             if not s.is_float and s.scalar is None and s.numel and (s.max >= max(dims) or s.min < 0):
-                self.note(f"{s.arg} of {launch.name} holds values up to {s.max:.6g} (min {s.min:.6g}), past "
-                          f"every dimension of its tensors (largest {max(dims)}): a likely out-of-range index", s)
+                self.note(fact(FactKind.INDEX, "{arg} of {kernel} holds values up to {max:.6g} (min {min:.6g}), "
+                               "past every dimension of its tensors (largest {largest}): a likely out-of-range "
+                               "index", arg=self.namer.var(s.arg), kernel=kernel(launch.name), max=s.max,
+                               min=s.min, largest=max(dims)))
 
     def explain_bound(self, launch: Launch) -> None:
         """The failed bound check in the user's terms: the input dimension, its run-time size, the index."""
         if self.check is None:
             return
         reads = [s for _, s in self._arg_stats(launch, launch.reads, "before")]
-        story = explain(self.check, launch.name, self.graph, self.inputs, reads)
+        story = explain(self.check, launch.name, self.graph, self.inputs, reads, self.namer)
         for line in story.lines:
             self.note(line)
-        self.culprit.summary = f"{launch.name} faulted: {story.summary}"
+        self.culprit.summary = fact(FactKind.INDEX, "{kernel} faulted: {story}", kernel=kernel(launch.name),
+                                    story=story.summary)
 
-    def note(self, text: str, *stats: TensorStats) -> None:
-        self.culprit.evidence.append(text)
-        self.culprit.stats.extend(s.to_json() | {"kernel": s.kernel} for s in stats)
+    def note(self, f: Fact) -> Fact:
+        self.culprit.evidence.append(f)
+        return f
+
+    def tensor(self, s: TensorStats) -> Tensor:
+        return self.namer.tensor(s)
 
 
 def walk(graph: WrapperGraph, observe: Observe, start: Optional[str], crashed: bool,
-         bound: Optional[IndexBound] = None, cap: int = 8) -> Culprit:
+         bound: Optional[IndexBound] = None, cap: int = 8, namer: Optional[Namer] = None) -> Culprit:
     """Find the first kernel whose inputs are good and whose outputs are bad.
 
     start: the suspect kernel's name (the trace's unfinished launch), or None to start from the graph's
     outputs (failures that do not crash: a NaN or a wrong value the script's own check reports).
     crashed: the suspect never finished, so it has no after_launch values; good inputs then convict it.
     """
-    w = _Walk(graph, observe, bound, cap)
+    namer = namer or Namer(placeholders=tuple(graph.inputs))
+    w = _Walk(graph, observe, bound, cap, namer)
     if start is None:
         producers = graph.output_producers()
         if not producers:
-            w.note("the wrapper hands back no kernel-produced output; nothing to walk")
+            w.note(fact(FactKind.NOTE, "the wrapper hands back no kernel-produced output; nothing to walk"))
             return w.culprit
         w.ensure(producers)
         if not any(p.name in w.views for p in producers):
             # Unprinted outputs are not finite ones: the repro ran a package this compile did not make.
-            w.note(f"the level-2 run printed nothing for {', '.join(p.name for p in producers)}: the repro ran "
-                   "code other than the wrapper compiled under these flags (a prebuilt or cached package), or "
-                   "the failure did not reproduce under the printer")
+            w.note(fact(FactKind.UNVERIFIED, "the level-2 run printed nothing for {kernels}: the repro ran code "
+                        "other than the wrapper compiled under these flags (a prebuilt or cached package), or the "
+                        "failure did not reproduce under the printer",
+                        kernels=tuple(kernel(p.name) for p in producers)))
             return w.culprit
         bad = [p for p in producers if w.bad_outputs(p)]
         if not bad:
-            w.note("level 2 shows finite, in-range graph outputs: the failure is not a NaN/Inf or an "
-                   "out-of-range index the printer can see (a wrong-but-finite value needs a reference)")
+            w.note(fact(FactKind.NOTE, "level 2 shows finite, in-range graph outputs: the failure is not a NaN/Inf "
+                        "or an out-of-range index the printer can see (a wrong-but-finite value needs a reference)"))
             return w.culprit
         current = bad[0]
         var, s = w.bad_outputs(current)[0]
-        w.note(f"graph output {var} is bad after {current.name}: {s.describe()}", s)
+        w.note(fact(FactKind.BAD_VALUE, "graph output {var} is bad after {kernel}: {tensor}", var=namer.var(var),
+                    kernel=kernel(current.name), tensor=w.tensor(s)))
     else:
         hits = graph.by_name(start)
         if not hits:
-            w.note(f"kernel {start} from the trace is not in the generated wrapper: kernel names drifted "
-                   f"between compiles (autotuning?); not guessing a match")
+            w.note(fact(FactKind.NOTE, "kernel {kernel} from the trace is not in the generated wrapper: kernel "
+                        "names drifted between compiles (autotuning?); not guessing a match", kernel=kernel(start)))
             return w.culprit
         current = hits[0]
     visited: set[int] = set()
@@ -145,58 +157,71 @@ def walk(graph: WrapperGraph, observe: Observe, start: Optional[str], crashed: b
         visited.add(current.index)
         w.ensure([current])
         if current.name not in w.views:
-            w.note(f"the level-2 run printed nothing for {current.name}: its name drifted between compiles, "
-                   f"or the failure did not reproduce under the printer")
+            w.note(fact(FactKind.UNVERIFIED, "the level-2 run printed nothing for {kernel}: its name drifted between "
+                        "compiles, or the failure did not reproduce under the printer", kernel=kernel(current.name)))
             return w.culprit
         earlier_bad = [a for a in graph.ancestors(current) if a.name in w.views and w.bad_outputs(a)
                        and a.index not in visited]
         if earlier_bad:
             first = earlier_bad[0]
             var, s = w.bad_outputs(first)[0]
-            w.note(f"{first.name} (an ancestor of {current.name}) already writes bad {var}: {s.describe()}", s)
+            w.note(fact(FactKind.BAD_VALUE, "{first} (an ancestor of {current}) already writes bad {var}: {tensor}",
+                        first=kernel(first.name), current=kernel(current.name), var=namer.var(var),
+                        tensor=w.tensor(s)))
             current = first
             continue
         bad_in = w.bad_inputs(current)
         if not bad_in:
             good = w.good_inputs(current)
             outs = w.bad_outputs(current)
-            what = "faulted" if crashed and start == current.name else "produced bad values"
-            w.note(f"{current.name} {what} from good inputs: "
-                   + ("; ".join(s.describe() for s in good) or "no tensor inputs"), *good)
-            w.culprit.summary = w.culprit.evidence[-1]
+            faulted = crashed and start == current.name
+            w.culprit.summary = w.note(fact(
+                FactKind.CONVICTION, "{kernel} faulted from good inputs: {good}" if faulted else
+                "{kernel} produced bad values from good inputs: {good}", kernel=kernel(current.name),
+                good=tuple(w.tensor(s) for s in good) or "no tensor inputs"))
             for var, s in outs:
-                w.note(f"{current.name} wrote bad {var}: {s.describe()}", s)
-            if what == "faulted" and w.check is None:
+                w.note(fact(FactKind.BAD_VALUE, "{kernel} wrote bad {var}: {tensor}", kernel=kernel(current.name),
+                            var=namer.var(var), tensor=w.tensor(s)))
+            if faulted and w.check is None:
                 w.suspicious_indices(current, good)
             unseen = [v for v in current.args if graph.storage(v) in current.reads
                       and w.stats(current, v, "before") is None]
             if unseen:
-                w.note(f"unverified: {current.name} also reads {', '.join(unseen)}, which level 2 does not print "
-                       "(constants and extern-kernel weights are never printed); a bad value there would look "
-                       "exactly like this")
-            if what == "faulted":
+                w.note(fact(FactKind.UNVERIFIED, "unverified: {kernel} also reads {unseen:, }, which level 2 does "
+                            "not print (constants and extern-kernel weights are never printed); a bad value there "
+                            "would look exactly like this", kernel=kernel(current.name),
+                            unseen=tuple(namer.var(v) for v in unseen)))
+            if faulted:
                 w.explain_bound(current)
-            w.culprit.kind, w.culprit.kernel = "kernel", current.name
+            w.culprit.kind, w.culprit.kernel = CulpritKind.KERNEL, current.name
             return w.culprit
         var, s = bad_in[0]
         storage = graph.storage(var)
         if graph.is_model_input(var):
             idx = graph.inputs.index(storage)
-            w.note(f"{current.name} reads {input_phrase(idx, storage)} and it is already bad: {s.describe()}", s)
-            w.culprit.kind, w.culprit.input_index, w.culprit.input_name = "model_input", idx, storage
-            w.culprit.summary = w.culprit.evidence[-1]
+            who = namer.input(idx, storage)
+            w.culprit.summary = w.note(fact(FactKind.BAD_VALUE, "{kernel} reads {input:phrase} and it is already "
+                                            "bad: {tensor}", kernel=kernel(current.name), input=who,
+                                            tensor=w.tensor(s)))
+            w.culprit.kind, w.culprit.input_index, w.culprit.input_name = CulpritKind.MODEL_INPUT, idx, storage
+            w.culprit.user_name = who.user_name
             return w.culprit
         if graph.is_constant(var):
-            w.note(f"{current.name} reads {constant_phrase(storage)} and it is already bad: {s.describe()}", s)
-            w.culprit.kind, w.culprit.input_name = "constant", storage
-            w.culprit.summary = w.culprit.evidence[-1]
+            who = namer.constant(storage)
+            w.culprit.summary = w.note(fact(FactKind.BAD_VALUE, "{kernel} reads {constant:phrase} and it is already "
+                                            "bad: {tensor}", kernel=kernel(current.name), constant=who,
+                                            tensor=w.tensor(s)))
+            w.culprit.kind, w.culprit.input_name, w.culprit.user_name = CulpritKind.CONSTANT, storage, who.user_name
             return w.culprit
         producer = graph.producer(var, current.index)
         if producer is None or producer.index in visited:
-            w.note(f"{current.name} reads bad {var} but no instrumented kernel wrote it bad: the value changed "
-                   f"outside instrumented kernels (a custom op, a copy, or memory another kernel overran)", s)
-            w.culprit.kind = "outside_instrumented_kernels"
-            w.culprit.summary = w.culprit.evidence[-1]
+            w.culprit.summary = w.note(fact(
+                FactKind.BAD_VALUE, "{kernel} reads bad {var} but no instrumented kernel wrote it bad: the value "
+                "changed outside instrumented kernels (a custom op, a copy, or memory another kernel overran)",
+                kernel=kernel(current.name), var=namer.var(var), tensor=w.tensor(s)))
+            w.culprit.kind = CulpritKind.OUTSIDE_INSTRUMENTED_KERNELS
             return w.culprit
-        w.note(f"{current.name} reads bad {var} ({s.describe()}), written by {producer.name}", s)
+        w.note(fact(FactKind.BAD_VALUE, "{kernel} reads bad {var} ({tensor}), written by {producer}",
+                    kernel=kernel(current.name), var=namer.var(var), tensor=w.tensor(s),
+                    producer=kernel(producer.name)))
         current = producer

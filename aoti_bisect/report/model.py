@@ -4,6 +4,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -19,6 +20,7 @@ from ..exits import (
 from ..files import atomic_write, read_text
 from ..text import printable
 from .excerpt import log_excerpt
+from .facts import fact_json, render, tensor_json
 from .markdown import culprit_who, render_markdown
 from .redact import Redactor
 
@@ -63,13 +65,13 @@ class Report:
         culprit = outcome.culprit
         c_json = None
         if culprit is not None:
-            c_json = culprit.to_json()
+            c_json = culprit_json(culprit)
             c_json["source"] = ({"path": outcome.source[0], "excerpt": outcome.source[1]}
                                 if outcome.source else None)
             c_json["source_nodes"] = outcome.source_nodes or None
         stages = []
         for i, stage in enumerate(outcome.stages):
-            s = stage.to_json()
+            s = stage_json(stage)
             s["compiles"] = compiles[i] if i < len(compiles) else None
             s["rerun_script"] = _read(s["rerun"][0]) if s["rerun"] else None
             log = s["failing_log"] or (s["logs"][0] if s["logs"] else None)
@@ -84,14 +86,14 @@ class Report:
             "verdict": outcome.verdict.value,
             "complete": not outcome.interrupted,
             "exit_reason": None,
-            "summary": outcome.summary,
+            "summary": render(outcome.summary),
             "signature": sig.to_json() if sig else None,
             "reproduction": outcome.baseline.to_json(),
             "stages": stages,
             "culprit": c_json or {"kind": None, "kernel": None, "evidence": []},
-            "masked": outcome.masked,
+            "masked": render(outcome.masked) or None,
             "packages": list(packages),
-            "constants": outcome.constants or None,
+            "constants": _constants(outcome.constants),
             "reuse": reuse,
             "compiled_ahead": list(ahead),
             "next_steps": outcome.next_steps,
@@ -161,6 +163,33 @@ class Report:
         if not d.get("complete", True):
             line += " | INTERRUPTED: partial report"
         return printable(line)
+
+
+def culprit_json(c) -> dict:
+    """report.json's `culprit`: each fact as a sentence (`evidence`) and as data (`facts`)."""
+    tensors = [t for f in c.evidence for t in f.tensors()]
+    return {"kind": str(c.kind), "kernel": c.kernel, "summary": render(c.headline),
+            "input_index": c.input_index, "input_name": c.input_name, "user_name": c.user_name,
+            "evidence": [render(f) for f in c.evidence], "facts": [fact_json(f) for f in c.evidence],
+            "stats": [tensor_json(t) for t in tensors], "probes": c.probes, "op": c.op,
+            "origin": c.origin.to_json() if c.origin else None,
+            "kernel_origins": {name: o.to_json() for f in c.evidence for name, o in f.origins}}
+
+
+def stage_json(stage) -> dict:
+    failures = stage.failures
+    return {"name": str(stage.name), "env": stage.env, "recompiled": stage.recompiled, "runs": stage.rate.runs,
+            "failures": stage.rate.failures, "rate": stage.rate.to_json(), "finding": render(stage.finding),
+            "fact": fact_json(stage.finding), "skipped": stage.skipped, "logs": [r.log_path for r in stage.results],
+            "rerun": [os.path.join(r.run_dir, "rerun.sh") for r in stage.results[:1]],
+            "failing_log": failures[0].log_path if failures else None,
+            "signatures": dict(Counter(r.signature.kind for r in failures if r.signature)), "tool": stage.tool}
+
+
+def _constants(constants: dict) -> Optional[dict]:
+    if not constants:
+        return None
+    return {**constants, "nonfinite": [{**row, "finding": render(row["finding"])} for row in constants["nonfinite"]]}
 
 
 def _read(path: str) -> str:

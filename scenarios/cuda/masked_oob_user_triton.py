@@ -6,7 +6,7 @@ memory that is mapped but not the table's. It never faults, with or without PYTO
 (seen on the H100, issue #18), so the script prints a wrong mean and exits 0 every time. Only a memory
 checker sees it: compute-sanitizer memcheck reports an invalid __global__ read in gather_rows. (A read
 only 16 KiB past the end landed inside another live allocation, where memcheck cannot see it either:
-scenarios/cuda/NOTES.md.)
+docs/evidence/cuda-notes.md.)
 The example ids used at compile time are all valid (Inductor runs the user kernel once to build its cubin).
 """
 import os

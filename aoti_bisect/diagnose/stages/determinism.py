@@ -1,0 +1,44 @@
+"""The determinism stage (CUDA only): the caching allocator off and launches blocking; its rate against the
+baseline's, by Fisher's exact test."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...aoti import flags
+from ...stats import fisher_exact
+from ..facts import FactKind, fact, joined
+from ..findings import Findings, Stage, StageName, dominant
+from .rung import Rung
+
+if TYPE_CHECKING:
+    from ..ladder import Ladder
+
+
+def run(ladder: "Ladder", out: Findings) -> None:
+    if not ladder.is_cuda():
+        ladder.stages.append(Stage(StageName.DETERMINISM, dict(flags.DETERMINISM), skipped=(
+            "CPU-only repro: no CUDA caching allocator and no asynchronous launches, so "
+            "PYTORCH_NO_CUDA_MEMORY_CACHING and CUDA_LAUNCH_BLOCKING cannot change anything")))
+        return
+    base = ladder.stages[0].rate
+    # It measures a rate to compare with the baseline's: as many runs, planned from the point estimate.
+    n = max(base.runs, ladder.repeat(base.value))
+    stage = ladder.run_stage(Stage(StageName.DETERMINISM, dict(flags.DETERMINISM)), n)
+    now = stage.rate
+    p = fisher_exact(base.failures, base.runs, now.failures, now.runs)
+    sig = dominant(stage.results)
+    parts = [fact(FactKind.REPRODUCTION, "{now} vs baseline {base} (Fisher p = {p:.3g})", now=now.describe(),
+                  base=base.describe(), p=p)]
+    if now.failures == now.runs and base.failures < base.runs:
+        parts.append(fact(FactKind.REPRODUCTION, "the failure becomes deterministic under these flags"))
+    if sig and out.signature and sig.kind != out.signature.kind:
+        parts.append(fact(FactKind.REPRODUCTION, "the failure changes kind: {was} -> {now} ({message})",
+                          was=out.signature.kind, now=sig.kind, message=sig.message))
+    if now.failures == 0:
+        parts.append(fact(FactKind.REPRODUCTION, "not reproduced under these flags"))
+    stage.finding = joined(*parts)
+    if now.failures:
+        ladder.raise_estimate(now)
+
+
+RUNG = Rung(StageName.DETERMINISM, run)

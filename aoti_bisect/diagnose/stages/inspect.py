@@ -1,0 +1,68 @@
+"""The inspect stage: printer level 2 filtered to a few kernels per compile, walking back from the suspect (or
+the graph's outputs) to the first kernel that made bad values from good inputs (diagnose/walk.py)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...aoti import checks, flags, reinstrument
+from ..facts import FactKind, fact, joined, kernel
+from ..findings import CulpritKind, Findings, Stage, StageName
+from ..walk import walk
+from .rung import Rung
+
+if TYPE_CHECKING:
+    from ..ladder import Ladder
+
+
+def run(ladder: "Ladder", out: Findings) -> None:
+    trace = ladder.clues.trace
+    graph = ladder.graph(trace)
+    if graph is None or not trace.failures:
+        ladder.skip(StageName.INSPECT, "no generated wrapper to read the launch graph from" if graph is None else
+                    "the trace stage did not reproduce the failure")
+        return
+    sig = out.signature
+    bound = checks.index_bound(sig.message) if sig else None
+    suspect = ladder.clues.suspect
+    crashed = suspect is not None
+    probes: list[Stage] = []
+
+    def observe(kernels: list[str]):
+        copies, problems = ladder.instrumented(reinstrument.INSPECT_LEVEL, tuple(kernels))
+        env = {**ladder.gpu_env(), **flags.INSPECT, flags.FILTER: ",".join(kernels), **copies}
+        stage = ladder.until_seen(Stage(StageName.INSPECT, env))
+        probes.append(stage)
+        notes = [fact(FactKind.NOTE, "{problem}", problem=p) for p in problems]
+        fresh = ladder.graph(stage)
+        if fresh is not None and [l.name for l in fresh.launches] != [l.name for l in graph.launches]:
+            notes = [fact(FactKind.NOTE, "kernel names drifted between the trace and the inspection compile: "
+                          "{was} vs {now}", was=str([l.name for l in graph.launches]),
+                          now=str([l.name for l in fresh.launches]))]
+        runs = stage.failures if (crashed and stage.failures) else stage.results
+        views: dict = {}
+        inputs: dict = {}
+        for r in runs:
+            v, i = ladder.evidence.level2(r, bound.value if bound else None)
+            for k, view in v.items():
+                views.setdefault(k, view)
+            for k, s in i.items():
+                inputs.setdefault(k, s)
+        stage.finding = joined(*notes) or fact(
+            FactKind.NOTE, "inspected {kernels:, }: printer showed {n} kernel(s)" + (
+                "" if stage.failures or not crashed else "; the failure did not reproduce under level 2"),
+            kernels=tuple(kernel(k) for k in kernels), n=len(views))
+        return views, inputs
+
+    culprit = walk(graph, observe, suspect, crashed, bound, ladder.opt.inspect_cap, ladder.namer)
+    culprit.evidence[:0] = ladder.clues.checker
+    if not culprit.pinned and crashed and suspect:
+        # The level-2 view could not convict anything, but the trace did name the faulting launch.
+        culprit.kind, culprit.kernel = CulpritKind.KERNEL, suspect
+        culprit.evidence.insert(0, fact(FactKind.LAUNCH, "the trace shows {kernel} never finished; inspection could "
+                                        "not read its inputs, so this rests on the trace alone", kernel=kernel(suspect)))
+    out.culprit = culprit
+    if probes:
+        probes[-1].finding = joined(probes[-1].finding, culprit.evidence[-1] if culprit.evidence else None)
+
+
+RUNG = Rung(StageName.INSPECT, run)

@@ -1,0 +1,43 @@
+"""Un-masking: a baseline that never failed is not yet a pass for a CUDA repro (or under --sanitize). An
+out-of-bounds access the caching allocator masks reads other memory silently: the ladder climbs on when the
+determinism flags make it fail, and concludes when only the memory checker sees it."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...aoti import flags
+from ...verdict import Verdict
+from ..facts import FactKind, fact
+from ..findings import Findings, StageName, dominant
+from . import determinism, memcheck
+
+if TYPE_CHECKING:
+    from ..ladder import Ladder
+
+
+def run(ladder: "Ladder", out: Findings) -> bool:
+    """True when the fault showed after all (the verdict is then `reproduced`)."""
+    cuda = ladder.is_cuda(default=False)
+    if not (cuda or ladder.opt.sanitize):
+        return False
+    if cuda and StageName.DETERMINISM.value in ladder.opt.stages:
+        determinism.run(ladder, out)
+        det = ladder.stages[-1]
+        if det.rate.failures:
+            out.verdict, out.signature = Verdict.REPRODUCED, dominant(det.results)
+            out.masked = fact(FactKind.REPRODUCTION, "passes at baseline ({base}) but fails with {flags} ({rate})",
+                              base=out.baseline.describe(), flags=", ".join(flags.DETERMINISM),
+                              rate=det.rate.describe())
+            out.summary = det.finding = out.masked
+            ladder.clues.estimate = max(det.rate.ci95[0], 1e-9)
+            return True
+    if StageName.MEMCHECK.value not in ladder.opt.stages and not ladder.opt.sanitize:
+        return False
+    memcheck.run(ladder, out, unmasking=True)
+    if out.culprit is not None:  # the checker saw errors, whether or not it could name their kernel
+        out.verdict = Verdict.REPRODUCED
+        out.masked = fact(FactKind.CHECKER, "passes at baseline ({base}); {found}", base=out.baseline.describe(),
+                          found=out.culprit.headline)
+        out.summary = out.masked
+        return True
+    return False
