@@ -421,3 +421,46 @@ def test_a_failure_that_is_no_memory_fault_skips_the_checker_and_says_how_to_for
     seen = Seen("cuda/wrapper_ima_user_triton.cpp", trace=printer.Trace((printer.TraceEvent("gather_rows_0", False),)))
     _, out = climb(always(sig("python_exception")), seen, checkers=CHECKERS)
     assert "--sanitize" in stage(out, "memcheck").skipped
+
+
+# -- rare faults: the evidence drives the plan (issue #28) ---------------------------------------------------
+
+def rare(every: int = 10):
+    """A CUDA repro whose invalid read happens every run but crashes one run in `every`."""
+    return World(lambda spec: sig("illegal_memory_access") if spec.stage == "baseline" and spec.index % every == 1
+                 else None)
+
+
+def test_a_rare_memory_fault_is_convicted_by_the_checker_from_a_run_that_did_not_crash():
+    world = rare()
+    seen = Seen("cuda/wrapper_ima_user_triton.cpp", memcheck_log="cuda/compute-sanitizer-memcheck-user-triton-oob.log")
+    clock = iter(range(0, 10 ** 6, 1))
+    ladder = Ladder(["python", "repro.py"], world.run_batch, seen, Options(checkers=CHECKERS, budget=5.0),
+                    clock=lambda: next(clock))
+    out = ladder.run()
+    # The baseline stopped at its first fault (run 1, after min_runs), the checker went next, and its run passed.
+    assert [s.stage for s in world.specs][:3] == ["baseline", "baseline", "memcheck"]
+    assert not any(r.failed for r in stage(out, "memcheck").results)
+    assert out.verdict is Verdict.REPRODUCED and out.culprit.kind == "kernel" and out.culprit.kernel == "gather_rows_0"
+    assert {s.name for s in out.stages if s.skipped == "culprit already pinned"} >= {"sanity", "trace", "inspect"}
+    # The rate ran on after the verdict, within the budget (the fake clock ticks once a look), and says so.
+    base = out.stages[0]
+    assert out.baseline.runs == base.rate.runs > 2 and [s.stage for s in world.specs][-1] == "baseline"
+    assert "the rate ran on after the verdict" in render(base.finding)
+
+
+def test_without_a_checker_a_rare_fault_waits_for_crashes_as_before():
+    world = rare(2)
+    seen = Seen("cuda/wrapper_ima_user_triton.cpp", trace=printer.Trace((printer.TraceEvent("gather_rows_0", False),)))
+    _, out = climb(world, seen, checkers=(("cuda", Missing("cuda", "no compute-sanitizer")),), max_runs=4)
+    assert [s.stage for s in world.specs][:5] == ["baseline"] * 4 + ["sanity"]
+    assert stage(out, "memcheck").skipped == "no compute-sanitizer"
+
+
+def test_a_silent_checker_falls_back_to_the_crash_driven_ladder():
+    world = rare(2)
+    seen = Seen("cuda/wrapper_ima_user_triton.cpp", trace=printer.Trace((printer.TraceEvent("gather_rows_0", False),)),
+                memcheck_log="cuda/compute-sanitizer-memcheck-clean.log")
+    _, out = climb(world, seen, checkers=CHECKERS, max_runs=4)
+    assert render(stage(out, "memcheck").finding).startswith("0 errors in")
+    assert "sanity" in [s.stage for s in world.specs] and out.culprit is not None

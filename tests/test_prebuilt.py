@@ -20,7 +20,7 @@ from aoti_bisect.report.facts import render, render_all
 from aoti_bisect.aoti import printer, reinstrument, wrapper
 from aoti_bisect.aoti.hook_record import HookRecord, PackageEvent, read_hook
 from aoti_bisect.aoti.reinstrument import Unusable
-from render_all(aoti_bisect.diagnose.evidence) import Instrumented
+from aoti_bisect.diagnose.evidence import Instrumented
 from aoti_bisect.diagnose.ladder import Ladder, Options
 from aoti_bisect.run import rebuild
 from aoti_bisect.run.harness import Harness
@@ -409,7 +409,7 @@ def test_a_copy_that_cannot_be_built_for_an_inspection_is_said_in_its_finding():
     assert out.culprit.kernel == KERNELS[0]  # the trace, through its copy, still named it
 
 
-# -- a real CUDA package (built on the lent H100, torch 2.11.0+cu130: scenarios/cuda/NOTES.md §7) -----------------
+# -- a real CUDA package (built on the lent H100, torch 2.11.0+cu130: docs/evidence/cuda-notes.md §7) -----------------
 
 CUDA_PACKAGE = os.path.join(os.path.dirname(__file__), "data", "cuda-prebuilt-nan.pt2")
 

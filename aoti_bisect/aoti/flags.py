@@ -1,7 +1,7 @@
 """The debugging guide's flags: which the ladder sets at each stage, and which take effect without a recompile.
 
-See NOTES-aoti (shared notes) for what each one does; the sets below are the only place they are spelled (the
-tool's own variables, AOTI_BISECT_*, are spelled in child/contract.py).
+docs/aoti-facts.md says what each one does; the sets below are the only place they are spelled (the tool's
+own variables, AOTI_BISECT_*, are spelled in child/contract.py).
 """
 from __future__ import annotations
 

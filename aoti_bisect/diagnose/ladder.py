@@ -7,6 +7,7 @@ to later ones through one typed record, `Clues`, never through fields of the lad
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -19,9 +20,14 @@ from ..verdict import Verdict
 from .evidence import Evidence
 from ..aoti import flags
 from .advice import next_steps
-from .facts import Fact, FactKind, Namer, fact
+from .facts import Fact, FactKind, Namer, fact, joined
+from .memcheck import MEMORY_FAULTS
 from .findings import Findings, Stage, StageName, dominant
-from .stages import AHEAD, LATER, REQUESTABLE, baseline, unmask
+from .stages import AHEAD, LATER, REQUESTABLE, baseline, memcheck, unmask
+
+
+# Stages that wait for a crash to read one (sanity, trace, inspect): what a flaky fault costs without a checker.
+CRASH_WAITS = 3
 
 
 @dataclass
@@ -32,6 +38,7 @@ class Options:
     timeout: float = 600.0
     stages: tuple[str, ...] = REQUESTABLE
     inspect_cap: int = 8
+    budget: float = 300.0  # seconds the baseline's rate may run on after the verdict
     # The memory checker per device ("cuda", "cpu"), or why there is none; found by the session.
     checkers: tuple[tuple[str, tuple[Checker, ...] | Missing], ...] = ()
     sanitize: bool = False  # run the memcheck stage whatever the failure (or none) looks like
@@ -47,11 +54,14 @@ class Clues:
     suspect: Optional[str] = None  # the launch the failing runs never finished (or the checker's kernel)
     checker: list[Fact] = field(default_factory=list)  # a memory checker's lines, ahead of the walk's
     prebuilt: Optional[list[PackageEvent]] = None  # what the failing hooked runs loaded but did not build
+    rate_left: int = 0  # baseline runs left for after the verdict: the checker went first (Ladder.check_first)
 
 
 class Ladder:
     def __init__(self, argv: list[str], run_batch: RunBatch, evidence: Evidence, options: Options,
-                 ahead: Callable[[list[RunSpec]], None] = lambda specs: None) -> None:
+                 ahead: Callable[[list[RunSpec]], None] = lambda specs: None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
         self.argv = argv
         self.run_batch = run_batch
         self.ahead = ahead  # takes compile-only runs for later stages, to run where a slot would sit idle
@@ -117,9 +127,11 @@ class Ladder:
             if out.culprit is not None:
                 self.finish(out)
                 return self._skip_rest(out, "baseline did not reproduce; the memory checker found the fault")
+        if self.check_first(self.stages[0].results):
+            memcheck.run(self, out)  # the checker sees the access in any run, crashed or not: it goes first
         for rung in LATER:
             if self.ran(rung.name):
-                continue  # un-masking ran it already
+                continue  # un-masking or the evidence-driven plan ran it already
             if not rung.applies(self, out):
                 continue
             why = self._why_not(rung, out)
@@ -128,7 +140,41 @@ class Ladder:
                 continue
             rung.run(self, out)
         self.finish(out)
+        self.rate_after_verdict(out)
         return out
+
+    def check_first(self, results: list[RunResult]) -> bool:
+        """Whether the memory checker goes before the stages that wait for crashes: a flaky failure was a memory
+        fault, the checker for its device is here and asked for, and one checked run costs less than waiting for
+        crashes does (each of the sanity, trace and inspect stages waits 1/rate runs for one). A failure that
+        never passed keeps the classic order: its trace costs one run and its walk reads the inputs."""
+        faults = [r for r in results if r.failed and r.signature and r.signature.kind in MEMORY_FAULTS]
+        rate = Rate(sum(r.failed for r in results), len(results))
+        if not faults or rate.failures == rate.runs or StageName.MEMCHECK.value not in self.opt.stages:
+            return False
+        device = "cuda" if faults[0].signature.kind == "illegal_memory_access" or self.is_cuda(False) else "cpu"
+        checkers = dict(self.opt.checkers).get(device)
+        if not checkers or isinstance(checkers, Missing):
+            return False
+        return CRASH_WAITS / rate.value > min(c.cost for c in checkers)
+
+    def rate_after_verdict(self, out: Findings) -> None:
+        """The baseline runs the checker went ahead of, bounded by --max-runs and the budget in seconds."""
+        left, base = self.clues.rate_left, self.stages[0]
+        if not left or out.interrupted:
+            return
+        deadline = self.clock() + self.opt.budget
+        before = base.rate
+        specs = [RunSpec(tuple(self.argv), StageName.BASELINE.value, self.counter + i, (), self.opt.timeout, False)
+                 for i in range(left)]
+        self.run_batch(specs, base.results.append, lambda rs: self.clock() > deadline)
+        self.counter += len(base.results) - before.runs
+        base.results.sort(key=lambda r: r.spec.index)
+        out.baseline = base.rate
+        base.finding = joined(base.finding, fact(
+            FactKind.REPRODUCTION, "the checker went ahead at {before}; the rate ran on after the verdict: {now} "
+            "({more} more run(s) of {left}, within {budget:.0f} s)", before=before.describe(),
+            now=base.rate.describe(), more=base.rate.runs - before.runs, left=left, budget=self.opt.budget))
 
     def _why_not(self, rung, out: Findings) -> Optional[str]:
         sig = out.signature

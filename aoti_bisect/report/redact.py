@@ -1,5 +1,5 @@
 """Nothing secret leaves the machine: pure functions that scrub text and report data before they reach a report
-or bundle. The token formats follow gitleaks' rules (README "Security" says why a hand list, not a dependency)."""
+or bundle. The token formats follow gitleaks' rules (docs/security.md says why a hand list, not a dependency)."""
 from __future__ import annotations
 
 import json

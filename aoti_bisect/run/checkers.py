@@ -18,6 +18,9 @@ class Checker:
     prefix: tuple[str, ...]  # argv put before the repro's own
     env: tuple[tuple[str, str], ...] = ()
     slowdown: float = 10.0  # how much longer than a plain run a checked run may take (its timeout grows so)
+    # What one checked run costs, in plain runs: the ladder checks first when waiting for a crash costs more.
+    # compute-sanitizer: 70-72 s against 69-95 s plain (the compile dominates); valgrind: 13-21x (docs/gpu.md).
+    cost: float = 1.5
 
 
 @dataclass(frozen=True)
@@ -33,7 +36,7 @@ def compute_sanitizer(path: Optional[str] = None, tools: tuple[str, ...] = ("mem
     """compute-sanitizer from --sanitizer PATH, else PATH, else $CUDA_HOME/bin, else /usr/local/cuda/bin.
 
     Memcheck runs with PYTORCH_NO_CUDA_MEMORY_CACHING=1: with the caching allocator on, an access inside one
-    of its segments but outside the tensor is invisible to the checker (NOTES-aoti)."""
+    of its segments but outside the tensor is invisible to the checker (docs/aoti-facts.md)."""
     env = os.environ if env is None else env
     candidates = [path] if path else [shutil.which("compute-sanitizer", path=env.get("PATH")),
                                       os.path.join(env.get("CUDA_HOME", "/usr/local/cuda"), "bin", "compute-sanitizer"),
@@ -70,7 +73,7 @@ def valgrind(path: Optional[str] = None, env: Optional[dict[str, str]] = None) -
                     (found, "--tool=memcheck", "--undef-value-errors=no", f"--error-exitcode={VALGRIND_ERROR_EXIT}",
                      "--trace-children=no", "--leak-check=no", "--num-callers=40",
                      f"--suppressions={VALGRIND_SUPPRESSIONS}"),
-                    (("PYTHONMALLOC", "malloc"),), slowdown=30.0)]
+                    (("PYTHONMALLOC", "malloc"),), slowdown=30.0, cost=20.0)]
 
 
 def find(sanitizer: Optional[str] = None, tools: tuple[str, ...] = ("memcheck",)

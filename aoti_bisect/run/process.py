@@ -60,7 +60,7 @@ class Cancel:
 _libc = ctypes.CDLL(None, use_errno=True)
 _PUNCH_HOLE = 0x01 | 0x02  # FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE
 
-# One containment per aoti-bisect process (README "Process containment").
+# One containment per aoti-bisect process (docs/containment.md).
 _lock = threading.Lock()
 _session = secrets.token_hex(6)
 _runs = itertools.count()

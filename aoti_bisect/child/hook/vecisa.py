@@ -2,7 +2,7 @@
 
 Inductor answers it once per process by dry-compiling a test file for each ISA the CPU claims and loading it in a
 fresh Python; on torch 2.11 that Python imports torch, once per ISA, which took 36 s of a 50 s run that only
-loaded a small package on an H100 host (scenarios/cuda/NOTES.md §7). The first hooked run that has the
+loaded a small package on an H100 host (docs/evidence/cuda-notes.md §7). The first hooked run that has the
 answer writes it where the harness says (AOTI_BISECT_VEC_ISA); the harness then gives later hooked runs
 TORCHINDUCTOR_VEC_ISA_OK=1, but only where that gives the same answer: every ISA the CPU claims passed its check.
 Standard library at import time; torch only once the repro has imported it.

@@ -17,4 +17,4 @@ REQUESTABLE = (StageName.BASELINE.value, *(r.name.value for r in LATER if r.requ
 # the slots the baseline's first run leaves idle (run/harness.py ahead), so that the stages find them waiting.
 AHEAD = ((StageName.SANITY, flags.SANITY), (StageName.TRACE, flags.TRACE))
 
-__all__ = ["AHEAD", "LATER", "REQUESTABLE", "baseline", "unmask"]
+__all__ = ["AHEAD", "LATER", "REQUESTABLE", "baseline", "memcheck", "unmask"]

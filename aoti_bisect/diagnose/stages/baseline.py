@@ -21,8 +21,12 @@ def run(ladder: "Ladder") -> tuple[Findings, Optional[str]]:
         ladder.run_stage(stage, opt.runs)
     else:
         def stop(rs: list[RunResult]) -> bool:
-            return baseline_should_stop(sum(r.failed for r in rs), len(rs), opt.min_runs, opt.max_runs)
+            # A memory fault that a checker sees cheaper than a wait for more crashes: the verdict does not wait
+            # for the rate, which runs on after it (Ladder.rate_after_verdict).
+            return (baseline_should_stop(sum(r.failed for r in rs), len(rs), opt.min_runs, opt.max_runs)
+                    or (len(rs) >= opt.min_runs and ladder.check_first(rs)))
         ladder.run_stage(stage, opt.max_runs, stop)
+        ladder.clues.rate_left = opt.max_runs - len(stage.results) if ladder.check_first(stage.results) else 0
     rate = stage.rate
     sig = dominant(stage.results)
     ladder.clues.estimate = max(rate.ci95[0], 1e-9)
