@@ -10,6 +10,7 @@ from typing import Optional
 import click
 
 from .aoti.flags import REUSE_MODES
+from .child.contract import DB_ENV
 from .diagnose.stages import REQUESTABLE as STAGE_NAMES
 from . import stopping
 from .exits import EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, UsageFailure, report_crash
@@ -129,14 +130,16 @@ def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, cach
     if python:
         check_python_runs(python, run_dir)
     # psutil, the harness and the ladder load only for a real run
+    from .config import RunConfig
     from .diagnose.session import Session
     from .progress import Progress
     from .run.probe import interpreter_of
 
-    session = Session(run_dir, argv, Progress(verbose - quiet), jobs=jobs, runs=runs, max_runs=max_runs,
-                      timeout=timeout, stages=("baseline", *wanted), python_script=cmd is None,
-                      redact_paths=redact_paths, python=interpreter_of(argv, python), sanitize=sanitize,
-                      sanitizer=sanitizer, sanitizer_tools=tools, cache_root=cache_dir, reuse=reuse, ahead=ahead)
+    config = RunConfig(run_dir, argv, jobs=jobs, runs=runs, max_runs=max_runs, timeout=timeout,
+                       stages=("baseline", *wanted), python_script=cmd is None, redact_paths=redact_paths,
+                       python=interpreter_of(argv, python), sanitize=sanitize, sanitizer=sanitizer,
+                       sanitizer_tools=tools, cache_root=cache_dir, reuse=reuse, ahead=ahead)
+    session = Session(config, Progress(verbose - quiet))
     report = session.execute()
     if as_json:
         print(json.dumps(report.data, indent=2))
@@ -242,8 +245,8 @@ def _say(quiet: int):
 
 def _judging_options(f):
     for option in reversed([
-        click.option("--db", envvar="AOTI_BISECT_DB", help="History database (default: "
-                     "$XDG_DATA_HOME/aoti-bisect/history.sqlite3; env AOTI_BISECT_DB)."),
+        click.option("--db", envvar=DB_ENV, help="History database (default: "
+                     f"$XDG_DATA_HOME/aoti-bisect/history.sqlite3; env {DB_ENV})."),
         click.option("--alpha", type=float, default=0.01, show_default=True,
                      help="Significance level of the change test (Fisher's exact, two-sided)."),
         click.option("--window", type=int, default=7, show_default=True,
@@ -347,7 +350,7 @@ def merge_cmd(records, out, jobs, db, alpha, window, bisect_on_change, allow_par
 
 @main.command("history")
 @click.argument("repros", nargs=-1)
-@click.option("--db", envvar="AOTI_BISECT_DB", help="History database (default as for nightly).")
+@click.option("--db", envvar=DB_ENV, help="History database (default as for nightly).")
 @click.option("--nights", type=int, default=14, show_default=True, help="Latest nights per repro.")
 @click.option("--json", "as_json", is_flag=True, help="Rows as JSON.")
 @click.option("--plot", type=str, metavar="PNG", help="Also draw the rates over time (needs aoti-bisect[plot]).")

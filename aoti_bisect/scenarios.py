@@ -159,6 +159,7 @@ def run_setup(s: Scenario, folder: str) -> Optional[str]:
 
 def check(scenarios: list[Scenario], run_dir: str, jobs: int = 1, stages: tuple[str, ...] = (),
           device: str = "auto", reuse: str = "hooked", ahead: bool = True) -> bool:
+    from .config import RunConfig
     from .diagnose.session import Session
     from .progress import Progress
 
@@ -182,10 +183,10 @@ def check(scenarios: list[Scenario], run_dir: str, jobs: int = 1, stages: tuple[
             print(f"scenario {s.name}: MISMATCH: {problem}", file=sys.stderr, flush=True)
             continue
         args = [a.replace("{setup}", setup_dir) for a in s.args]
-        session = Session(os.path.join(run_dir, s.name), [sys.executable, s.path, *args],
-                          Progress(indent="  ", runs_only=True), jobs=jobs, runs=s.runs, max_runs=max(s.runs, 10),
-                          timeout=s.timeout, stages=("baseline", *stages), cache_root=os.path.join(run_dir, "cache"),
-                          sanitize=s.sanitize, reuse=reuse, ahead=ahead)
+        config = RunConfig(os.path.join(run_dir, s.name), (sys.executable, s.path, *args), jobs=jobs, runs=s.runs,
+                           max_runs=max(s.runs, 10), timeout=s.timeout, stages=("baseline", *stages),
+                           cache_root=os.path.join(run_dir, "cache"), sanitize=s.sanitize, reuse=reuse, ahead=ahead)
+        session = Session(config, Progress(indent="  ", runs_only=True))
         report = session.execute().data
         problems = compare(s, report)
         ok &= not problems

@@ -20,7 +20,7 @@ from aoti_bisect.aoti.provenance import read_kernel_information
 from aoti_bisect.aoti.sanitizer import parse_compute_sanitizer
 from aoti_bisect.run.checkers import Checker, Missing
 from aoti_bisect.run.classify import fingerprint
-from aoti_bisect.run.harness import compile_key
+from aoti_bisect.run.layout import compile_key
 from aoti_bisect.run.types import Outcome, ProcessExit, RunResult, RunSpec, Signature
 
 LOGS = "tests/logs/"

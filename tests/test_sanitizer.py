@@ -9,7 +9,7 @@ import pytest
 from aoti_bisect.aoti.sanitizer import parse, parse_compute_sanitizer, parse_valgrind
 from aoti_bisect.run import checkers
 from aoti_bisect.run.checkers import VALGRIND_ERROR_EXIT, Checker, Missing
-from aoti_bisect.run.harness import compile_key
+from aoti_bisect.run.layout import compile_key
 
 HERE = os.path.dirname(__file__)
 LOGS = os.path.join(HERE, "logs", "cpu")

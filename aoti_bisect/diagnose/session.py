@@ -10,15 +10,17 @@ from ..exits import EXIT_INTERNAL, UsageFailure
 from ..report.bundle import keep_repro_script, record_secret_spans
 from ..report.model import Report
 from ..report.redact import Redactor
-from ..run import checkers, process, toolchains
-from ..run.harness import PYCACHE_PREFIX, Harness, compile_key
+from ..config import RunConfig
+from ..run import checkers, toolchains
+from ..run.environment import PYCACHE_PREFIX
+from ..run.harness import Harness
+from ..run.layout import compile_key
 from ..run.probe import interpreter_of, probe_environment, relevant_env
 from ..run.registry import debugger, fresh_process
 from ..run.types import Outcome, RunResult
 from ..aoti.hook_record import ahead_row, compile_counts, package_rows
 from .evidence import RunEvidence
 from .constants import convict_constants
-from ..stats import DEFAULT_MAX_RUNS
 from .source import locate_findings, source_map, walked_graph
 from ..verdict import Verdict
 from .facts import note
@@ -33,25 +35,20 @@ HOOK_ABSENT = ("no run's Python loaded aoti-bisect's in-process hook (it ignores
 
 
 class Session:
-    def __init__(self, run_dir: str, argv: list[str], progress, jobs: int = 1, runs: Optional[int] = None,
-                 max_runs: int = DEFAULT_MAX_RUNS, timeout: float = 600.0, stages: tuple[str, ...] = (),
-                 python_script: bool = True, limits: process.OutputLimits = process.OutputLimits(),
-                 cache_root: Optional[str] = None, redact_paths: bool = False, python: Optional[str] = None,
-                 sanitize: bool = False, sanitizer: Optional[str] = None,
-                 sanitizer_tools: tuple[str, ...] = ("memcheck",), reuse: str = "hooked",
-                 ahead: bool = True) -> None:
-        self.run_dir = run_dir
-        self.argv = argv
+    def __init__(self, config: RunConfig, progress) -> None:
+        self.config = config
+        self.run_dir = config.run_dir
+        self.argv = list(config.argv)
         # The interpreter the probe describes: the repro's, never aoti-bisect's own (see interpreter_of).
-        self.python = python or interpreter_of(argv)
+        self.python = config.python or interpreter_of(self.argv)
         self.progress = progress
-        self.python_script = python_script
-        self.harness = Harness(run_dir, jobs=jobs, limits=limits, cache_root=cache_root, reuse=reuse)
-        self.ahead = ahead  # compile later stages' flag sets in idle slots (Harness.ahead)
-        self.options = Options(runs=runs, max_runs=max_runs, timeout=timeout, stages=stages, sanitize=sanitize,
-                               checkers=checkers.find(sanitizer, sanitizer_tools), debugger=debugger())
+        self.harness = Harness(config.run_dir, jobs=config.jobs, limits=config.limits, cache_root=config.cache_root,
+                               reuse=config.reuse)
+        self.options = Options(runs=config.runs, max_runs=config.max_runs, timeout=config.timeout,
+                               stages=config.stages, sanitize=config.sanitize,
+                               checkers=checkers.find(config.sanitizer, config.sanitizer_tools), debugger=debugger())
         self.environment: dict = {}
-        self.redactor = Redactor.from_env(dict(os.environ), redact_paths)
+        self.redactor = Redactor.from_env(dict(os.environ), config.redact_paths)
 
     def probe(self) -> Optional[str]:
         """Fills self.environment; returns an error line when the repro's Python cannot import torch."""
@@ -62,13 +59,13 @@ class Session:
             self.environment = {"probe_error": f"{exc.strerror or exc}: {exc.filename or self.run_dir}"}
         # A probe_error is not fatal: the runs say for themselves whether the repro can run.
         self.environment["env"] = self.redactor.env(relevant_env(dict(os.environ)))
-        if "torch_error" in self.environment and self.python_script:
+        if "torch_error" in self.environment and self.config.python_script:
             return f"torch is not importable by {self.python}: {self.environment['torch_error']}"
         return None
 
     def _vec_isa(self) -> dict:
         """Torch's vector-ISA answer as the first hooked run had it, and whether later hooked runs skipped the
-        check (run/harness.py's vec_isa)."""
+        check (run/environment.py's vec_isa)."""
         answer = self.harness.vec_isa_answer()
         if answer is None:
             return {}
@@ -96,9 +93,9 @@ class Session:
                                                                   os.path.join(self.run_dir, "doctor", "toolchains"),
                                                                   self.harness.base_env, self.harness.cancel))
         ladder = Ladder(self.argv, self._run_batch, evidence, self.options,
-                        self.harness.ahead if self.ahead else lambda specs: None)
+                        self.harness.ahead if self.config.ahead else lambda specs: None)
         self.progress.say(f"aoti-bisect: run directory {self.run_dir}")
-        if self.python_script:
+        if self.config.python_script:
             try:
                 keep_repro_script(self.run_dir, self.argv)
             except OSError as exc:  # the bundle goes without it; the runs do not need it

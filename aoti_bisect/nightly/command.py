@@ -178,6 +178,7 @@ def _not_judged(problems: list[str], redo: list[str], finished: list[str], batch
 
 def _bisect(night, names: list[str], out: str, jobs: Optional[int], say: Say) -> dict[str, str]:
     """The full ladder on each changed repro; returns report.md paths, relative to out."""
+    from ..config import RunConfig
     from ..diagnose.session import Session
     from ..progress import Progress
 
@@ -186,8 +187,9 @@ def _bisect(night, names: list[str], out: str, jobs: Optional[int], say: Say) ->
         argv = night.repros[name]["argv"]
         run_dir = os.path.join(out, "bisect", Repro(name, tuple(argv)).slug)
         say(f"aoti-bisect: {name} changed; running the ladder in {run_dir}")
-        session = Session(run_dir, list(argv), Progress(indent="    ", write=say), jobs=jobs or 1,
-                          cache_root=os.path.join(out, "cache"), python_script=argv[0] == sys.executable)
+        config = RunConfig(run_dir, argv, jobs=jobs or 1, cache_root=os.path.join(out, "cache"),
+                           python_script=argv[0] == sys.executable)
+        session = Session(config, Progress(indent="    ", write=say))
         session.execute()
         reports[name] = os.path.relpath(os.path.join(run_dir, "report.md"), out)
     return reports

@@ -129,7 +129,7 @@ def run_records(repros: list[Repro], plan: Plan, set_path: str, out: str, batch:
     """Runs this host's share of the night; returns its record file. Ctrl-C keeps every finished run."""
     # Everything a shard writes besides its record stays inside its own folder: shards of one night may run
     # at once into one --out (submitit's array, or hosts on a shared disk); a compile cache shared by
-    # concurrent runs is corrupted (see Harness), and a shared probe log tore another shard's answer.
+    # concurrent runs is corrupted (see run/layout.py), and a shared probe log tore another shard's answer.
     folder = os.path.join(out, f"shard-{plan.shard.index}")
     scratch = os.path.join(folder, "probe")
     os.makedirs(scratch, exist_ok=True)

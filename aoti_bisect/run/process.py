@@ -24,6 +24,7 @@ from typing import Optional
 
 import psutil
 
+from ..child.contract import RUN_MARK
 from .types import ProcessExit
 
 POLL_S = 0.05
@@ -31,7 +32,6 @@ TREE_SCAN_S = 0.5
 KILL_GRACE_S = 3.0
 KILL_SWEEP_S = 5.0
 ABORT_GRACE_S = 2.0
-RUN_MARK = "AOTI_BISECT_RUN"
 WATCHDOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "watchdog.py")
 PR_SET_CHILD_SUBREAPER = 36
 
