@@ -95,6 +95,9 @@ _run_dir: Optional[str] = None
                    "baseline's first run leaves idle; --no-ahead where other work already takes every core.")
 @click.option("--stages", default=",".join(STAGE_NAMES), show_default=True,
               help="Comma-separated stages to run (baseline always runs).")
+@click.option("--budget", type=float, default=300.0, show_default=True, metavar="SECONDS",
+              help="When the memory checker convicts before the baseline has its runs, the baseline's rate runs "
+                   "on after the verdict for at most this long (0: report the rate as it stands).")
 @click.option("--redact-paths", is_flag=True, help="Replace home directories and the user name in the report.")
 @click.option("--sanitize", is_flag=True, help="Run the memory checker (memcheck stage) whatever the failure, "
                                                "also when the repro passes but its output is known to be wrong.")
@@ -104,7 +107,7 @@ _run_dir: Optional[str] = None
 @click.option("-q", "--quiet", count=True, help="Less on stderr.")
 @click.option("-v", "--verbose", count=True, help="More on stderr.")
 def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, cache_dir, as_json, jobs, reuse, ahead,
-            stages, redact_paths, sanitize, sanitizer, sanitizer_tools, quiet, verbose):
+            stages, budget, redact_paths, sanitize, sanitizer, sanitizer_tools, quiet, verbose):
     """Rerun a failing repro under the debugging ladder and localise the fault."""
     wanted = tuple(s.strip() for s in stages.split(",") if s.strip())
     unknown = [s for s in wanted if s not in STAGE_NAMES]
@@ -114,6 +117,8 @@ def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, cach
     check_count("--max-runs", max_runs, MAX_RUNS)
     check_count("--jobs", jobs, MAX_JOBS)
     check_seconds("--timeout", timeout)
+    if budget < 0:
+        raise UsageFailure(f"--budget must be 0 or more seconds, got {budget:g}")
     tools = tuple(s.strip() for s in sanitizer_tools.split(",") if s.strip())
     bad_tools = [s for s in tools if s not in SANITIZER_TOOLS]
     if bad_tools or not tools:
@@ -138,7 +143,8 @@ def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, cach
     config = RunConfig(run_dir, argv, jobs=jobs, runs=runs, max_runs=max_runs, timeout=timeout,
                        stages=("baseline", *wanted), python_script=cmd is None, redact_paths=redact_paths,
                        python=interpreter_of(argv, python), sanitize=sanitize, sanitizer=sanitizer,
-                       sanitizer_tools=tools, cache_root=cache_dir, reuse=reuse, ahead=ahead)
+                       sanitizer_tools=tools, cache_root=cache_dir, reuse=reuse, ahead=ahead,
+                       budget=budget)
     session = Session(config, Progress(verbose - quiet))
     report = session.execute()
     if as_json:

@@ -28,6 +28,7 @@ class RunConfig:
     sanitizer_tools: tuple[str, ...] = ("memcheck",)
     reuse: str = "hooked"  # aoti/flags.py REUSE_MODES
     ahead: bool = True  # compile later stages' flag sets in idle slots (Harness.ahead)
+    budget: float = 300.0  # seconds the baseline's rate may run on after a verdict that did not wait for it
 
     def __post_init__(self) -> None:  # a caller's lists, kept as tuples: the record never changes
         object.__setattr__(self, "argv", tuple(self.argv))

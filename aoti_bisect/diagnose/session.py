@@ -45,7 +45,7 @@ class Session:
         self.harness = Harness(config.run_dir, jobs=config.jobs, limits=config.limits, cache_root=config.cache_root,
                                reuse=config.reuse)
         self.options = Options(runs=config.runs, max_runs=config.max_runs, timeout=config.timeout,
-                               stages=config.stages, sanitize=config.sanitize,
+                               stages=config.stages, sanitize=config.sanitize, budget=config.budget,
                                checkers=checkers.find(config.sanitizer, config.sanitizer_tools), debugger=debugger())
         self.environment: dict = {}
         self.redactor = Redactor.from_env(dict(os.environ), config.redact_paths)
