@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from aoti_bisect.aoti.sanitizer import parse, parse_compute_sanitizer, parse_valgrind
+from aoti_bisect.diagnose.memcheck import memcheck_culprit
 from aoti_bisect.run import checkers
 from aoti_bisect.run.checkers import VALGRIND_ERROR_EXIT, Checker, Missing
 from aoti_bisect.run.layout import compile_key
@@ -92,6 +93,28 @@ def test_flaky_crash_names_the_op_without_debug_info_by_its_library():
     assert error.function == "shifted_gather(at::Tensor const&, at::Tensor const&)"
     assert error.location is None  # built without -g: valgrind names the library, not a line
     assert error.where == "is not stack'd, malloc'd or (recently) free'd"
+
+
+def test_rare_crash_is_seen_by_valgrind_in_a_run_that_did_not_crash():
+    # rare_oob_custom_op crashes about 1 run in 8; this run drew no corrupted id (max id 128, the padding slot one
+    # row past the table) and exited 0, yet every read of that row is an invalid read at the op's line.
+    report = parse("valgrind", log("valgrind-rare_oob_custom_op.log"))
+    assert report.finished and not report.clean and report.refused is None
+    assert report.total == 128  # 64 floats of the row, read once by the package and once by the eager reference
+    [error] = report.errors
+    assert (error.kind, error.size) == ("Invalid read", 4)
+    assert error.function == "rare_gather(at::Tensor const&, at::Tensor const&)" and error.location == "main.cpp:18"
+    assert error.where == "is 0 bytes after a block of size 32,768 alloc'd"
+
+
+def test_refused_when_valgrind_meets_an_avx512_instruction():
+    # The same scenario on an AVX-512 host: the wrapper Inductor built with -march=native dies of SIGILL under
+    # valgrind 3.19 before the op runs. That proves nothing either way: a refusal, not 0 errors.
+    report = parse_valgrind(log("valgrind-rare_oob_custom_op-avx512.log"))
+    assert report.refused == "Unrecognised instruction at address 0x3fbbeb33."
+    assert report.errors == () and report.total == 0  # valgrind's summary still says 0 errors
+    found = memcheck_culprit([report], None, None)
+    assert found.culprit is None and found.finding.startswith("the checker could not check this repro: Unrecognised")
 
 
 def test_runtime_only_errors_are_kept_when_nothing_reaches_op_code():
