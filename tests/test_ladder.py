@@ -466,3 +466,14 @@ def test_a_silent_checker_falls_back_to_the_crash_driven_ladder():
     _, out = climb(world, seen, checkers=CHECKERS, max_runs=4)
     assert render(stage(out, "memcheck").finding).startswith("0 errors in")
     assert "sanity" in [s.stage for s in world.specs] and out.culprit is not None
+
+
+def test_a_checker_whose_flags_need_a_compile_gets_its_package_built_outside_it_first():
+    avx2 = Checker("valgrind", "cpu", ("valgrind",), (("PYTHONMALLOC", "malloc"), ("TORCHINDUCTOR_CPP_MARCH", "x86-64-v3")))
+    seen = Seen("cpu/wrapper_index_oob_level3.cpp")
+    seen.memcheck = lambda result, tool: parse_compute_sanitizer("")
+    world = always(sig("segfault"))
+    _, out = climb(world, seen, checkers=(("cpu", (avx2,)),), sanitize=True, stages=("baseline", "memcheck"))
+    compile_run, checked = [s for s in world.specs if s.stage in ("compile", "memcheck")][:2]
+    assert compile_run.compile_only and compile_run.hook and compile_run.argv == ("python", "repro.py")
+    assert compile_run.env == checked.env and checked.argv[0] == "valgrind"

@@ -99,6 +99,14 @@ class Ladder:
             self._learn_names(stage)
         return stage
 
+    def compile_only(self, env: dict[str, str]) -> None:
+        """One run that compiles the repro's packages under `env` and ends at their first load (the hook stores
+        them for the flag set's later runs): no stage's, counted in no rate."""
+        spec = RunSpec(tuple(self.argv), "compile", self.counter, tuple(sorted(env.items())), self.opt.timeout, True,
+                       compile_only=True)
+        self.counter += 1
+        self.run_batch([spec], lambda r: None, lambda rs: False)
+
     def until_seen(self, stage: Stage) -> Stage:
         """A later stage reads one failing run, so it stops at the first: later runs would cost, not inform."""
         return self.run_stage(stage, self.repeat(), stop=lambda rs: any(r.failed for r in rs))
