@@ -226,6 +226,7 @@ class Ladder:
         return Findings(verdict, sig, base, self.stages, summary=summary, interrupted=True)
 
     def _skip_rest(self, out: Findings, why: str) -> Findings:
+        out.verdict_s = out.verdict_s if out.verdict_s is not None else round(self.clock() - self.started, 1)
         for name in REQUESTABLE[1:]:
             if not self.ran(StageName(name)):
                 self.skip(StageName(name), why)
