@@ -2,20 +2,60 @@
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import getpass
 import os
+import stat
 import tempfile
 
 from .exits import UsageFailure
 
 MAX_LOG_READ = 64 << 20
+LINKED_LOG = "[aoti-bisect: this log was replaced by a link (symbolic or hard) during the run; not read]\n"
 
 
 def read_log(path: str, limit: int = MAX_LOG_READ) -> str:
-    """A child's log as text, at most `limit` bytes of it (logs are capped on disk, but not all by us)."""
-    with open(path, "rb") as f:
+    """A child's log as text, at most `limit` bytes of it (logs are capped on disk, but not all by us).
+
+    A log the repro replaced by a link (symbolic or hard: open_own) is not read: its target is some other file
+    of the user's, which no verdict, report or bundle may quote. Other errors (missing) raise OSError."""
+    try:
+        fd = open_own(path)
+    except NotOwnFile:
+        return LINKED_LOG
+    with os.fdopen(fd, "rb") as f:
         data = f.read(limit)
     return data.decode("utf-8", errors="replace")
+
+
+class NotOwnFile(OSError):
+    """A run file that is a link (symbolic or hard), or no regular file: never read into a report or bundle."""
+
+
+def open_own(path: str) -> int:
+    """A file descriptor on a run's own file: a regular file with one name. A repro can replace its log (or any
+    file of its run folder) by a symbolic link, or a hard link, to a file of the user's (~/.ssh/id_rsa): O_NOFOLLOW
+    refuses the first, the link count the second. O_NONBLOCK: a FIFO put there must not block the open."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # O_NOFOLLOW on a symbolic link
+            raise NotOwnFile(errno.ELOOP, "a symbolic link: left out", path)
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            raise NotOwnFile(errno.EPERM, "a link or not a regular file: left out", path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_own_text(path: str, limit: int = -1) -> str:
+    """read_text of a run's own file (open_own): raises OSError (NotOwnFile) for a link."""
+    with os.fdopen(open_own(path), "rb") as f:
+        return f.read(limit).decode("utf-8", errors="replace")
 
 
 def read_text(path: str) -> str:

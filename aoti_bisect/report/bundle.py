@@ -15,7 +15,7 @@ import stat
 import tarfile
 
 from ..exits import UsageFailure
-from ..files import atomic_write, read_text, write_file
+from ..files import atomic_write, read_own_text, read_text, write_file
 from .markdown import render_markdown
 from .model import redact_data
 from .redact import Redactor, mask_spans
@@ -56,7 +56,10 @@ def record_secret_spans(run_dir: str, data: dict, redactor: Redactor) -> None:
     """Called at the end of a run, by the process whose environment holds the secrets."""
     record = {}
     for name, path in bundle_files(run_dir, data):
-        text = read_text(path)
+        try:
+            text = read_own_text(path)
+        except OSError:  # a link, or gone since: bundle_files checked it a moment ago; never packed
+            continue
         record[name] = {"sha256": _digest(text), "spans": redactor.value_spans(text)}
     atomic_write(os.path.join(run_dir, RECORD), json.dumps({"version": 1, "files": record}))
 
@@ -108,7 +111,11 @@ def _write(run_dir: str, dest: str, data: dict, redactor: Redactor) -> list[str]
         add("report.json", json.dumps(shown, indent=2))
         add("report.md", render_markdown(shown))
         for name, path in bundle_files(run_dir, data):
-            text = read_text(path)
+            try:
+                text = read_own_text(path)
+            except OSError:  # replaced by a link since bundle_files looked
+                left_out.append(name)
+                continue
             entry = record.get(name)
             if entry is None or entry["sha256"] != _digest(text):
                 left_out.append(name)
@@ -140,10 +147,12 @@ def _culprit_sources(run_dir: str, data: dict) -> list[str]:
 
 def _packable(run_dir: str, path: str) -> bool:
     """A regular file inside the run directory: a link, or a path in report.json, could name any file the
-    user can read (one bundle shipped /etc/shadow)."""
+    user can read (one bundle shipped /etc/shadow), and so could a hard link made by the repro."""
     try:
-        regular = stat.S_ISREG(os.lstat(path).st_mode)
+        st = os.lstat(path)
     except OSError:
         return False
+    # A hard link has the target's own mode (regular) and may sit inside the run folder: its link count tells.
+    regular = stat.S_ISREG(st.st_mode) and st.st_nlink == 1
     root = os.path.realpath(run_dir)
     return regular and os.path.commonpath([os.path.realpath(path), root]) == root

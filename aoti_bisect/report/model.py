@@ -16,7 +16,7 @@ from ..exits import (
     EXIT_REPRODUCED,
     UsageFailure,
 )
-from ..files import atomic_write, read_text
+from ..files import NotOwnFile, atomic_write, read_own_text
 from ..text import printable
 from .excerpt import log_excerpt
 from .markdown import culprit_who, render_markdown
@@ -73,7 +73,7 @@ class Report:
             s["compiles"] = compiles[i] if i < len(compiles) else None
             s["rerun_script"] = _read(s["rerun"][0]) if s["rerun"] else None
             log = s["failing_log"] or (s["logs"][0] if s["logs"] else None)
-            s["excerpt"] = log_excerpt(log) if log else None
+            s["excerpt"] = log_excerpt(log, redactor=redactor) if log else None
             stages.append(s)
         data = {
             "schema_version": SCHEMA_VERSION,
@@ -165,7 +165,9 @@ class Report:
 
 def _read(path: str) -> str:
     try:
-        return read_text(path).strip()
+        return read_own_text(path).strip()
+    except NotOwnFile:
+        return f"(not read, a link: {path})"
     except OSError:
         return f"(missing: {path})"
 

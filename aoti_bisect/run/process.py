@@ -34,6 +34,7 @@ ABORT_GRACE_S = 2.0
 RUN_MARK = "AOTI_BISECT_RUN"
 WATCHDOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "watchdog.py")
 PR_SET_CHILD_SUBREAPER = 36
+LINE_SEARCH = 1 << 20  # how far from a log's splice a line end is looked for
 
 
 @dataclass(frozen=True)
@@ -96,9 +97,17 @@ class _CappedLog:
         size = os.fstat(self.fd).st_size
         if size <= head + tail:
             return size, 0
-        dropped = size - head - tail
+        # Cut at line ends: a token cut in two at the splice would match no rule of the redactor, and its two
+        # halves would reach a bundle (a key block cut so is masked from its BEGIN or END line, redact.py).
+        edge = min(LINE_SEARCH, head)
+        end = os.pread(self.fd, edge, head - edge).rfind(b"\n")
+        head = head - edge + end + 1 if end != -1 else head
         kept = os.pread(self.fd, tail, size - tail)
-        marker = f"\n[aoti-bisect: {dropped} bytes of output dropped here]\n".encode()
+        start = kept.find(b"\n", 0, LINE_SEARCH)
+        kept = kept[start + 1:] if start != -1 else kept
+        dropped = size - head - len(kept)
+        marker = f"[aoti-bisect: {dropped} bytes of output dropped here]\n".encode()
+        marker = marker if end != -1 else b"\n" + marker
         os.ftruncate(self.fd, head)
         os.pwrite(self.fd, marker + kept, head)
         return head + len(marker) + len(kept), dropped

@@ -1,0 +1,108 @@
+"""Issue #30, "Trust, round 2": one or more adversarial tests per defect class (secrets, wrong verdicts,
+crashes, small faults, the `git bisect run` contract). Cheap scripts, no torch."""
+import json
+import os
+import subprocess
+import sys
+import tarfile
+
+import pytest
+
+from aoti_bisect.files import LINKED_LOG, read_log
+from aoti_bisect.report.bundle import _packable
+from aoti_bisect.report.excerpt import EXCERPT_READ, LINE_CHARS, log_excerpt
+from aoti_bisect.report.redact import MASK, Redactor
+from aoti_bisect.run import process
+
+# Fakes of the right shapes, made up here (none is a real credential).
+KEY_LINES = ["MIIEowIBAAKCAQEAx" + "Q7v3kR9pZ2mW8nT4bY6cU1dE5fG0hJ3kL7mN2oP9qR4sT6uV8wX1yZ3aB5cD"[i % 20:] + f"{i:02d}"
+             for i in range(25)]
+PRIVATE_KEY = "-----BEGIN RSA PRIVATE KEY-----\n" + "\n".join(KEY_LINES) + "\n-----END RSA PRIVATE KEY-----"
+GH_TOKEN = "ghp_" + "Zx81Qw7Er6Ty5Ui4Op3As2Df1Gh0Jk9Lz8X"
+AWS_ID = "AKIA" + "QWERTYUIOPASDFGH"
+
+
+def cli(*args, timeout=300, env=None):
+    return subprocess.run([sys.executable, "-m", "aoti_bisect", *args], capture_output=True, timeout=timeout,
+                          env=env)
+
+
+def leaked(text: str) -> list[str]:
+    return [s for s in (GH_TOKEN[8:30], AWS_ID, *(line[5:30] for line in KEY_LINES)) if s in text]
+
+
+# --- Secrets: masked before any cut -------------------------------------------------------------------------
+
+def test_a_key_block_cut_by_the_excerpts_head_is_masked_whole(tmp_path):
+    # The head shows 15 lines; the key starts at line 5 and ends at line 32: the head alone holds BEGIN and key
+    # lines but no END, so masking the cut head found no block.
+    log = tmp_path / "output.log"
+    log.write_text("\n".join([f"line {i}" for i in range(5)] + [PRIVATE_KEY] + [f"x {i}" for i in range(200)]))
+    excerpt = log_excerpt(str(log), redactor=Redactor())
+    assert excerpt["head"] and not leaked(json.dumps(excerpt)), excerpt["head"]
+
+
+def test_a_key_block_that_straddles_the_excerpts_read_edge_is_masked(tmp_path):
+    # Only the tail of a big log is read: the key's BEGIN lies before it, its END in it.
+    log = tmp_path / "output.log"
+    filler = ("f" * 99 + "\n") * (3 * EXCERPT_READ // 100)
+    cut = len(filler) - EXCERPT_READ + 200  # inside the key
+    text = filler[:cut] + "\n" + PRIVATE_KEY + "\n" + filler[cut:] + "\n".join(f"end {i}" for i in range(5))
+    log.write_text(text)
+    excerpt = log_excerpt(str(log), tail_lines=10_000, redactor=Redactor())
+    assert not leaked(json.dumps(excerpt))
+
+
+def test_a_token_past_the_line_clip_is_not_cut_into_an_unrecognisable_half(tmp_path):
+    log = tmp_path / "output.log"
+    log.write_text("Error: " + "y" * (LINE_CHARS - 20) + f" {GH_TOKEN} more\n")
+    excerpt = log_excerpt(str(log), redactor=Redactor())
+    assert GH_TOKEN[:16] not in json.dumps(excerpt), excerpt
+
+
+def test_a_token_at_the_capped_logs_splice_is_not_split(tmp_path):
+    # head 4 KiB, tail 4 KiB: the token lies across the 4 KiB mark, and another across the tail's start.
+    script = ("import sys\nw = sys.stdout.write\n"
+              f"w('a' * 4070 + ' {GH_TOKEN} x\\n')\n"
+              "w(('m' * 99 + '\\n') * 400)\n"
+              f"w('b' * 4060 + ' {AWS_ID} y {GH_TOKEN} z\\n' + ('t' * 29 + '\\n') * 10)\n")
+    log = tmp_path / "output.log"
+    exit = process.execute([sys.executable, "-c", script], dict(os.environ), str(tmp_path), str(log), 60,
+                           process.OutputLimits(head_bytes=4096, tail_bytes=4200))
+    assert exit.dropped_bytes > 0
+    text = Redactor()(read_log(str(log)))
+    assert "dropped here" in text and not leaked(text), text[-600:]
+
+
+# --- Secrets: never a link ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["symlink", "hardlink"])
+def test_a_log_replaced_by_a_link_is_never_read(tmp_path, kind):
+    secret = tmp_path / "id_ed25519"
+    secret.write_text(PRIVATE_KEY.replace("RSA", "OPENSSH") + "\n" + "s3cr3t-notes\n")
+    log = tmp_path / "run" / "output.log"
+    log.parent.mkdir()
+    (os.symlink if kind == "symlink" else os.link)(secret, log)
+    assert read_log(str(log)) == LINKED_LOG
+    assert "s3cr3t-notes" not in json.dumps(log_excerpt(str(log)))
+    assert not _packable(str(tmp_path / "run"), str(log))
+
+
+def test_a_repro_that_hard_links_its_own_log_leaks_nothing(tmp_path):
+    secret = tmp_path / "notes.txt"
+    secret.write_text("my s3cr3t-notes\n")
+    script = tmp_path / "linker.py"
+    # The child's cwd is runs/<stage>-NNN/cwd: its log is ../output.log.
+    script.write_text("import os, sys\n"
+                      "os.unlink('../output.log')\n"
+                      f"os.link({str(secret)!r}, '../output.log')\n"
+                      "sys.exit(1)\n")
+    out = tmp_path / "run"
+    proc = cli(str(script), "--stages", "baseline", "--runs", "1", "--out", str(out))
+    assert proc.returncode in (0, 1, 125), proc.stderr
+    bundle = tmp_path / "b.tar.gz"
+    proc = cli("report", str(out), "--bundle", str(bundle))
+    texts = [(out / "report.md").read_text(), (out / "report.json").read_text()]
+    with tarfile.open(bundle) as tar:
+        texts += [tar.extractfile(m).read().decode() for m in tar.getmembers() if m.isfile()]
+    assert not any("s3cr3t-notes" in t for t in texts)
