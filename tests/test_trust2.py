@@ -106,3 +106,31 @@ def test_a_repro_that_hard_links_its_own_log_leaks_nothing(tmp_path):
     with tarfile.open(bundle) as tar:
         texts += [tar.extractfile(m).read().decode() for m in tar.getmembers() if m.isfile()]
     assert not any("s3cr3t-notes" in t for t in texts)
+
+
+# --- Secrets: nightly files are made to be published ---------------------------------------------------------
+
+def test_nothing_secret_reaches_any_nightly_file_or_the_history(tmp_path):
+    sets = tmp_path / "set"
+    sets.mkdir()
+    # A secret from the environment (any format), a token format in the message, a key in the output.
+    (sets / "leaky.py").write_text(
+        "import os, sys\n"
+        "print(os.environ['DEPLOY_TOKEN_VALUE_FOR_TEST'])\n"
+        f"print('''{PRIVATE_KEY}''')\n"
+        f"raise RuntimeError('upload failed with {GH_TOKEN} for ' + os.environ['DEPLOY_TOKEN_VALUE_FOR_TEST'])\n")
+    env = {**os.environ, "MY_DEPLOY_TOKEN": "pl41n-env-v4lue", "DEPLOY_TOKEN_VALUE_FOR_TEST": "pl41n-env-v4lue"}
+    proc = cli("nightly", str(sets), "--runs", "2", "--jobs", "1", "--out", str(tmp_path / "night"),
+               "--db", str(tmp_path / "h.sqlite3"), "--json", env=env)
+    assert proc.returncode in (0, 1), proc.stderr
+    published = [proc.stdout.decode(), proc.stderr.decode()]
+    for root, dirs, names in os.walk(tmp_path / "night"):
+        dirs[:] = [d for d in dirs if d != "runs"]  # the raw run folders, as under `run`: never published as such
+        published += [open(os.path.join(root, n), errors="replace").read() for n in names
+                      if n.endswith((".json", ".md", ".xml", ".jsonl"))]
+    published.append(open(tmp_path / "h.sqlite3", "rb").read().decode("latin-1"))
+    hist = cli("history", "--db", str(tmp_path / "h.sqlite3"), "--json", env=env)
+    published.append(hist.stdout.decode())
+    assert "upload failed" in "".join(published)  # the message is there, masked
+    for text in published:
+        assert "pl41n-env-v4lue" not in text and not leaked(text), text[:2000]

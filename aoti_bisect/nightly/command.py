@@ -10,6 +10,7 @@ from typing import Callable, Optional
 
 from ..exits import EXIT_INCOMPLETE, EXIT_INTERRUPTED, UsageFailure
 from ..files import default_out, prepare_out
+from ..report.redact import process_redactor
 from .history import History, HistoryError, default_path, reused_batch
 from .plan import Plan, Shard, parse_shard
 from .records import find_records, read_records, record_path, records_dir
@@ -126,7 +127,7 @@ def history(repros: tuple[str, ...], db: Optional[str], nights: int, plot: Optio
         raise UsageFailure(f"no history database at {path} (run `aoti-bisect nightly` first, or give --db)")
     store = History(path, readonly=True)
     try:
-        rows = store.trend(repros, nights)
+        rows = process_redactor().data(store.trend(repros, nights))  # rows an older aoti-bisect stored unmasked
     finally:
         store.close()
     if repros and not rows:
@@ -155,9 +156,11 @@ def judge_night(record_files: list[str], out: str, judging: Judging, say: Say, i
         data = summarize(night, store, judging.alpha, judging.window)
     finally:
         store.close()
+    data = process_redactor().data(data)  # what --json prints too
     write_summaries(out, data)
     if judging.bisect_on_change and not interrupted and changed(data):
         attach_reports(data, _bisect(night, changed(data), out, judging.jobs, say))
+        data = process_redactor().data(data)
         write_summaries(out, data)
     for r in data["repros"]:
         say(f"  {r['name']}: {r['status']}, {r['change']['text']}")

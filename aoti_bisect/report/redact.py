@@ -247,3 +247,17 @@ def mask_spans(text: str, spans: list[tuple[int, int]]) -> str:
         out += [text[last:max(start, last)], MASK]
         last = end
     return "".join(out) + text[last:]
+
+
+_SHARED: dict[tuple[bool, tuple], "Redactor"] = {}
+
+
+def process_redactor(redact_paths: bool = False) -> Redactor:
+    """The redactor of this process's environment: the one every writer of a published file uses (report,
+    bundle, nightly records, summaries, junit.xml, --json, the history database). Rebuilt when the environment
+    changed (tests set variables)."""
+    key = (redact_paths, tuple(sorted(os.environ.items())))
+    if key not in _SHARED:
+        _SHARED.clear()
+        _SHARED[key] = Redactor.from_env(dict(os.environ), redact_paths)
+    return _SHARED[key]
