@@ -12,22 +12,23 @@ import click
 from .aoti.flags import REUSE_MODES
 from .diagnose.stages import STAGES as STAGE_NAMES
 from . import stopping
-from .exits import EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, UsageFailure, report_crash
+from .exits import EXIT_BROKEN_PIPE, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_USAGE, UsageFailure, report_crash
 from .files import claim_out, default_out, prepare_out
-from .repro import check_python_runs, repro_argv, validate_python
+from .repro import check_python_runs, repro_argv, unknown_word, validate_python
 from .stats import DEFAULT_MAX_RUNS
-from .validate import MAX_JOBS, MAX_RUNS, check_count, check_seconds
+from .validate import MAX_JOBS, MAX_RUNS, check_count, check_timeout
 
 EXIT_CODES_HELP = """\b
 Exit codes (a `git bisect run` predicate: 0 good, 1 bad, 125 skip, above 127 stop):
   0    did not reproduce
   1    reproduced
-  2    bad command line (unknown option, bad --runs, bad --python): check it once by hand
-  125  cannot decide at this commit: the repro cannot run (torch not importable, no GPU, script
-       missing or broken, command not found) or runs were inconclusive; report.json's
-       exit_reason says which
+  2    bad command line, the same at every commit (unknown option or command word, bad --runs,
+       --timeout below 1 s): check it once by hand
+  125  cannot decide at this commit: the repro or its environment cannot run (--python missing or
+       broken, torch not importable, no GPU, script missing or broken, command not found, full
+       or read-only disk) or runs were inconclusive; report.json's exit_reason says which
   130  interrupted (a partial report is still written)
-  255  internal error of aoti-bisect (one line; the traceback is saved in the run directory)
+  255  internal error of aoti-bisect only (one line; the traceback is saved in the run directory)
 """
 
 SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
@@ -38,6 +39,8 @@ class _DefaultGroup(click.Group):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+            if unknown_word(args[0], list(self.commands)):
+                raise UsageFailure(unknown_word(args[0], list(self.commands)))
             args = ["run", *args]
         return super().parse_args(ctx, args)
 
@@ -112,7 +115,7 @@ def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, cach
     check_count("--runs", runs, MAX_RUNS)
     check_count("--max-runs", max_runs, MAX_RUNS)
     check_count("--jobs", jobs, MAX_JOBS)
-    check_seconds("--timeout", timeout)
+    check_timeout("--timeout", timeout)
     tools = tuple(s.strip() for s in sanitizer_tools.split(",") if s.strip())
     bad_tools = [s for s in tools if s not in SANITIZER_TOOLS]
     if bad_tools or not tools:
@@ -314,7 +317,7 @@ def nightly_cmd(set_path, only, runs, until_confident, precision, min_runs, jobs
                               ("--shards", shards, MAX_JOBS)):
         check_count(name, value, high)
     check_count("--gpus-per-shard", gpus_per_shard, MAX_JOBS, low=0)
-    check_seconds("--timeout", timeout)
+    check_timeout("--timeout", timeout)
     if not 0 < precision < 0.5:
         raise UsageFailure(f"--precision must be between 0 and 0.5, got {precision}")
     if sanitizer and not sanitize:
@@ -390,7 +393,7 @@ def entry() -> None:
         # A full or read-only disk is the machine's state, not a bug: no "please report it", still no decision.
         print(f"aoti-bisect: error: {exc.strerror}" + (f": {exc.filename}" if exc.filename else "")
               + " (the output could not be written)", file=sys.stderr)
-        sys.exit(EXIT_INTERNAL)
+        sys.exit(EXIT_INCONCLUSIVE)  # the machine's state at this commit: skip it (125), never 255
     except Exception as exc:
         # Python's own exit status for an uncaught exception is 1, which `git bisect run` reads as "bad".
         sys.exit(report_crash(exc, _run_dir))

@@ -134,3 +134,69 @@ def test_nothing_secret_reaches_any_nightly_file_or_the_history(tmp_path):
     assert "upload failed" in "".join(published)  # the message is there, masked
     for text in published:
         assert "pl41n-env-v4lue" not in text and not leaked(text), text[:2000]
+
+
+# --- Wrong verdicts: a nightly set's scripts are checked as `run` checks its SCRIPT ----------------------------
+
+@pytest.mark.parametrize("make", ["fifo", "folder", "loop"])
+def test_a_set_entry_that_is_no_script_is_refused_before_any_run(tmp_path, make):
+    from aoti_bisect.nightly.sets import SetError, load_set
+
+    sets = tmp_path / "set"
+    sets.mkdir()
+    (sets / "fine.py").write_text("print('ok')\n")
+    odd = sets / "odd.py"
+    if make == "fifo":
+        os.mkfifo(odd)
+    elif make == "folder":
+        odd.mkdir()
+        (odd / "data.txt").write_text("x")
+    else:
+        os.symlink(sets / "odd2.py", odd)
+        os.symlink(odd, sets / "odd2.py")
+    with pytest.raises(SetError, match="odd"):
+        load_set(str(sets), sys.executable)
+    # And in a manifest
+    (tmp_path / "m.toml").write_text(f'[[repro]]\nname = "odd"\nscript = "{odd}"\n')
+    with pytest.raises(SetError, match="odd"):
+        load_set(str(tmp_path / "m.toml"), sys.executable)
+
+
+def test_a_timeout_below_the_interpreters_start_up_is_a_usage_error(tmp_path):
+    script = tmp_path / "ok.py"
+    script.write_text("print('ok')\n")
+    proc = cli(str(script), "--timeout", "0.001", "--out", str(tmp_path / "r"))
+    assert proc.returncode == 2 and b"at least 1 s" in proc.stderr, proc.stderr
+    (tmp_path / "m.toml").write_text(f'[[repro]]\nname = "ok"\nscript = "{script}"\ntimeout = 0.01\n')
+    proc = cli("nightly", str(tmp_path / "m.toml"), "--out", str(tmp_path / "n"), "--db", str(tmp_path / "h"))
+    assert proc.returncode == 2 and b"at least 1 s" in proc.stderr, proc.stderr
+
+
+# --- The `git bisect run` contract -----------------------------------------------------------------------------
+
+def test_a_python_whose_venv_did_not_build_is_a_skip_not_bad(tmp_path):
+    script = tmp_path / "ok.py"
+    script.write_text("print('ok')\n")
+    missing = cli(str(script), "--python", str(tmp_path / "venv" / "bin" / "python"), "--out", str(tmp_path / "a"))
+    assert missing.returncode == 125, missing.stderr
+    broken = tmp_path / "python"
+    broken.write_text("#!/bin/sh\necho 'error while loading shared libraries: libpython3.11.so' >&2\nexit 127\n")
+    broken.chmod(0o755)
+    proc = cli(str(script), "--python", str(broken), "--out", str(tmp_path / "b"))
+    assert proc.returncode == 125, proc.stderr
+
+
+@pytest.mark.parametrize("word, hint", [("scenario", "scenarios"), ("reprot", "report"), ("nigthly", "nightly"),
+                                        ("frobnicate", "commands:")])
+def test_a_mistyped_command_word_is_a_usage_error_with_a_suggestion(tmp_path, word, hint):
+    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", word, "list"], capture_output=True, cwd=tmp_path,
+                          timeout=60)
+    assert proc.returncode == 2 and hint.encode() in proc.stderr, proc.stderr
+    assert proc.stderr.count(b"\n") == 1
+
+
+def test_a_script_named_like_a_word_still_runs(tmp_path):
+    (tmp_path / "scenario").write_text("print('ok')\n")
+    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", "scenario", "--stages", "baseline", "--runs", "1",
+                           "--out", "r"], capture_output=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
