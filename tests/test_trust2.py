@@ -200,3 +200,32 @@ def test_a_script_named_like_a_word_still_runs(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "aoti_bisect", "scenario", "--stages", "baseline", "--runs", "1",
                            "--out", "r"], capture_output=True, cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+# --- Wrong verdicts: a child starts as it would from a shell --------------------------------------------------
+
+CHECK_DISPOSITIONS = """\
+import sys
+status = dict(line.split(':', 1) for line in open('/proc/self/status') if ':' in line)
+ignored, blocked = int(status['SigIgn'], 16), int(status['SigBlk'], 16)
+bad = [n for n in (1, 2, 3, 10, 15) if (ignored | blocked) >> (n - 1) & 1]
+print('ignored or blocked:', bad)
+sys.exit(1 if bad else 0)
+"""
+
+
+def test_a_repro_starts_with_default_signals_even_under_nohup_and_a_background_job(tmp_path):
+    import signal
+
+    script = tmp_path / "signals.py"
+    script.write_text(CHECK_DISPOSITIONS)
+
+    def hostile_start():  # nohup (HUP), `cmd &` in a script (INT, QUIT), a runner that blocks USR1 and TERM
+        for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT):
+            signal.signal(sig, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1, signal.SIGTERM])
+
+    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", str(script), "--stages", "baseline", "--runs", "2",
+                           "--out", str(tmp_path / "r")], capture_output=True, timeout=120, preexec_fn=hostile_start)
+    log = (tmp_path / "r" / "runs" / "baseline-000" / "output.log").read_text()
+    assert proc.returncode == 0, (proc.stderr, log)
