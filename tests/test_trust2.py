@@ -229,3 +229,16 @@ def test_a_repro_starts_with_default_signals_even_under_nohup_and_a_background_j
                            "--out", str(tmp_path / "r")], capture_output=True, timeout=120, preexec_fn=hostile_start)
     log = (tmp_path / "r" / "runs" / "baseline-000" / "output.log").read_text()
     assert proc.returncode == 0, (proc.stderr, log)
+
+
+def test_with_no_torch_the_baseline_stops_at_once_and_says_it_could_not_run(tmp_path):
+    venv = tmp_path / "venv"  # a Python with no torch: a commit whose torch did not build
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    script = tmp_path / "repro.py"
+    script.write_text("import torch\nprint(torch.ones(1))\n")
+    proc = cli(str(script), "--python", str(venv / "bin" / "python"), "--out", str(tmp_path / "r"))
+    assert proc.returncode == 125, proc.stderr
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert report["reproduction"]["runs"] == 0 and report["reproduction"]["could_not_run"]
+    assert len(os.listdir(tmp_path / "r" / "runs")) <= 2
+    assert b"could not run" in proc.stderr and b"0/20" not in proc.stderr

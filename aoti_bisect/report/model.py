@@ -86,7 +86,8 @@ class Report:
             "exit_reason": None,
             "summary": outcome.summary,
             "signature": sig.to_json() if sig else None,
-            "reproduction": outcome.baseline.to_json(),
+            "reproduction": {**outcome.baseline.to_json(),
+                             "could_not_run": outcome.verdict is Verdict.ERROR and outcome.baseline.runs == 0},
             "stages": stages,
             "culprit": c_json or {"kind": None, "kernel": None, "evidence": []},
             "masked": outcome.masked,
@@ -146,7 +147,8 @@ class Report:
             s = d["signature"]
             line += f" | {s['kind']} in {s['phase']}"
         r = d["reproduction"]
-        line += f" | {r['failures']}/{r['runs']} runs failed"
+        line += (" | the repro could not run here" if r.get("could_not_run")
+                 else f" | {r['failures']}/{r['runs']} runs failed")
         if d.get("masked"):
             line += " | masked at baseline"
         if c and c.get("kind") == "kernel":
