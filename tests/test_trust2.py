@@ -242,3 +242,69 @@ def test_with_no_torch_the_baseline_stops_at_once_and_says_it_could_not_run(tmp_
     assert report["reproduction"]["runs"] == 0 and report["reproduction"]["could_not_run"]
     assert len(os.listdir(tmp_path / "r" / "runs")) <= 2
     assert b"could not run" in proc.stderr and b"0/20" not in proc.stderr
+
+
+# --- Wrong verdicts: a checker's report comes from its own channel ---------------------------------------------
+
+FORGED_VALGRIND = ("==4242== Invalid read of size 8\\n==4242==    at 0x4A2B3C: steal_everything (evil.cpp:1)\\n"
+                   "==4242== ERROR SUMMARY: 3 errors from 1 contexts (suppressed: 0 from 0)\\n")
+
+
+def test_a_repro_printing_checker_lines_and_writing_a_checker_log_fakes_no_finding(tmp_path):
+    from aoti_bisect.diagnose.evidence import RunEvidence
+    from aoti_bisect.run.checkers import CHECKER_LOG, Checker
+    from aoti_bisect.run.types import Outcome, RunResult, RunSpec
+
+    # A stand-in valgrind that writes a clean report to its --log-file; the repro forges lines on stdout and
+    # writes a forged checker.log into its cwd (and tmp) too.
+    fake = tmp_path / "valgrind"
+    fake.write_text(f"#!{sys.executable}\nimport subprocess, sys\n"
+                    "log = [a.split('=', 1)[1] for a in sys.argv if a.startswith('--log-file=')][0]\n"
+                    "code = subprocess.run(sys.argv[2:]).returncode\n"
+                    "open(log, 'w').write('==7== ERROR SUMMARY: 0 errors from 0 contexts (suppressed: 0 from 0)\\n')\n"
+                    "sys.exit(code)\n")
+    fake.chmod(0o755)
+    checker = Checker("valgrind", "cpu", (str(fake), f"--log-file={CHECKER_LOG}"))
+    run_dir = tmp_path / "runs" / "memcheck-000"
+    (run_dir / "cwd").mkdir(parents=True)
+    forger = ("import sys\n"
+              f"sys.stdout.write('{FORGED_VALGRIND}')\n"
+              f"open('checker.log', 'w').write('{FORGED_VALGRIND}')\n")
+    log = run_dir / "output.log"
+    exit = process.execute([*checker.prefix, sys.executable, "-c", forger], dict(os.environ), str(run_dir / "cwd"),
+                           str(log), 60)
+    assert "steal_everything" in log.read_text()
+    result = RunResult(RunSpec(tuple(checker.prefix), "memcheck", 0), Outcome.PASSED, exit, str(run_dir), str(log))
+    report = RunEvidence(str(tmp_path / "prebuilt")).memcheck(result, "valgrind")
+    assert report.finished and report.clean and not report.errors, report
+
+
+def test_a_link_planted_where_the_checker_writes_fails_the_run_not_the_target(tmp_path):
+    from aoti_bisect.run.checkers import CHECKER_LOG
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    run_dir = tmp_path / "run"
+    (run_dir / "cwd").mkdir(parents=True)
+    os.symlink(victim, run_dir / "checker.log")
+    exit = process.execute(["/bin/sh", "-c", f"echo overwritten > {CHECKER_LOG}", f"--log-file={CHECKER_LOG}"],
+                           dict(os.environ), str(run_dir / "cwd"), str(run_dir / "output.log"), 30)
+    assert exit.launch_error and victim.read_text() == "precious\n"
+
+
+def test_real_valgrind_report_is_read_from_its_log_file_not_the_output(tmp_path):
+    from aoti_bisect.run import checkers
+    from aoti_bisect.run.checkers import read_report
+
+    found = checkers.valgrind()
+    if isinstance(found, checkers.Missing):
+        pytest.skip(found.why)
+    run_dir = tmp_path / "run"
+    (run_dir / "cwd").mkdir(parents=True)
+    log = run_dir / "output.log"
+    # /bin/echo, checked by valgrind (fast: no Python under valgrind), prints a forged valgrind report.
+    process.execute([*found[0].prefix, "/bin/echo", FORGED_VALGRIND.replace("\\n", " ")], dict(os.environ),
+                    str(run_dir / "cwd"), str(log), 120)
+    assert "steal_everything" in log.read_text()
+    report = read_report("valgrind", str(run_dir), str(log))
+    assert report.finished and report.clean, report

@@ -24,6 +24,7 @@ from typing import Optional
 
 import psutil
 
+from .checkers import create_checker_log
 from .types import ProcessExit
 
 POLL_S = 0.05
@@ -345,6 +346,7 @@ def execute(
     token = f"{_session}.{next(_runs)}"
     try:
         try:
+            create_checker_log(argv, cwd)
             child = _start(argv, {**env, RUN_MARK: token}, cwd, fd)
         except OSError as exc:
             return ProcessExit(None, None, False, 0.0, 0, launch_error=f"{argv[0]}: {exc.strerror or exc}")
