@@ -308,3 +308,62 @@ def test_real_valgrind_report_is_read_from_its_log_file_not_the_output(tmp_path)
     assert "steal_everything" in log.read_text()
     report = read_report("valgrind", str(run_dir), str(log))
     assert report.finished and report.clean, report
+
+
+# --- Crashes: one line and the right code, never a traceback or 255 ---------------------------------------------
+
+def _finished_run(tmp_path):
+    script = tmp_path / "fails.py"
+    script.write_text("raise SystemExit(3)\n")
+    out = tmp_path / "run"
+    proc = cli(str(script), "--stages", "baseline", "--runs", "1", "--out", str(out))
+    assert proc.returncode == 1, proc.stderr
+    return out
+
+
+@pytest.mark.parametrize("edit", [
+    lambda d: d.update(summary=5),
+    lambda d: d.update(masked=["x"]),
+    lambda d: d["culprit"].update(kind="kernel", kernel="k", origin="not an object"),
+    lambda d: d.update(next_steps=[{"nested": 1}]),
+    lambda d: d["reproduction"].update(could_not_run="yes", runs=0),
+])
+def test_a_hand_edited_report_with_a_wrong_type_is_one_line(tmp_path, edit):
+    out = _finished_run(tmp_path)
+    data = json.loads((out / "report.json").read_text())
+    edit(data)
+    (out / "report.json").write_text(json.dumps(data))
+    for fmt in ("md", "text", "json"):
+        proc = cli("report", str(out), "--format", fmt)
+        assert proc.returncode in (0, 1, 2), proc.stderr
+        assert b"Traceback" not in proc.stderr and proc.stderr.count(b"\n") <= 1, proc.stderr
+
+
+@pytest.mark.parametrize("content", [os.urandom(4096), b"[" * 100_000 + b"\n", b'{"type": "header"' + b"\xff\xfe\n"])
+def test_a_records_file_of_garbage_is_one_line(tmp_path, content):
+    bad = tmp_path / "shard-0-of-1.jsonl"
+    bad.write_bytes(content)
+    proc = cli("merge", str(bad), "--out", str(tmp_path / "m"), "--db", str(tmp_path / "h.sqlite3"))
+    assert proc.returncode == 2 and b"Traceback" not in proc.stderr and proc.stderr.count(b"\n") == 1, proc.stderr
+
+
+def test_a_repro_that_deletes_its_own_run_folder_is_a_skip_not_a_crash(tmp_path):
+    script = tmp_path / "vandal.py"
+    script.write_text("import os, shutil\nshutil.rmtree(os.path.dirname(os.getcwd()))\nraise SystemExit(1)\n")
+    proc = cli(str(script), "--stages", "baseline", "--runs", "2", "--out", str(tmp_path / "run"))
+    assert proc.returncode == 125 and b"Traceback" not in proc.stderr and b"internal error" not in proc.stderr
+
+
+@pytest.mark.parametrize("err", ["ENOSPC", "EDQUOT", "EROFS"])
+def test_a_full_disk_under_out_is_a_skip(tmp_path, err):
+    # The disk fills while the report is written: the machine's state at this commit, not a bug (255) nor bad (1).
+    code = ("import errno, sys\n"
+            "import aoti_bisect.report.model as m, aoti_bisect.cli as c\n"
+            f"def full(self): raise OSError(errno.{err}, 'No space left on device', self.run_dir)\n"
+            "m.Report.write = full\n"
+            f"sys.argv = ['aoti-bisect', {str(tmp_path / 'ok.py')!r}, '--stages', 'baseline', '--runs', '1',"
+            f" '--out', {str(tmp_path / 'run')!r}]\n"
+            "c.entry()\n")
+    (tmp_path / "ok.py").write_text("print('ok')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
+    assert proc.returncode == 125 and b"Traceback" not in proc.stderr, proc.stderr

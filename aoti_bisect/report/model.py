@@ -126,7 +126,16 @@ class Report:
         problem = _schema_problem(data)
         if problem:
             raise UsageFailure(f"{path} is malformed: {printable(problem)}")
-        return cls(run_dir, data.get("command") or [], data)
+        report = cls(run_dir, data.get("command") or [], data)
+        # The schema covers what is indexed everywhere; a field only a renderer reads (a summary that is a
+        # number, an origin that is a string) is found by rendering once: one line, never a traceback.
+        try:
+            render_markdown(data)
+            report.headline()
+        except (TypeError, KeyError, AttributeError, ValueError, IndexError, RecursionError) as exc:
+            raise UsageFailure(f"{path} is malformed (edited by hand?): {type(exc).__name__}: "
+                               f"{printable(str(exc))[:200]}")
+        return report
 
     @property
     def exit_code(self) -> int:
