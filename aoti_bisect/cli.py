@@ -13,7 +13,7 @@ from .aoti.flags import REUSE_MODES
 from .diagnose.stages import STAGES as STAGE_NAMES
 from . import stopping
 from .exits import EXIT_BROKEN_PIPE, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_USAGE, UsageFailure, report_crash
-from .files import claim_out, default_out, prepare_out
+from .files import claim_out, default_out, prepare_out, release_empty_claim
 from .repro import check_python_runs, repro_argv, unknown_word, validate_python
 from .stats import DEFAULT_MAX_RUNS
 from .validate import MAX_JOBS, MAX_RUNS, check_count, check_timeout
@@ -310,8 +310,11 @@ def nightly_cmd(set_path, only, runs, until_confident, precision, min_runs, jobs
     SET is a manifest (the scenarios/manifest.toml format), a folder holding manifest.toml, or a folder of
     *.py repros (each one a repro, run with this Python).
     """
-    from .nightly.command import Judging, NightlyRequest, Submitit, nightly
+    from .nightly.command import Judging, NightlyRequest, Submitit, check_option_combinations, nightly
     from .nightly.plan import Plan
+
+    ctx = click.get_current_context()
+    check_option_combinations({p for p in ctx.params if ctx.get_parameter_source(p).name != "DEFAULT"}, ctx.params)
 
     for name, value, high in (("--runs", runs, MAX_RUNS), ("--jobs", jobs, MAX_JOBS), ("--min-runs", min_runs, MAX_RUNS),
                               ("--shards", shards, MAX_JOBS)):
@@ -381,9 +384,8 @@ def entry() -> None:
     except click.ClickException as exc:
         print(f"aoti-bisect: error: {exc.format_message()}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
-    except click.exceptions.Abort:
-        sys.exit(EXIT_INTERRUPTED)
-    except KeyboardInterrupt:
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        release_empty_claim(_run_dir)  # stopped before writing anything: the --out folder can be used again
         sys.exit(EXIT_INTERRUPTED)
     except BrokenPipeError:
         sys.exit(EXIT_BROKEN_PIPE)

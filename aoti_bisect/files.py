@@ -7,6 +7,7 @@ import getpass
 import os
 import stat
 import tempfile
+from typing import Optional
 
 from .exits import UsageFailure
 
@@ -61,6 +62,16 @@ def read_own_text(path: str, limit: int = -1) -> str:
 def read_text(path: str) -> str:
     with open(path, errors="replace") as f:
         return f.read()
+
+
+def valid_utf8(text: str) -> str:
+    """Text that encodes as UTF-8: a name that is not UTF-8 (kept by Python as lone surrogates) is shown as
+    its escape (`\\udcff`) instead of writing its raw bytes into a file a renderer or CI parser must read."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def atomic_write(path: str, text: str) -> None:
@@ -148,3 +159,20 @@ def claim_out(out: str) -> str:
         raise UsageFailure(f"--out {path} is not empty (it holds {others[0]!r}{' and more' if others[1:] else ''}); "
                            "give a new or empty folder")
     return path
+
+
+def release_empty_claim(path: Optional[str]) -> None:
+    """Called when a command stops (Ctrl-C) before its run wrote anything: a folder holding only our lock is
+    given back, or that --out could never be used again ("already holds an aoti-bisect run")."""
+    if not path:
+        return
+    lock = os.path.join(path, LOCK_NAME)
+    try:
+        if os.listdir(path) != [LOCK_NAME]:
+            return
+        with open(lock) as f:
+            ours = f.read().strip() in ("", str(os.getpid()))
+        if ours:
+            os.remove(lock)
+    except OSError:
+        pass

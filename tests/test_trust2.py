@@ -367,3 +367,74 @@ def test_a_full_disk_under_out_is_a_skip(tmp_path, err):
     (tmp_path / "ok.py").write_text("print('ok')\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
     assert proc.returncode == 125 and b"Traceback" not in proc.stderr, proc.stderr
+
+
+# --- Small faults -----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, words", [
+    (["--precision", "0.05"], "used only with --until-confident"),
+    (["--until-confident", "--runs", "10", "--min-runs", "50"], "above --runs 10"),
+    (["--shards", "4"], "used only with --executor submitit"),
+    (["--partition", "gpu", "--shard-timeout-min", "5"], "are used only with --executor submitit"),
+    (["--shard", "0/2", "--executor", "submitit"], "give one of them"),
+    (["--shard", "0/2", "--bisect-on-change"], "a shard (--shard) is not judged"),
+    (["--shard", "0/2", "--json"], "a shard (--shard) is not judged"),
+])
+def test_contradictory_nightly_options_are_refused(tmp_path, args, words):
+    (tmp_path / "r.py").write_text("print('ok')\n")
+    proc = cli("nightly", str(tmp_path), *args, "--out", str(tmp_path / "n"), "--db", str(tmp_path / "h"))
+    assert proc.returncode == 2 and words.encode() in proc.stderr, proc.stderr
+    assert not (tmp_path / "n").exists() or not os.listdir(tmp_path / "n")
+
+
+def test_ctrl_c_in_the_first_moments_leaves_the_out_folder_reusable(tmp_path):
+    (tmp_path / "ok.py").write_text("print('ok')\n")
+    out = tmp_path / "run"
+    code = ("import sys\nimport aoti_bisect.cli as c\n"
+            "def interrupted(*a): raise KeyboardInterrupt\n"
+            "c.check_python_runs = interrupted\n"
+            f"sys.argv = ['aoti-bisect', {str(tmp_path / 'ok.py')!r}, '--python', sys.executable, '--stages',"
+            f" 'baseline', '--runs', '1', '--out', {str(out)!r}]\n"
+            "c.entry()\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
+    assert proc.returncode == 130, proc.stderr
+    again = cli(str(tmp_path / "ok.py"), "--stages", "baseline", "--runs", "1", "--out", str(out))
+    assert again.returncode == 0, again.stderr
+
+
+def test_no_resource_warning_at_exit(tmp_path):
+    (tmp_path / "ok.py").write_text("print('ok')\n")
+    proc = subprocess.run([sys.executable, "-X", "dev", "-W", "always::ResourceWarning", "-m", "aoti_bisect",
+                           str(tmp_path / "ok.py"), "--stages", "baseline", "--runs", "2", "--out",
+                           str(tmp_path / "run")], capture_output=True, timeout=120)
+    assert proc.returncode == 0 and b"ResourceWarning" not in proc.stderr, proc.stderr
+
+
+def test_a_name_that_is_not_utf8_leaves_a_valid_report_md(tmp_path):
+    folder = os.path.join(os.fsencode(tmp_path), b"caf\xe9")
+    os.mkdir(folder)
+    with open(os.path.join(folder, b"r\xff.py"), "w") as f:
+        f.write("raise SystemExit(2)\n")
+    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", os.path.join(folder, b"r\xff.py"), "--stages",
+                           "baseline", "--runs", "1", "--out", str(tmp_path / "run")], capture_output=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    (tmp_path / "run" / "report.md").read_bytes().decode("utf-8")  # strict: valid UTF-8
+
+
+def test_a_read_only_history_that_sqlite_cannot_lock_is_still_read(tmp_path, monkeypatch):
+    import sqlite3
+
+    from aoti_bisect.nightly.history import History
+
+    History(str(tmp_path / "h.sqlite3")).close()
+    real = sqlite3.connect
+
+    def no_shm(database, *a, **kw):  # what a reader meets on a read-only folder: WAL's -shm cannot be created
+        if "immutable=1" not in str(database):
+            raise sqlite3.OperationalError("unable to open database file")
+        return real(database, *a, **kw)
+
+    monkeypatch.setattr(sqlite3, "connect", no_shm)
+    store = History(str(tmp_path / "h.sqlite3"), readonly=True)
+    assert store.trend() == []
+    store.close()

@@ -114,13 +114,15 @@ class History:
         reads the file as it is, with no locks and no -shm; a file nobody may write cannot change meanwhile."""
         quoted = urllib.parse.quote(self.path)
         for i, options in enumerate(("mode=ro", "mode=ro&immutable=1")):
-            self.db = sqlite3.connect(f"file:{quoted}?{options}", uri=True, timeout=BUSY_TIMEOUT_S,
-                                      isolation_level=None)
+            db = None
             try:
+                db = self.db = sqlite3.connect(f"file:{quoted}?{options}", uri=True, timeout=BUSY_TIMEOUT_S,
+                                               isolation_level=None)
                 self._check_version(self.db.execute("PRAGMA user_version").fetchone()[0], readonly=True)
                 return
             except sqlite3.OperationalError:
-                self.db.close()
+                if db is not None:
+                    db.close()
                 if i:
                     raise
 

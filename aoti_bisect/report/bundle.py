@@ -15,7 +15,7 @@ import stat
 import tarfile
 
 from ..exits import UsageFailure
-from ..files import atomic_write, read_own_text, read_text, write_file
+from ..files import atomic_write, read_own_text, read_text, valid_utf8, write_file
 from .markdown import render_markdown
 from .model import redact_data
 from .redact import Redactor, mask_spans
@@ -102,7 +102,7 @@ def _write(run_dir: str, dest: str, data: dict, redactor: Redactor) -> list[str]
     fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666)
     with os.fdopen(fd, "wb") as blob, tarfile.open(fileobj=blob, mode="w:gz") as tar:
         def add(name: str, text: str) -> None:
-            blob = text.encode()
+            blob = valid_utf8(text).encode()
             info = tarfile.TarInfo(f"{root}/{name}")
             info.size = len(blob)
             tar.addfile(info, io.BytesIO(blob))

@@ -16,7 +16,7 @@ from ..exits import (
     EXIT_REPRODUCED,
     UsageFailure,
 )
-from ..files import NotOwnFile, atomic_write, read_own_text
+from ..files import NotOwnFile, atomic_write, read_own_text, valid_utf8
 from ..text import printable
 from .excerpt import log_excerpt
 from .markdown import culprit_who, render_markdown
@@ -145,7 +145,7 @@ class Report:
 
     def write(self) -> None:
         atomic_write(os.path.join(self.run_dir, "report.json"), json.dumps(self.data, indent=2))
-        atomic_write(os.path.join(self.run_dir, "report.md"), render_markdown(self.data))
+        atomic_write(os.path.join(self.run_dir, "report.md"), valid_utf8(render_markdown(self.data)))
 
     def headline(self) -> str:
         """One line for the terminal; control characters from the child are escaped."""

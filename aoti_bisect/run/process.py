@@ -309,8 +309,21 @@ def _kill_orphans(seconds: float = KILL_SWEEP_S) -> None:
             except ChildProcessError:
                 pass
         if not left:
-            return
+            break
         time.sleep(0.01)
+    _let_watchdog_go()
+
+
+def _let_watchdog_go() -> None:
+    """At exit: close our end of its pipe (EOF: it sweeps, then exits) and drop our claim on it. It outlives us
+    by design, so its Popen must not warn "subprocess is still running" (nor its pipe "unclosed file")."""
+    if _watchdog is None:
+        return
+    try:
+        _watchdog.stdin.close()
+    except OSError:
+        pass
+    _watchdog.returncode = 0  # never waited on: reparented to init (or the outer subreaper) as we exit
 
 
 def _tell_watchdog(line: str) -> None:
