@@ -9,7 +9,7 @@ import stat
 import tempfile
 from typing import Optional
 
-from .exits import UsageFailure
+from .exits import EXIT_USAGE, UsageFailure
 
 MAX_LOG_READ = 64 << 20
 LINKED_LOG = "[aoti-bisect: this log was replaced by a link (symbolic or hard) during the run; not read]\n"
@@ -126,8 +126,20 @@ def prepare_out(out: str, option: str = "--out") -> str:
         os.close(fd)
         os.remove(probe)
     except OSError as exc:
-        raise UsageFailure(f"cannot write to --out {path}: {exc.strerror}")
+        raise out_failure(option, path, exc)
     return path
+
+
+# The disk's state, not the command line's: a full, over-quota, read-only or failing disk. `git bisect run` must
+# skip the commit (125); a folder the user cannot write (EACCES) or a file in the way is the command line (2).
+DISK_FAULTS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO)
+
+
+def out_failure(option: str, path: str, exc: OSError) -> UsageFailure:
+    from .exits import EXIT_INCONCLUSIVE
+
+    return UsageFailure(f"cannot write to {option} {path}: {exc.strerror}",
+                        EXIT_INCONCLUSIVE if exc.errno in DISK_FAULTS else EXIT_USAGE)
 
 # Claims a run directory: created with O_EXCL and never removed, so a second run (at the same time or
 # later) cannot share the folder.
@@ -147,7 +159,7 @@ def claim_out(out: str) -> str:
         raise UsageFailure(f"--out {path} already holds an aoti-bisect run (running or finished); "
                            "give a new or empty folder")
     except OSError as exc:
-        raise UsageFailure(f"cannot write to --out {path}: {exc.strerror}")
+        raise out_failure("--out", path, exc)
     try:
         with os.fdopen(fd, "w") as f:
             f.write(f"{os.getpid()}\n")
