@@ -438,3 +438,45 @@ def test_a_read_only_history_that_sqlite_cannot_lock_is_still_read(tmp_path, mon
     store = History(str(tmp_path / "h.sqlite3"), readonly=True)
     assert store.trend() == []
     store.close()
+
+
+# --- The rule set: detect-secrets' and gitleaks' shapes, high-entropy assignments, no false positives ----------
+
+@pytest.mark.parametrize("secret", [
+    "SG." + "aB3dE5gH7jK9mN1pQ3sT5v" + "." + "wX7yZ9aB1cD3eF5gH7iJ9kL1mN3oP5qR7sT9uV1wX3yZ",  # SendGrid
+    "sq0csp-" + "aB3dE5gH7jK9mN1pQ3sT5vWx7yZ9aB1cD3eF5gH7iJ",  # Square OAuth
+    "AccountKey=" + "aB3dE5gH7jK9mN1pQ3sT5vWx7yZ9aB1cD3eF5gH7iJ9kL1mN3oP5qR7sT9uV1wX3yZ5aB7cD9eF1gH3iJ5kL7mN9o==",
+    "12345678" + ":AA" + "aB3dE5gH7jK9mN1pQ3sT5vWx7yZ9aB1cD",  # Telegram bot
+    "glpat-" + "aB3dE5gH7jK9mN1pQ3sT",
+    "https://discord.com/api/webhooks/123456789/" + "aB3dE5gH7jK9mN1pQ3sT5vWx",
+    "PuTTY-User-Key-File-2: ssh-rsa\nEncryption: none\nPrivate-Lines: 1\nAAAAB3NzaC1yc2E\nPrivate-MAC: 0a1b2c3d",
+])
+def test_maintained_scanner_shapes_are_masked(secret):
+    cleaned = Redactor()(f"log: {secret} end")
+    assert MASK in cleaned and secret[-12:] not in cleaned, cleaned
+
+
+@pytest.mark.parametrize("line", [
+    "signing_material = 'Kx9vQ2mZ7pL4wR8tN3bY6cH1dF5gJ0sA'",  # any name: the value's entropy decides
+    "CONFIG_BLOB=Kx9vQ2mZ7pL4wR8tN3bY6cH1dF5gJ0sAxY7",
+    '{"opaque": "Kx9vQ2mZ7pL4wR8tN3bY6cH1dF5gJ0sA+/xY7="}',
+])
+def test_high_entropy_assignments_are_masked(line):
+    cleaned = Redactor()(line)
+    assert "Kx9vQ2mZ7pL4wR8tN3bY6cH" not in cleaned, cleaned
+
+
+@pytest.mark.parametrize("line", [
+    "commit=0123456789abcdef0123456789abcdef01234567",  # hex: at most 4 bits a character
+    "kernel: cfunction_vectorcall_FASTCALL_KEYWORDS",
+    "TORCHINDUCTOR_CACHE_DIR=/tmp/aoti-bisect-runs/20261125-101010-123456/cache/default",
+    "cache_entry=cq3xkz5ubh2lgbz7d2ca3v5xwuhumpzu7ql4w3ouzbqxdkqt5dpe",  # inductor's lowercase cache key
+])
+def test_everyday_assignments_are_kept(line):
+    assert Redactor()(line) == line
+
+
+def test_no_false_positive_on_the_bundled_scenarios_logs():
+    bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "redaction_fp.py")
+    proc = subprocess.run([sys.executable, bench], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "masks: 0 " in proc.stdout, proc.stdout

@@ -44,7 +44,7 @@ def _any_case(words: tuple[str, ...]) -> str:
 _VALUE = r"\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|[^\s'\"]+"
 
 # The token rules (detect-secrets' and gitleaks'), as data with their sources: secret_rules.py.
-_TOKEN_PATTERNS = list(secret_rules.COMPILED)
+_TOKEN_PATTERNS = list(zip(secret_rules.COMPILED, secret_rules.NEEDLES))
 _PEM_BEGIN = re.compile(secret_rules.PEM_BEGIN)
 _PEM_END = re.compile(secret_rules.PEM_END)
 # A key's body line (base64, or an RFC 1421 header such as `Proc-Type: 4,ENCRYPTED`).
@@ -145,8 +145,9 @@ class Redactor:
 
     def __call__(self, text: str) -> str:
         text = mask_spans(text, self.value_spans(text))
-        for pattern in _TOKEN_PATTERNS:
-            text = pattern.sub(MASK, text)
+        for pattern, needles in _TOKEN_PATTERNS:
+            if not needles or any(n in text for n in needles):
+                text = pattern.sub(MASK, text)
         text = _pem_fragments(text)
         text = _ANY_ASSIGNMENT.sub(_high_entropy_assignment, text)
         text = _URL_USERINFO.sub(lambda m: m.group(1) + (f"{m.group(2)}:{MASK}@" if m.group(3) is not None

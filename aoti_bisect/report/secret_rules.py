@@ -66,6 +66,32 @@ PRIVATE_KEY_RULES: tuple[tuple[str, str], ...] = (
 COMPILED = tuple(re.compile(rx) for _, rx in PRIVATE_KEY_RULES + TOKEN_RULES)
 NAMES = tuple(name for name, _ in PRIVATE_KEY_RULES + TOKEN_RULES)
 
+
+def _needles(rx: str) -> tuple[str, ...]:
+    """Literal strings one of which every match of rx contains: its leading literal (each alternative's, for a
+    leading group of literals). A text holding none of them is not searched with rx: a `str in` test is ~50x
+    faster than a regex pass over a 32 MiB log. Empty: no needle known, always search."""
+    body = rx.removeprefix(r"\b")
+    depth = 0
+    for i, c in enumerate(body):  # a top-level alternation (`a...|b...`): no one leading literal
+        if c == "\\":
+            continue
+        depth += (c == "(" and body[i - 1:i] != "\\") - (c == ")" and body[i - 1:i] != "\\")
+        if c == "|" and depth == 0 and body[i - 1:i] != "\\":
+            return ()
+    if body.startswith("(?:") and (close := body.find(")")) != -1 and "(" not in body[3:close]:
+        alts, rest = body[3:close].split("|"), body[close + 1:]
+        head = re.match(r"[A-Za-z0-9_:=/-]+", rest)
+        if all(re.fullmatch(r"[A-Za-z0-9_-]+", a) for a in alts):
+            return tuple(a + (head.group(0) if head else "") for a in alts)
+        return ()
+    head = re.match(r"(?:[A-Za-z0-9_:=/-]|\\\.)+", body)
+    literal = head.group(0).replace("\\.", ".") if head else ""
+    return (literal,) if len(literal) >= 2 else ()
+
+
+NEEDLES = tuple(_needles(rx) for _, rx in PRIVATE_KEY_RULES + TOKEN_RULES)
+
 # detect-secrets' Base64HighEntropyString limit (its default, 4.5 bits a character), and the shortest value it
 # is applied to here: a 20-character string over 64 symbols reaches 4.3 bits at most, so shorter ones never pass.
 ENTROPY_LIMIT = 4.5
