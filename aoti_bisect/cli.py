@@ -231,7 +231,10 @@ NIGHTLY_EXIT_HELP = """\b
 Exit codes:
   0    nothing changed for the worse
   1    a repro changed for the worse (rate up, p < --alpha, or a new failure signature)
-  2    usage error
+  2    usage error, the same every night: an unknown or contradictory option (--precision without
+       --until-confident, --shards without --executor submitit, judging options on a --shard), a
+       timeout below 1 s, a SET entry that is no script (a FIFO, a folder named *.py, a link loop),
+       a records file that is not one
   3    a repro had only infrastructure errors (and nothing changed for the worse)
   4    incomplete night: a shard is missing, failed or did not finish; not judged, nothing added
        to the history (re-run those shards and merge, or merge --allow-partial)

@@ -9,7 +9,8 @@ import os
 import subprocess
 import sys
 
-VALUE_OPTIONS = {"--tool", "--print-limit", "--show-backtrace", "--log-file"}  # compute-sanitizer options taking a value
+# compute-sanitizer options taking a value
+VALUE_OPTIONS = {"--tool", "--print-limit", "--show-backtrace", "--log-file"}
 
 args = sys.argv[1:]
 i = 0
