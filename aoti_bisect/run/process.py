@@ -100,15 +100,17 @@ class _CappedLog:
             return size, 0
         # Cut at line ends: a token cut in two at the splice would match no rule of the redactor, and its two
         # halves would reach a bundle (a key block cut so is masked from its BEGIN or END line, redact.py).
+        # A line longer than LINE_SEARCH is cut at a space or tab instead (no token holds one), else dropped.
         edge = min(LINE_SEARCH, head)
-        end = os.pread(self.fd, edge, head - edge).rfind(b"\n")
-        head = head - edge + end + 1 if end != -1 else head
+        near = os.pread(self.fd, edge, head - edge)
+        end = max(near.rfind(b"\n"), near.rfind(b" "), near.rfind(b"\t"))
+        head = head - edge + end + 1
         kept = os.pread(self.fd, tail, size - tail)
-        start = kept.find(b"\n", 0, LINE_SEARCH)
-        kept = kept[start + 1:] if start != -1 else kept
+        starts = [i for i in (kept.find(c, 0, LINE_SEARCH) for c in (b"\n", b" ", b"\t")) if i != -1]
+        kept = kept[min(starts) + 1:] if starts else kept[LINE_SEARCH:]
         dropped = size - head - len(kept)
         marker = f"[aoti-bisect: {dropped} bytes of output dropped here]\n".encode()
-        marker = marker if end != -1 else b"\n" + marker
+        marker = marker if head == 0 or near[end:end + 1] == b"\n" else b"\n" + marker
         os.ftruncate(self.fd, head)
         os.pwrite(self.fd, marker + kept, head)
         return head + len(marker) + len(kept), dropped
