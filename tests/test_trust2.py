@@ -488,3 +488,16 @@ def test_no_false_positive_on_the_bundled_scenarios_logs():
     bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "redaction_fp.py")
     proc = subprocess.run([sys.executable, bench], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "masks: 0 " in proc.stdout, proc.stdout
+
+
+def test_a_token_at_the_excerpts_read_edge_in_a_line_without_end_is_not_cut(tmp_path):
+    # One endless line (no line end for megabytes): the excerpt's reads end inside it.
+    log = tmp_path / "output.log"
+    line = ("w" * 70 + " ") * (EXCERPT_READ // 71 + 2)
+    first = EXCERPT_READ + 64 * 1024 - 20  # where the head's read ends, give or take a word
+    body = (line * 4)[:first] + f" {GH_TOKEN} " + (line * 4)[first:]
+    tail_edge = len(body) - EXCERPT_READ - 10
+    body = body[:tail_edge] + f" {GH_TOKEN} " + body[tail_edge:]
+    log.write_text(body)
+    excerpt = log_excerpt(str(log), redactor=Redactor())
+    assert not leaked(json.dumps(excerpt)), [p for p in leaked(json.dumps(excerpt))]

@@ -35,8 +35,7 @@ def log_excerpt(path: str, head_lines: int = 15, tail_lines: int = 40, key_lines
             else:
                 head = _upto_line_end(f.read(EXCERPT_READ + MARGIN))
                 f.seek(size - EXCERPT_READ)
-                tail = f.read()
-                tail = tail[tail.find(b"\n") + 1:]
+                tail = _from_line_start(f.read())
     except NotOwnFile:
         return {"log": path, "bytes": 0, "key_lines": [], "head": "", "tail": "(log not read: a link, or not a "
                                                                                "regular file)"}
@@ -54,8 +53,17 @@ def log_excerpt(path: str, head_lines: int = 15, tail_lines: int = 40, key_lines
 
 
 def _upto_line_end(chunk: bytes) -> bytes:
-    """The chunk up to its last line end past EXCERPT_READ (the whole chunk when it has none there)."""
+    """The chunk up to its first line end past EXCERPT_READ; in a longer line, up to its last space or tab
+    (no token holds one), else without that line's piece: never a token cut in two."""
     if len(chunk) <= EXCERPT_READ:
         return chunk
     cut = chunk.find(b"\n", EXCERPT_READ)
-    return chunk if cut == -1 else chunk[:cut + 1]
+    if cut == -1:
+        cut = max(chunk.rfind(b" "), chunk.rfind(b"\t"), chunk.rfind(b"\n"))
+    return chunk[:cut + 1]
+
+
+def _from_line_start(chunk: bytes) -> bytes:
+    """The chunk from its first line start (a space or tab in a line longer than the chunk), as above."""
+    starts = [i for i in (chunk.find(c) for c in (b"\n", b" ", b"\t")) if i != -1]
+    return chunk[min(starts) + 1:] if starts else b""
