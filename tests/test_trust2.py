@@ -496,7 +496,7 @@ def test_a_token_at_the_excerpts_read_edge_in_a_line_without_end_is_not_cut(tmp_
     line = ("w" * 70 + " ") * (EXCERPT_READ // 71 + 2)
     first = EXCERPT_READ + 64 * 1024 - 20  # where the head's read ends, give or take a word
     body = (line * 4)[:first] + f" {GH_TOKEN} " + (line * 4)[first:]
-    tail_edge = len(body) - EXCERPT_READ - 10
+    tail_edge = len(body) + len(GH_TOKEN) + 2 - EXCERPT_READ - 20  # the tail read starts inside the token
     body = body[:tail_edge] + f" {GH_TOKEN} " + body[tail_edge:]
     log.write_text(body)
     excerpt = log_excerpt(str(log), redactor=Redactor())
