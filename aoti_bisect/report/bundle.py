@@ -14,8 +14,8 @@ import os
 import stat
 import tarfile
 
-from ..exits import UsageFailure
-from ..files import atomic_write, read_own_text, read_text, valid_utf8, write_file
+from ..exits import EXIT_INCONCLUSIVE, EXIT_USAGE, UsageFailure
+from ..files import DISK_FAULTS, atomic_write, read_own_text, read_text, valid_utf8, write_file
 from .markdown import render_markdown
 from .model import redact_data
 from .redact import Redactor, mask_spans
@@ -91,7 +91,8 @@ def write_bundle(run_dir: str, dest: str, data: dict, redactor: Redactor) -> lis
     try:
         return _write(run_dir, dest, data, redactor)
     except OSError as exc:
-        raise UsageFailure(f"cannot write the bundle {dest}: {exc.strerror or exc}")
+        raise UsageFailure(f"cannot write the bundle {dest}: {exc.strerror or exc}",
+                           EXIT_INCONCLUSIVE if exc.errno in DISK_FAULTS else EXIT_USAGE)  # a full disk: 125
 
 
 def _write(run_dir: str, dest: str, data: dict, redactor: Redactor) -> list[str]:
