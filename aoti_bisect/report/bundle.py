@@ -21,8 +21,8 @@ from .model import redact_data
 from .redact import Redactor, mask_spans
 
 # Not the capture/ folder of a fakecheck run: it holds the repro's own tensors.
-_RUN_FILES = ("output.log", "rerun.sh", "spec.json", "result.json", "hook.json", "fakecheck.json",
-              "differential.json")
+_RUN_FILES = ("output.log", "checker.log", "rerun.sh", "spec.json", "result.json", "hook.json", "fakecheck.json",
+              "differential.json")  # checker.log: a memory checker's own report (run/checkers.py)
 RECORD = "redactions.json"
 REPRO_DIR = "repro"  # the session's copy of the repro script: the one file a maintainer reads first
 
