@@ -13,22 +13,23 @@ from .aoti.flags import REUSE_MODES
 from .child.contract import DB_ENV
 from .diagnose.stages import REQUESTABLE as STAGE_NAMES
 from . import stopping
-from .exits import EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, UsageFailure, report_crash
-from .files import claim_out, default_out, prepare_out
-from .repro import check_python_runs, repro_argv, validate_python
+from .exits import EXIT_BROKEN_PIPE, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_USAGE, UsageFailure, report_crash
+from .files import claim_out, default_out, prepare_out, release_empty_claim
+from .repro import check_python_runs, repro_argv, unknown_word, validate_python
 from .stats import DEFAULT_MAX_RUNS
-from .validate import MAX_JOBS, MAX_RUNS, check_count, check_seconds
+from .validate import MAX_JOBS, MAX_RUNS, check_count, check_timeout
 
 EXIT_CODES_HELP = """\b
 Exit codes (a `git bisect run` predicate: 0 good, 1 bad, 125 skip, above 127 stop):
   0    did not reproduce
   1    reproduced
-  2    bad command line (unknown option, bad --runs, bad --python): check it once by hand
-  125  cannot decide at this commit: the repro cannot run (torch not importable, no GPU, script
-       missing or broken, command not found) or runs were inconclusive; report.json's
-       exit_reason says which
+  2    bad command line, the same at every commit (unknown option or command word, bad --runs,
+       --timeout below 1 s): check it once by hand
+  125  cannot decide at this commit: the repro or its environment cannot run (--python missing or
+       broken, torch not importable, no GPU, script missing or broken, command not found, full
+       or read-only disk) or runs were inconclusive; report.json's exit_reason says which
   130  interrupted (a partial report is still written)
-  255  internal error of aoti-bisect (one line; the traceback is saved in the run directory)
+  255  internal error of aoti-bisect only (one line; the traceback is saved in the run directory)
 """
 
 SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
@@ -39,6 +40,8 @@ class _DefaultGroup(click.Group):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+            if unknown_word(args[0], list(self.commands)):
+                raise UsageFailure(unknown_word(args[0], list(self.commands)))
             args = ["run", *args]
         return super().parse_args(ctx, args)
 
@@ -116,7 +119,7 @@ def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, cach
     check_count("--runs", runs, MAX_RUNS)
     check_count("--max-runs", max_runs, MAX_RUNS)
     check_count("--jobs", jobs, MAX_JOBS)
-    check_seconds("--timeout", timeout)
+    check_timeout("--timeout", timeout)
     if budget < 0:
         raise UsageFailure(f"--budget must be 0 or more seconds, got {budget:g}")
     tools = tuple(s.strip() for s in sanitizer_tools.split(",") if s.strip())
@@ -237,7 +240,10 @@ NIGHTLY_EXIT_HELP = """\b
 Exit codes:
   0    nothing changed for the worse
   1    a repro changed for the worse (rate up, p < --alpha, or a new failure signature)
-  2    usage error
+  2    usage error, the same every night: an unknown or contradictory option (--precision without
+       --until-confident, --shards without --executor submitit, judging options on a --shard), a
+       timeout below 1 s, a SET entry that is no script (a FIFO, a folder named *.py, a link loop),
+       a records file that is not one
   3    a repro had only infrastructure errors (and nothing changed for the worse)
   4    incomplete night: a shard is missing, failed or did not finish; not judged, nothing added
        to the history (re-run those shards and merge, or merge --allow-partial)
@@ -316,14 +322,17 @@ def nightly_cmd(set_path, only, runs, until_confident, precision, min_runs, jobs
     SET is a manifest (the scenarios/manifest.toml format), a folder holding manifest.toml, or a folder of
     *.py repros (each one a repro, run with this Python).
     """
-    from .nightly.command import Judging, NightlyRequest, Submitit, nightly
+    from .nightly.command import Judging, NightlyRequest, Submitit, check_option_combinations, nightly
     from .nightly.plan import Plan
+
+    ctx = click.get_current_context()
+    check_option_combinations({p for p in ctx.params if ctx.get_parameter_source(p).name != "DEFAULT"}, ctx.params)
 
     for name, value, high in (("--runs", runs, MAX_RUNS), ("--jobs", jobs, MAX_JOBS), ("--min-runs", min_runs, MAX_RUNS),
                               ("--shards", shards, MAX_JOBS)):
         check_count(name, value, high)
     check_count("--gpus-per-shard", gpus_per_shard, MAX_JOBS, low=0)
-    check_seconds("--timeout", timeout)
+    check_timeout("--timeout", timeout)
     if not 0 < precision < 0.5:
         raise UsageFailure(f"--precision must be between 0 and 0.5, got {precision}")
     if sanitizer and not sanitize:
@@ -387,9 +396,8 @@ def entry() -> None:
     except click.ClickException as exc:
         print(f"aoti-bisect: error: {exc.format_message()}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
-    except click.exceptions.Abort:
-        sys.exit(EXIT_INTERRUPTED)
-    except KeyboardInterrupt:
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        release_empty_claim(_run_dir)  # stopped before writing anything: the --out folder can be used again
         sys.exit(EXIT_INTERRUPTED)
     except BrokenPipeError:
         sys.exit(EXIT_BROKEN_PIPE)
@@ -399,7 +407,7 @@ def entry() -> None:
         # A full or read-only disk is the machine's state, not a bug: no "please report it", still no decision.
         print(f"aoti-bisect: error: {exc.strerror}" + (f": {exc.filename}" if exc.filename else "")
               + " (the output could not be written)", file=sys.stderr)
-        sys.exit(EXIT_INTERNAL)
+        sys.exit(EXIT_INCONCLUSIVE)  # the machine's state at this commit: skip it (125), never 255
     except Exception as exc:
         # Python's own exit status for an uncaught exception is 1, which `git bisect run` reads as "bad".
         sys.exit(report_crash(exc, _run_dir))

@@ -241,7 +241,7 @@ def test_full_disk_is_one_line_and_stops_a_bisection(tmp_path, full_disk):
     (tmp_path / "ok.py").write_text("print('fine')\n")
     out = subprocess.run([sys.executable, "-m", "aoti_bisect", str(tmp_path / "ok.py"), "--runs", "1",
                           "--out", str(full_disk / "run")], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 255, out.stderr  # no decision at this commit, and none at the next: stop
+    assert out.returncode == 125, out.stderr  # an environment fault: skip (issue #30); 255 is our own bugs only
     assert "Traceback" not in out.stderr
     errors = [line for line in out.stderr.splitlines() if line.startswith("aoti-bisect: error:")]
     assert len(errors) == 1, out.stderr

@@ -132,7 +132,9 @@ class RunEvidence:
         return wrapper.kernel_source(kernel, list(dict.fromkeys(roots)))
 
     def memcheck(self, result: RunResult, tool: str) -> sanitizer.SanitizerReport:
-        return sanitizer.parse(tool, read_log(result.log_path))
+        from ..run.checkers import read_report
+
+        return read_report(tool, result.run_dir, result.log_path)  # the checker's own file, never the merged log
 
     def hook(self, result: RunResult) -> HookRecord:
         return read_hook(result.run_dir)

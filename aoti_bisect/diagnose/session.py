@@ -6,7 +6,7 @@ import os
 import threading
 from typing import Optional
 
-from ..exits import EXIT_INTERNAL, UsageFailure
+from ..exits import EXIT_INCONCLUSIVE, UsageFailure
 from ..report.bundle import keep_repro_script, record_secret_spans
 from ..report.model import Report
 from ..report.redact import Redactor
@@ -21,11 +21,14 @@ from ..run.types import Outcome, RunResult
 from ..aoti.hook_record import ahead_row, compile_counts, package_rows
 from .evidence import RunEvidence
 from .constants import convict_constants
+from ..stats import Rate
 from .source import locate_findings, source_map, walked_graph
 from ..verdict import Verdict
 from .facts import note
 from .findings import Findings
 from .ladder import Ladder, Options
+
+PROBE_WAIT_S = 120.0  # how long a batch of nothing but infrastructure errors waits for the environment probe
 
 
 HOOK_ABSENT = ("no run's Python loaded aoti-bisect's in-process hook (it ignores PYTHONPATH: python -I, -E or -S; or "
@@ -82,7 +85,21 @@ class Session:
             on_result(r)
             self.progress.run(r)
         self.progress.batch(specs)
-        self.harness.run_many(specs, on_result=landed, stop=stop, on_start=self.progress.start)
+        # A probe that found the repro cannot run here (no torch) stops the batch: no more instant infra runs.
+        self.harness.run_many(specs, on_result=landed, stop=lambda rs: stop(rs) or self._cannot_run(rs),
+                              on_start=self.progress.start)
+
+    def _probe_beside(self) -> None:
+        try:
+            self._probe.setdefault("problem", self.probe())
+        finally:
+            self._probed.set()
+
+    def _cannot_run(self, results: list[RunResult]) -> bool:
+        """Only infrastructure errors so far: wait for the probe, and stop if it found the repro cannot run here."""
+        if results and all(r.outcome is Outcome.INFRA_ERROR for r in results):
+            self._probed.wait(PROBE_WAIT_S)
+        return bool(self._probe.get("problem"))
 
     def execute(self) -> Report:
         evidence = RunEvidence(os.path.join(self.run_dir, "prebuilt"), self.harness.base_env, self.harness.cancel,
@@ -101,8 +118,9 @@ class Session:
             except OSError as exc:  # the bundle goes without it; the runs do not need it
                 self.progress.say(f"aoti-bisect: cannot keep a copy of the repro script: {exc.strerror or exc}")
         # The probe runs beside the baseline, not before it.
-        probe: dict = {}
-        thread = threading.Thread(target=lambda: probe.setdefault("problem", self.probe()), daemon=True)
+        probe = self._probe = {}
+        self._probed = threading.Event()
+        thread = threading.Thread(target=self._probe_beside, daemon=True)
         thread.start()
         failure = None
         try:
@@ -122,7 +140,9 @@ class Session:
             outcome = dataclasses.replace(ladder.partial(), verdict=Verdict.ERROR, summary=note(f"stopped: {failure}"))
         problem = probe.get("problem")
         if problem and not outcome.interrupted:
-            outcome = Findings(Verdict.ERROR, outcome.signature, outcome.baseline, outcome.stages, summary=note(problem))
+            ran = any(r.outcome is not Outcome.INFRA_ERROR for s in outcome.stages[:1] for r in s.results)
+            outcome = Findings(Verdict.ERROR, outcome.signature, outcome.baseline if ran else Rate(0, 0),
+                               outcome.stages, summary=note(problem))  # Rate(0, 0): "could not run", not 0/20
             self.progress.say(f"aoti-bisect: error: {problem}")
         self.environment.update(self._vec_isa())
         cache = self.harness.bytecode_cache()
@@ -148,9 +168,10 @@ class Session:
             record_secret_spans(self.run_dir, report.data, self.redactor)  # a later bundle knows this run's secrets
         except OSError as exc:
             failure = failure or f"{exc.strerror or exc}: {exc.filename or self.run_dir}"
-            raise UsageFailure(f"{failure}; no report could be written", EXIT_INTERNAL)
+            raise UsageFailure(f"{failure}; no report could be written", EXIT_INCONCLUSIVE)
         if failure:
-            raise UsageFailure(f"{failure}; partial report: {os.path.join(self.run_dir, 'report.md')}", EXIT_INTERNAL)
+            raise UsageFailure(f"{failure}; partial report: {os.path.join(self.run_dir, 'report.md')}",
+                               EXIT_INCONCLUSIVE)
         self.progress.say(f"aoti-bisect: {report.headline()}")
         self.progress.say(f"aoti-bisect: report: {os.path.join(self.run_dir, 'report.md')}")
         return report

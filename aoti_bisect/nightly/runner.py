@@ -8,7 +8,6 @@ import re
 import socket
 from typing import Callable, Optional
 
-from ..aoti import sanitizer
 from ..files import read_log
 from ..run import checkers, process
 from ..run.checkers import Checker, Missing
@@ -82,7 +81,7 @@ def check_memory(repro: Repro, plan: Plan, run_batch: RunBatch, writer: RecordWr
     run_batch([spec], landed.append, lambda done: False)
     if not landed:  # cancelled: the night is being interrupted
         return
-    report = sanitizer.parse(checker.tool, read_log(landed[0].log_path))
+    report = checkers.read_report(checker.tool, landed[0].run_dir, landed[0].log_path)  # never the merged log
     writer.memcheck(repro, checker.tool, landed[0], report)
     say(f"{repro.name}: {checker.tool}: " + (
         f"refused: {report.refused}" if report.refused else

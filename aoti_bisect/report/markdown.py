@@ -44,7 +44,7 @@ def _code(text: str, lang: str = "") -> str:
 def rate_cell(r: dict) -> str:
     lo, hi = r["ci95"]
     if r["runs"] == 0:
-        return "no runs"
+        return "could not run" if r.get("could_not_run") else "no runs"
     return f"{r['failures']}/{r['runs']} ({r['rate']:.0%}, 95% CI {lo:.0%}–{hi:.0%})"
 
 
