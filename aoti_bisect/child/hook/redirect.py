@@ -13,7 +13,6 @@ import os
 
 from . import contract
 
-ENV = contract.REDIRECT_ENV  # diagnose/evidence.py's name for it
 PRIVATE = "private-packages.json"
 
 
