@@ -7,6 +7,7 @@ to later ones through one typed record, `Clues`, never through fields of the lad
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -52,6 +53,7 @@ class Options:
 class Clues:
     """What earlier stages found that later ones read."""
     estimate: float = 1.0  # the failure rate runs are planned from: the lower end of the best interval so far
+    likely: float = 1.0  # the best rate's point estimate: how many runs go at once (Ladder.until_seen)
     trace: Optional[Stage] = None  # the trace stage: its compile's launch graph, its failing runs
     suspect: Optional[str] = None  # the launch the failing runs never finished (or the checker's kernel)
     checker: list[Fact] = field(default_factory=list)  # a memory checker's lines, ahead of the walk's
@@ -108,8 +110,18 @@ class Ladder:
         self.run_batch([spec], lambda r: None, lambda rs: False)
 
     def until_seen(self, stage: Stage) -> Stage:
-        """A later stage reads one failing run, so it stops at the first: later runs would cost, not inform."""
-        return self.run_stage(stage, self.repeat(), stop=lambda rs: any(r.failed for r in rs))
+        """A later stage reads one failing run, so it stops at the first: later runs would cost, not inform. Its
+        runs go in waves of about the runs one failure takes at the best rate seen (one, for a failure that never
+        passed): parallel slots beyond that would run what the first failure makes moot."""
+        planned = self.repeat()
+        wave = max(1, min(planned, math.ceil(1 / max(self.clues.likely, 1 / planned))))
+        self.stages.append(stage)
+        while len(stage.results) < planned and not stage.failures:
+            ran = len(stage.results)
+            self.extend(stage, min(wave, planned - ran), stop=lambda rs: any(r.failed for r in rs))
+            if len(stage.results) == ran:  # cancelled: nothing more will run
+                break
+        return stage
 
     def repeat(self, rate: Optional[float] = None) -> int:
         """Runs a later stage needs to see the failure at least once (99%). Planned from the lower end of
@@ -120,6 +132,7 @@ class Ladder:
 
     def raise_estimate(self, rate: Rate) -> None:
         self.clues.estimate = max(self.clues.estimate, rate.ci95[0])
+        self.clues.likely = max(self.clues.likely, rate.value)
 
     def skip(self, name: StageName, why: str) -> None:
         self.stages.append(Stage(name, {}, skipped=why))
@@ -195,6 +208,7 @@ class Ladder:
         before = base.rate
         self.extend(base, left, lambda rs: self.clock() > deadline)
         out.baseline = base.rate
+        out.signature = out.signature or dominant(base.results)
         if out.culprit is not None and not base.rate.failures:
             out.masked = fact(FactKind.CHECKER, "passes at baseline ({base}); {found}", base=base.rate.describe(),
                               found=out.culprit.headline)

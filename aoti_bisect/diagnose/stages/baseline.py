@@ -37,6 +37,7 @@ def run(ladder: "Ladder") -> tuple[Findings, Optional[str]]:
     rate = stage.rate
     sig = dominant(stage.results)
     ladder.clues.estimate = max(rate.ci95[0], 1e-9)
+    ladder.clues.likely = rate.value
     out.signature, out.baseline = sig, rate
     if out.culprit is not None:
         stage.finding = fact(FactKind.REPRODUCTION, "{rate} before the checker convicted", rate=rate.describe())
