@@ -1,0 +1,112 @@
+"""Run in a fresh process (by path, with the repro's Python; imports only torch): load the captured program and
+inputs, run its graph eagerly node by node, and write graph.json (the nodes, their arguments, what each
+computed) and values.pt (every tensor a node or input computed, by name) into OUT_DIR.
+
+A node that raises ends the walk: it and everything after it are "unknown" (such a node cannot be replaced by
+its value). A crash here kills only this process; the minifier says so and stops.
+
+usage: python extract_child.py PROGRAM.pt2 INPUTS.pt OUT_DIR
+"""
+import json
+import math
+import operator
+import os
+import sys
+
+import torch
+import torch.utils._pytree as pytree
+from torch.export.graph_signature import InputKind
+
+
+def encode(arg):
+    """An FX argument as JSON: {"ref": name} for a node, lists as lists, literals as themselves, the rest as
+    {"py": source text} that evaluates with only torch imported."""
+    if isinstance(arg, torch.fx.Node):
+        return {"ref": arg.name}
+    if isinstance(arg, (list, tuple)):
+        return [encode(a) for a in arg]
+    if isinstance(arg, float) and not math.isfinite(arg):
+        return {"py": f"float('{arg}')"}
+    if arg is None or isinstance(arg, (bool, int, float, str)):
+        return arg
+    if isinstance(arg, torch.device):
+        return {"py": f"torch.device({str(arg)!r})"}
+    if isinstance(arg, (torch.dtype, torch.layout, torch.memory_format)):
+        return {"py": str(arg)}
+    raise TypeError(f"cannot write {type(arg).__name__} {arg!r} as source")
+
+
+def describe(value):
+    if isinstance(value, torch.Tensor):
+        finite = bool(torch.isfinite(value).all()) if value.dtype.is_floating_point or value.dtype.is_complex \
+            else True
+        return {"kind": "tensor", "shape": list(value.shape), "dtype": str(value.dtype).replace("torch.", ""),
+                "device": str(value.device), "finite": finite}
+    if isinstance(value, (bool, int, float)) and not isinstance(value, torch.SymInt):
+        return {"kind": "literal", "py": repr(value) if math.isfinite(value) else f"float('{value}')"}
+    return {"kind": "other"}
+
+
+def target_name(target):
+    if isinstance(target, torch._ops.OpOverload):
+        return f"{target.namespace}::{target._opname}.{target._overloadname}"
+    if target is operator.getitem:
+        return "operator.getitem"
+    if getattr(target, "__module__", None) in ("_operator", "operator"):
+        return f"operator.{target.__name__}"
+    return f"python::{getattr(target, '__qualname__', repr(target))}"
+
+
+def main(program, inputs_path, out):
+    ep = torch.export.load(program)
+    captured = torch.load(inputs_path, weights_only=False)
+    flat_user, _ = pytree.tree_flatten((tuple(captured["args"]), dict(captured["kwargs"])))
+    user = iter(flat_user)
+    values, placeholders = {}, []
+    gm = ep.graph_module
+    specs = {s.arg.name: s for s in ep.graph_signature.input_specs}
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        spec = specs[node.name]
+        if spec.kind == InputKind.USER_INPUT:
+            value = next(user)
+        elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER):
+            value = ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target]
+        elif spec.kind == InputKind.CONSTANT_TENSOR:
+            value = ep.constants[spec.target]
+        else:
+            raise SystemExit(f"aoti-bisect minify: input {node.name} is a {spec.kind.name}, not supported")
+        if isinstance(value, torch.nn.Parameter):
+            value = value.detach()
+        values[node.name] = value
+        placeholders.append({"name": node.name, "user": spec.kind == InputKind.USER_INPUT,
+                             "value": describe(value)})
+
+    nodes, failed = [], None
+    env = dict(values)
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        record = {"name": node.name, "target": target_name(node.target), "args": encode(node.args),
+                  "kwargs": {k: encode(v) for k, v in node.kwargs.items()},
+                  "value": {"kind": "unknown"}}
+        if failed is None:
+            try:
+                args = torch.fx.node.map_arg(node.args, lambda n: env[n.name])
+                kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n.name])
+                env[node.name] = node.target(*args, **kwargs)
+                record["value"] = describe(env[node.name])
+            except Exception as exc:  # the eager twin of the failure: what follows has no value
+                failed = f"{node.name}: {type(exc).__name__}: {exc}"[:300]
+        nodes.append(record)
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    tensors = {k: v for k, v in env.items() if isinstance(v, torch.Tensor)}
+    torch.save(tensors, os.path.join(out, "values.pt"))
+    with open(os.path.join(out, "graph.json"), "w") as f:
+        json.dump({"placeholders": placeholders, "nodes": nodes, "output": encode(output.args[0]),
+                   "eager_failure": failed}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])
