@@ -166,6 +166,13 @@ def _call(node: Node, literals: dict) -> str:
     return f"torch.ops.{namespace}.{rest}({', '.join(args)})"
 
 
+def _describe(graph: Graph, name: str) -> str:
+    value = graph.value(name)
+    where = "an input of the original program" if name in graph.inputs else \
+        f"the output of {graph.node(name).target} there"
+    return f"{value['dtype']} {value['shape']} on {value['device']}, {where}"
+
+
 def _zeros(value: dict) -> str:
     return f"torch.zeros({value['shape']}, dtype=torch.{value['dtype']}, device={value['device']!r})"
 
@@ -195,7 +202,10 @@ def render(graph: Graph, candidate: Candidate, check: Check, headline: str) -> S
     body = [f"        {_ident(n)} = {_call(graph.node(n), literals)}" for n in kept]
     outputs = ", ".join(_ident(n) for n in graph.sinks(kept))
     device_sync = any(graph.value(p).get("device", "cpu").startswith("cuda") for p in params)
-    arg_exprs = [f'inputs["{p}"]' if p in saved else _zeros(graph.value(p)) for p in params]
+    arg_lines = [f'        inputs["{p}"],' if p in saved else f"        {_zeros(graph.value(p))},"
+                 for p in params]
+    notes = [f"    #   {_ident(p)}: {_describe(graph, p)}" + ("" if p in saved else "; zeros fail the same")
+             for p in params]
     uses_operator = any(graph.node(n).namespace == "operator" and graph.node(n).target != "operator.getitem"
                         for n in kept)
     lines = [
@@ -219,13 +229,17 @@ def render(graph: Graph, candidate: Candidate, check: Check, headline: str) -> S
         "",
         "def main():",
         '    inputs = torch.load(os.path.join(HERE, "inputs.pt"))' if saved else "    inputs = {}",
-        f"    args = ({''.join(e + ', ' for e in arg_exprs)})",
+        "    # The module's inputs: what the original program held there on the failing call",
+        *notes,
+        "    args = (",
+        *arg_lines,
+        "    )",
         "    ep = torch.export.export(Repro(), args)",
         '    path = torch._inductor.aoti_compile_and_package(ep, package_path=os.path.join(HERE, "repro.pt2"))',
         "    runner = torch._inductor.aoti_load_package(path)",
         "    out = runner(*args)",
         *(["    torch.cuda.synchronize()"] if device_sync else []),
-        "    outs = out if isinstance(out, (list, tuple)) else [out]",
+        *(["    outs = out if isinstance(out, (list, tuple)) else [out]"] if CHECKS[check] else []),
         *([CHECKS[check].rstrip("\n")] if CHECKS[check] else []),
         '    print("aoti-bisect repro: ran without the failure")',
         "",
