@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from aoti_bisect.minify import MinifyOptions, extract_child
-from aoti_bisect.minify.ddmin import ddmin, sequential, simplify_each
+from aoti_bisect.minify.ddmin import ddmin, sequential, shrink_sizes, simplify_each
 from aoti_bisect.minify.graph import Candidate, Check, Graph, render
 from aoti_bisect.minify.search import Expected, Trials, refuse
 
@@ -59,6 +59,17 @@ def test_ddmin_takes_the_first_failing_in_list_order():
 def test_simplify_each_keeps_the_choices_that_still_fail():
     assert simplify_each(["a", "b", "c"], lambda chosen: "b" not in chosen) == ("a", "c")
     assert simplify_each(["a", "b"], lambda chosen: True, stop=lambda: True) == ()
+
+
+def test_shrink_sizes_tries_one_then_halves_each_dimension():
+    tried = []
+
+    def first_failing(options):
+        tried.extend(options)
+        # fails while dim 0 of x stays at least 3 (so 16 -> 8 -> 4, not 2 or 1); y's one dim goes to 1 at once
+        return next((i for i, o in enumerate(options) if o["x"][0] >= 3), None)
+    assert shrink_sizes({"x": (16, 5), "y": (7,)}, first_failing) == {"x": (4, 1), "y": (1,)}
+    assert shrink_sizes({"x": (1,)}, first_failing) == {"x": (1,)}
 
 
 # -- the graph model and its program text --------------------------------------------------------------
@@ -130,6 +141,12 @@ def test_render_writes_literals_inline_and_zeros_in_place_of_inputs():
     assert "torch.zeros([4, 2], dtype=torch.float32, device='cpu')" in source.text
     assert "torch.isfinite" in source.text and 'inputs["relu"]' in source.text
     assert "def forward(self, relu, w):" in source.text and "return (view,)" in source.text
+
+
+def test_render_cuts_zeros_inputs_to_their_smaller_shape():
+    g = Graph.from_json(GRAPH)
+    text = render(g, Candidate(("mm",), zeros=("w",), sizes=(("w", (4, 1)),)), Check.RUN, "").text
+    assert "torch.zeros([4, 1], dtype=torch.float32, device='cpu')" in text and "cut to [4, 1]" in text
 
 
 def test_render_of_a_crash_only_runs_and_of_wrong_values_compares_with_eager():

@@ -4,7 +4,8 @@
    more hooked run of the repro that captures them into RUN_DIR/minify/runs/capture-000/.
 2. extract_child.py, in its own process, runs the graph eagerly node by node: graph.json + values.pt.
 3. The search (ddmin.py, pure) over candidates (graph.py, pure): first the culprit kernel's nodes and what
-   feeds them, then ddmin over those nodes, then inputs replaced by zeros one at a time. Every candidate is a
+   feeds them, then ddmin over those nodes, then inputs replaced by zeros one at a time, then each input's
+   dimensions cut (to 1, else halved, while it still fails). Every candidate is a
    standalone program run in a fresh process (search.py) and kept when it fails with the run's kind and phase
    while still holding an op of the culprit kernel.
 4. The smallest becomes RUN_DIR/minify/repro.py + inputs.pt, run once more from a copy in a fresh temporary
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from ..files import read_log, write_file
-from .ddmin import ddmin, simplify_each
+from .ddmin import ddmin, shrink_sizes, simplify_each
 from .graph import Candidate, Check, Graph, render
 from .search import Expected, Trials
 
@@ -73,6 +74,13 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
         return MinifyResult(Status.NOT_REPRODUCED, f"the run did not reproduce a failure "
                                                    f"(verdict {report.get('verdict')!r}): nothing to minify")
     out = os.path.join(os.path.realpath(run_dir), "minify")
+    # An earlier minify's candidates and result would mix with this one's (its capture is kept and reused).
+    for stale in ("candidates", "repro.py", "inputs.pt", "repro.pt2", RESULT):
+        path = os.path.join(out, stale)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            os.remove(path)
     os.makedirs(out, exist_ok=True)
     python = _python(report)
     capture, problem = _find_capture(run_dir) or _capture(run_dir, out, report, options, say)
@@ -109,12 +117,17 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
     kept = ddmin(seed, lambda batch: trials.first_failing([Candidate(k) for k in batch]), trials.spent)
     saved = [f for f in graph.feeds(kept) if graph.value(f)["kind"] == "tensor"]
     zeros = simplify_each(saved, lambda z: trials.first_failing([Candidate(kept, z)]) == 0, trials.spent)
-    best = Candidate(kept, zeros)
+    shapes = {f: tuple(graph.value(f)["shape"]) for f in saved}
+    cut = lambda sizes: tuple((n, s) for n, s in sizes.items() if s != shapes[n])
+    sizes = shrink_sizes(shapes, lambda options: trials.first_failing([Candidate(kept, zeros, cut(o))
+                                                                       for o in options]), trials.spent)
+    best = Candidate(kept, zeros, cut(sizes))
 
     source = trials.write_final(best, out)
     verified, verify_sig = trials.verify(out)
     record.update({"nodes_after": len(kept), "lines_after": source.text.count("\n"),
                    "kept": list(kept), "zeros": list(zeros), "inputs": list(source.inputs),
+                   "shapes": {n: [list(shapes[n]), list(s)] for n, s in sizes.items()},
                    "ops_after": sorted({graph.node(n).op for n in kept}), "verified": verified,
                    "verify_signature": verify_sig, "seconds": round(time.monotonic() - start, 1),
                    **trials.summary()})

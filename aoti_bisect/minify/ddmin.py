@@ -69,3 +69,23 @@ def sequential(test: Callable[[T], bool]) -> Callable[[list[T]], Optional[int]]:
     def first_failing(batch: list[T]) -> Optional[int]:
         return next((i for i, c in enumerate(batch) if test(c)), None)
     return first_failing
+
+
+def shrink_sizes(sizes: dict[str, tuple[int, ...]], first_failing: Callable[[list[dict]], Optional[int]],
+                 stop: Callable[[], bool] = lambda: False) -> dict[str, tuple[int, ...]]:
+    """Smaller shapes, one dimension at a time: try size 1, then half, keeping the first that still fails, and
+    halve again from there. `first_failing` gets whole {name: shape} maps, smallest first."""
+    current = dict(sizes)
+    for name, shape in sizes.items():
+        for dim in range(len(shape)):
+            while not stop():
+                n = current[name][dim]
+                tries = sorted({1, n // 2} - {0, n})
+                if not tries:
+                    break
+                options = [{**current, name: current[name][:dim] + (t,) + current[name][dim + 1:]} for t in tries]
+                hit = first_failing(options)
+                if hit is None:
+                    break
+                current = options[hit]
+    return current

@@ -131,6 +131,11 @@ class Candidate:
 
     kept: tuple[str, ...]
     zeros: tuple[str, ...] = ()
+    # (input, shape) where an input is cut to the leading part of each dimension (a zeros input: made smaller)
+    sizes: tuple[tuple[str, tuple[int, ...]], ...] = ()
+
+    def shape(self, graph: "Graph", name: str) -> list[int]:
+        return list(dict(self.sizes).get(name, graph.value(name)["shape"]))
 
 
 @dataclass(frozen=True)
@@ -173,8 +178,8 @@ def _describe(graph: Graph, name: str) -> str:
     return f"{value['dtype']} {value['shape']} on {value['device']}, {where}"
 
 
-def _zeros(value: dict) -> str:
-    return f"torch.zeros({value['shape']}, dtype=torch.{value['dtype']}, device={value['device']!r})"
+def _zeros(value: dict, shape: list[int]) -> str:
+    return f"torch.zeros({shape}, dtype=torch.{value['dtype']}, device={value['device']!r})"
 
 
 CHECKS = {
@@ -202,10 +207,11 @@ def render(graph: Graph, candidate: Candidate, check: Check, headline: str) -> S
     body = [f"        {_ident(n)} = {_call(graph.node(n), literals)}" for n in kept]
     outputs = ", ".join(_ident(n) for n in graph.sinks(kept))
     device_sync = any(graph.value(p).get("device", "cpu").startswith("cuda") for p in params)
-    arg_lines = [f'        inputs["{p}"],' if p in saved else f"        {_zeros(graph.value(p))},"
-                 for p in params]
+    arg_lines = [f'        inputs["{p}"],' if p in saved else
+                 f"        {_zeros(graph.value(p), candidate.shape(graph, p))}," for p in params]
     notes = [f"    #   {_ident(p)}: {_describe(graph, p)}" + ("" if p in saved else "; zeros fail the same")
-             for p in params]
+             + (f"; cut to {candidate.shape(graph, p)}" if candidate.shape(graph, p) != graph.value(p)["shape"]
+                else "") for p in params]
     uses_operator = any(graph.node(n).namespace == "operator" and graph.node(n).target != "operator.getitem"
                         for n in kept)
     lines = [

@@ -127,13 +127,15 @@ class Trials:
         trial = Trial(number, folder, signature and signature.kind, signature and signature.phase,
                       round(exit.duration, 1), interesting)
         write_file(os.path.join(folder, "trial.json"), json.dumps(
-            {"kept": list(candidate.kept), "zeros": list(candidate.zeros), "outcome": outcome.value,
+            {"kept": list(candidate.kept), "zeros": list(candidate.zeros), "sizes": dict(candidate.sizes),
+             "outcome": outcome.value,
              "signature": signature.to_json() if signature else None, "interesting": interesting,
              "seconds": trial.seconds}, indent=2))
         with self._lock:
             self.trials[number] = trial
             self.cache[candidate] = interesting
-        self.say(f"minify: [{number:03d}] {len(candidate.kept)} node(s), {len(candidate.zeros)} zeroed: "
+        self.say(f"minify: [{number:03d}] {len(candidate.kept)} node(s), {len(candidate.zeros)} zeroed, "
+                 f"{len(candidate.sizes)} cut: "
                  + (f"{trial.kind}/{trial.phase}" if trial.kind else "passed")
                  + (" (kept)" if interesting else "") + f" in {trial.seconds:.0f}s")
         return interesting
@@ -159,7 +161,11 @@ class Trials:
             with self._lock:
                 if self._values is None:
                     self._values = torch.load(os.path.join(self.out, "values.pt"))
-            torch.save({name: self._values[name] for name in source.inputs}, os.path.join(folder, INPUTS))
+            sizes = dict(candidate.sizes)
+            # A cut input is saved cut (and contiguous): inputs.pt holds only what the repro reads.
+            torch.save({name: self._values[name][tuple(slice(0, n) for n in sizes[name])].clone()
+                        if name in sizes else self._values[name] for name in source.inputs},
+                       os.path.join(folder, INPUTS))
         return source
 
     def lines_of(self, candidate: Candidate) -> int:
