@@ -112,7 +112,8 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
         return _finish(out, MinifyResult(Status.NOT_REPRODUCED, f"the failure does not reproduce in isolation: "
                                                                 f"{why}"), {**record, **trials.summary()})
     seed = seeds[first]
-    record["lines_before"] = trials.lines_of(Candidate(seed))
+    # Before: the whole program written out the same way (the user's script may hide it behind imports).
+    record["lines_before"] = trials.lines_of(Candidate(whole))
     say(f"minify: {len(seed)} node(s) reproduce alone; ddmin over them")
     kept = ddmin(seed, lambda batch: trials.first_failing([Candidate(k) for k in batch]), trials.spent)
     saved = [f for f in graph.feeds(kept) if graph.value(f)["kind"] == "tensor"]
