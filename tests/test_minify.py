@@ -149,6 +149,12 @@ def test_render_cuts_zeros_inputs_to_their_smaller_shape():
     assert "torch.zeros([4, 1], dtype=torch.float32, device='cpu')" in text and "cut to [4, 1]" in text
 
 
+def test_a_nan_check_is_not_met_by_an_inf():
+    g = Graph.from_json(GRAPH)
+    text = render(g, Candidate(("log",)), Check.NAN, "").text
+    assert "torch.isnan(o).any()" in text and "isfinite" not in text
+
+
 def test_render_of_a_crash_only_runs_and_of_wrong_values_compares_with_eager():
     g = Graph.from_json(GRAPH)
     crash = render(g, Candidate(("tail",)), Check.RUN, "").text
@@ -198,6 +204,7 @@ def test_the_whole_graph_renders_to_a_module_that_computes_what_the_program_did(
     last = graph.sinks(whole.kept)[0]
     torch.testing.assert_close(out[0], values[last], equal_nan=True, rtol=0, atol=0)
     assert graph.eager_failure is None and not any(n.custom for n in graph.nodes)
+    assert next(n for n in graph.nodes if n.op == "log").value["nan"]  # what picks Check.NAN over FINITE
 
 
 def test_a_cut_graph_reads_the_removed_nodes_values(extracted):

@@ -232,6 +232,10 @@ def _expected(report: dict, graph: Graph) -> Expected:
         family = {n.op for n in graph.nodes if n.op in words}
     kind = signature["kind"]
     check = Check.FINITE if kind in NAN_KINDS else Check.EAGER if kind in EAGER_KINDS else Check.RUN
+    first_bad = next((n for n in graph.nodes if n.op in family and n.value.get("finite") is False), None)
+    if check is Check.FINITE and first_bad is not None and first_bad.value.get("nan"):
+        # The culprit made a NaN when run eagerly: a candidate must make a NaN too, not merely an Inf.
+        check = Check.NAN
     headline = f"{kind} in {signature['phase']}" + (f", culprit kernel {culprit['kernel']}"
                                                     if culprit.get("kernel") else "")
     return Expected(kind, signature["phase"], frozenset(family), check, headline)

@@ -38,10 +38,11 @@ def encode(arg):
 
 def describe(value):
     if isinstance(value, torch.Tensor):
-        finite = bool(torch.isfinite(value).all()) if value.dtype.is_floating_point or value.dtype.is_complex \
-            else True
+        floating = value.dtype.is_floating_point or value.dtype.is_complex
+        nan = floating and bool(torch.isnan(value).any())
+        finite = not floating or bool(torch.isfinite(value).all())
         return {"kind": "tensor", "shape": list(value.shape), "dtype": str(value.dtype).replace("torch.", ""),
-                "device": str(value.device), "finite": finite}
+                "device": str(value.device), "finite": finite, "nan": nan}
     if isinstance(value, (bool, int, float)) and not isinstance(value, torch.SymInt):
         return {"kind": "literal", "py": repr(value) if math.isfinite(value) else f"float('{value}')"}
     return {"kind": "other"}

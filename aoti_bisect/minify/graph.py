@@ -22,7 +22,8 @@ class Check(str, enum.Enum):
     """What the generated program does after running the package, so that it fails as the repro did."""
 
     RUN = "run"  # a crash, a bounds check, a device assert: running it is the check
-    FINITE = "finite"  # NaN/Inf: raise when an output holds a non-finite value
+    FINITE = "finite"  # Inf: raise when an output holds a non-finite value
+    NAN = "nan"  # NaN: raise when an output holds a NaN (an Inf from zeros fed to a log is not the failure)
     EAGER = "eager"  # wrong but finite: raise when an output differs from the same module run eagerly
 
 
@@ -187,6 +188,10 @@ CHECKS = {
     Check.FINITE: """\
     if not all(torch.isfinite(o).all() for o in outs):
         raise SystemExit("aoti-bisect repro: non-finite output (NaN/Inf) from the AOTI package")
+""",
+    Check.NAN: """\
+    if any(torch.isnan(o).any() for o in outs):
+        raise SystemExit("aoti-bisect repro: non-finite output (NaN) from the AOTI package")
 """,
     Check.EAGER: """\
     expected = Repro()(*args)

@@ -51,7 +51,7 @@ def refuse(graph: Graph, candidate: Candidate, expected: Expected) -> Optional[s
         return problem
     if expected.family and not any(graph.node(n).op in expected.family for n in candidate.kept):
         return "keeps no op of the culprit kernel"
-    if expected.check is Check.FINITE:
+    if expected.check in (Check.FINITE, Check.NAN):
         # A NaN fed in from outside is not the NaN the culprit makes.
         for name in graph.feeds(candidate.kept):
             if name not in candidate.zeros and graph.value(name).get("finite") is False:
