@@ -149,6 +149,13 @@ def test_render_cuts_zeros_inputs_to_their_smaller_shape():
     assert "torch.zeros([4, 1], dtype=torch.float32, device='cpu')" in text and "cut to [4, 1]" in text
 
 
+def test_saved_inputs_go_back_to_the_device_the_program_ran_on():
+    doc = json.loads(json.dumps(GRAPH))
+    doc["placeholders"][1]["value"]["device"] = "cuda:0"
+    text = render(Graph.from_json(doc), Candidate(("sub",)), Check.RUN, "").text
+    assert 'inputs["x"].to(\'cuda:0\'),' in text and "torch.cuda.synchronize()" in text
+
+
 def test_a_nan_check_is_not_met_by_an_inf():
     g = Graph.from_json(GRAPH)
     text = render(g, Candidate(("log",)), Check.NAN, "").text

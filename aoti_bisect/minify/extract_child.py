@@ -3,7 +3,9 @@ inputs, run its graph eagerly node by node, and write graph.json (the nodes, the
 computed) and values.pt (every tensor a node or input computed, by name) into OUT_DIR.
 
 A node that raises ends the walk: it and everything after it are "unknown" (such a node cannot be replaced by
-its value). A crash here kills only this process; the minifier says so and stops.
+its value). The walk runs on the CPU whatever device the program runs on; values.pt holds CPU tensors and
+graph.json each value's device in the compiled program. A crash here kills only this process; the minifier
+says so and stops.
 
 usage: python extract_child.py PROGRAM.pt2 INPUTS.pt OUT_DIR
 """
@@ -36,13 +38,14 @@ def encode(arg):
     raise TypeError(f"cannot write {type(arg).__name__} {arg!r} as source")
 
 
-def describe(value):
+def describe(value, device=None):
+    """What a value was; `device` the one the compiled program holds it on (the walk runs on the CPU)."""
     if isinstance(value, torch.Tensor):
         floating = value.dtype.is_floating_point or value.dtype.is_complex
         nan = floating and bool(torch.isnan(value).any())
         finite = not floating or bool(torch.isfinite(value).all())
         return {"kind": "tensor", "shape": list(value.shape), "dtype": str(value.dtype).replace("torch.", ""),
-                "device": str(value.device), "finite": finite, "nan": nan}
+                "device": str(device or value.device), "finite": finite, "nan": nan}
     if isinstance(value, (bool, int, float)) and not isinstance(value, torch.SymInt):
         return {"kind": "literal", "py": repr(value) if math.isfinite(value) else f"float('{value}')"}
     return {"kind": "other"}
@@ -56,6 +59,12 @@ def target_name(target):
     if getattr(target, "__module__", None) in ("_operator", "operator"):
         return f"operator.{target.__name__}"
     return f"python::{getattr(target, '__qualname__', repr(target))}"
+
+
+def _on_cpu(arg):
+    # The walk runs on the CPU even for a CUDA program: an out-of-bounds index there raises an IndexError
+    # instead of a device assert that would leave this process's CUDA context unusable.
+    return torch.device("cpu") if isinstance(arg, torch.device) else arg
 
 
 def main(program, inputs_path, out):
@@ -80,9 +89,10 @@ def main(program, inputs_path, out):
             raise SystemExit(f"aoti-bisect minify: input {node.name} is a {spec.kind.name}, not supported")
         if isinstance(value, torch.nn.Parameter):
             value = value.detach()
-        values[node.name] = value
+        device = value.device if isinstance(value, torch.Tensor) else None
+        values[node.name] = value.cpu() if isinstance(value, torch.Tensor) else value
         placeholders.append({"name": node.name, "user": spec.kind == InputKind.USER_INPUT,
-                             "value": describe(value)})
+                             "value": describe(values[node.name], device)})
 
     nodes, failed = [], None
     env = dict(values)
@@ -94,10 +104,11 @@ def main(program, inputs_path, out):
                   "value": {"kind": "unknown"}}
         if failed is None:
             try:
-                args = torch.fx.node.map_arg(node.args, lambda n: env[n.name])
-                kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n.name])
+                args = pytree.tree_map(_on_cpu, torch.fx.node.map_arg(node.args, lambda n: env[n.name]))
+                kwargs = pytree.tree_map(_on_cpu, torch.fx.node.map_arg(node.kwargs, lambda n: env[n.name]))
                 env[node.name] = node.target(*args, **kwargs)
-                record["value"] = describe(env[node.name])
+                meta = node.meta.get("val")
+                record["value"] = describe(env[node.name], getattr(meta, "device", None))
             except Exception as exc:  # the eager twin of the failure: what follows has no value
                 failed = f"{node.name}: {type(exc).__name__}: {exc}"[:300]
         nodes.append(record)

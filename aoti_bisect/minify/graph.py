@@ -179,6 +179,11 @@ def _describe(graph: Graph, name: str) -> str:
     return f"{value['dtype']} {value['shape']} on {value['device']}, {where}"
 
 
+def _to(value: dict) -> str:
+    """inputs.pt holds CPU tensors (extract_child.py): the program moves them to the device it ran on."""
+    return "" if value["device"] == "cpu" else f".to({value['device']!r})"
+
+
 def _zeros(value: dict, shape: list[int]) -> str:
     return f"torch.zeros({shape}, dtype=torch.{value['dtype']}, device={value['device']!r})"
 
@@ -212,7 +217,7 @@ def render(graph: Graph, candidate: Candidate, check: Check, headline: str) -> S
     body = [f"        {_ident(n)} = {_call(graph.node(n), literals)}" for n in kept]
     outputs = ", ".join(_ident(n) for n in graph.sinks(kept))
     device_sync = any(graph.value(p).get("device", "cpu").startswith("cuda") for p in params)
-    arg_lines = [f'        inputs["{p}"],' if p in saved else
+    arg_lines = [f'        inputs["{p}"]{_to(graph.value(p))},' if p in saved else
                  f"        {_zeros(graph.value(p), candidate.shape(graph, p))}," for p in params]
     notes = [f"    #   {_ident(p)}: {_describe(graph, p)}" + ("" if p in saved else "; zeros fail the same")
              + (f"; cut to {candidate.shape(graph, p)}" if candidate.shape(graph, p) != graph.value(p)["shape"]
