@@ -19,14 +19,13 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
 from ..files import read_log, write_file
 from .ddmin import ddmin, shrink_sizes, simplify_each
-from .graph import Candidate, Check, Graph, render
+from .graph import Candidate, Check, Graph
 from .search import Expected, Trials
 
 EXTRACT_CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "extract_child.py")

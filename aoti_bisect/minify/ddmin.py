@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Callable, Optional, Sequence, TypeVar
 
 T = TypeVar("T")
-FirstFailing = Callable[[list], Optional[int]]
 
 
 def _chunks(items: Sequence[T], n: int) -> list[tuple[T, ...]]:
