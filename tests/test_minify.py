@@ -258,6 +258,14 @@ def test_the_runner_stops_at_max_candidates():
     assert len(trials.ran) == 2
 
 
+def test_a_window_of_jobs_stops_at_max_candidates_too():
+    g = Graph.from_json(GRAPH)
+    trials = FakeTrials(g, Expected("nan_inf", "run", frozenset(), Check.FINITE, ""), lambda kept: False, 2)
+    trials.options = MinifyOptions(jobs=2, max_candidates=3)
+    trials.first_failing([Candidate((n,)) for n in ("sub", "log", "mm", "view")])
+    assert len(trials.ran) == 3
+
+
 # -- end to end: a real CPU scenario, bisected then minified -----------------------------------------------
 
 @pytest.mark.slow

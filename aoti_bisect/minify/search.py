@@ -102,8 +102,8 @@ class Trials:
         return self._run_window(pending)
 
     def _run_window(self, window: list[tuple[int, Candidate]]) -> Optional[int]:
-        window = [(i, c) for i, c in window if not self.spent()]
-        if not window:
+        window = window[:self.options.max_candidates - len(self.trials)]  # never past --max-candidates
+        if not window or self.spent():
             return None
         with ThreadPoolExecutor(len(window)) as pool:
             results = list(pool.map(lambda ic: self._try(ic[1]), window))
