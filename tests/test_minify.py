@@ -260,7 +260,7 @@ def test_the_runner_stops_at_max_candidates():
 
 def test_a_window_of_jobs_stops_at_max_candidates_too():
     g = Graph.from_json(GRAPH)
-    trials = FakeTrials(g, Expected("nan_inf", "run", frozenset(), Check.FINITE, ""), lambda kept: False, 2)
+    trials = FakeTrials(g, Expected("segfault", "run", frozenset(), Check.RUN, ""), lambda kept: False, 2)
     trials.options = MinifyOptions(jobs=2, max_candidates=3)
     trials.first_failing([Candidate((n,)) for n in ("sub", "log", "mm", "view")])
     assert len(trials.ran) == 3
