@@ -225,6 +225,29 @@ def test_a_cut_graph_reads_the_removed_nodes_values(extracted):
     torch.testing.assert_close(out[0], values[log], equal_nan=True, rtol=0, atol=0)
 
 
+def test_a_custom_op_only_the_repro_registers_is_said_plainly(tmp_path):
+    import torch
+
+    @torch.library.custom_op("minifytest::twice", mutates_args=())
+    def twice(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    twice.register_fake(lambda x: torch.empty_like(x))
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.sin(torch.ops.minifytest.twice(x))
+
+    x = torch.randn(3)
+    torch.export.save(torch.export.export(M(), (x,)), str(tmp_path / "program.pt2"))
+    torch.save({"call": 0, "args": [x], "kwargs": {}}, str(tmp_path / "inputs.pt"))
+    proc = subprocess.run([sys.executable, extract_child.__file__, str(tmp_path / "program.pt2"),
+                           str(tmp_path / "inputs.pt"), str(tmp_path)], capture_output=True, text=True)
+    assert proc.returncode == 3
+    assert proc.stderr.splitlines()[-1].startswith(
+        "aoti-bisect minify: the program calls the custom op torch.ops.minifytest.twice.default, which only")
+
+
 # -- the runner's batches, with a fake run ----------------------------------------------------------------
 
 class FakeTrials(Trials):

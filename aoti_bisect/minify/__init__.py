@@ -214,10 +214,12 @@ def _extract(python: str, capture: str, out: str, options: MinifyOptions) -> Opt
                            options.timeout_s)
     if exit.returncode == 0 and os.path.isfile(os.path.join(out, "graph.json")):
         return None
-    last = [line for line in read_log(log).splitlines() if line.strip()][-1:] or [f"exit {exit.returncode}"]
-    hint = (" (the program calls custom ops that only the repro's own code registers)"
-            if "operator" in last[0].lower() or "::" in last[0] else "")
-    return f"cannot load and run the captured program on its own: {last[0].strip()[:300]}{hint} (see {log})"
+    lines = [line.strip() for line in read_log(log).splitlines() if line.strip()]
+    ours = [line.split(": ", 1)[1] for line in lines if line.startswith("aoti-bisect minify: ")]
+    if ours:  # extract_child.py's own plain line (a custom op, an input kind it cannot feed)
+        return f"{ours[-1]} (see {log})"
+    last = lines[-1] if lines else f"exit {exit.returncode}"
+    return f"cannot load and run the captured program on its own: {last[:300]} (see {log})"
 
 
 def _expected(report: dict, graph: Graph) -> Expected:

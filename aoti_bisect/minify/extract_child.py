@@ -10,9 +10,11 @@ says so and stops.
 usage: python extract_child.py PROGRAM.pt2 INPUTS.pt OUT_DIR
 """
 import json
+import logging
 import math
 import operator
 import os
+import re
 import sys
 
 import torch
@@ -67,8 +69,38 @@ def _on_cpu(arg):
     return torch.device("cpu") if isinstance(arg, torch.device) else arg
 
 
+class _Errors(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.exceptions = []
+
+    def emit(self, record):
+        if record.exc_info and record.exc_info[1] is not None:
+            self.exceptions.append(record.exc_info[1])
+
+
+def _load(program):
+    """torch.export.load, or one plain line and exit 3 where the program calls a custom op nobody registered."""
+    errors = _Errors()
+    logging.getLogger("torch.export").addHandler(errors)  # torch logs the real error, then raises a vague one
+    try:
+        return torch.export.load(program)
+    except Exception as exc:
+        ops, todo = [], [exc, *errors.exceptions]
+        while todo:
+            cause = todo.pop()
+            ops += re.findall(r"resolve (torch\.ops\.[\w.]+) to an operator", str(cause))
+            todo += [c for c in (cause.__cause__, cause.__context__) if c is not None]
+        if not ops:
+            raise
+        print(f"aoti-bisect minify: the program calls the custom op {ops[0]}, which only the repro's own code "
+              "registers: the failure may need that op's state, and its graph cannot be cut in a process of "
+              "its own", file=sys.stderr)
+        raise SystemExit(3)
+
+
 def main(program, inputs_path, out):
-    ep = torch.export.load(program)
+    ep = _load(program)
     captured = torch.load(inputs_path, weights_only=False)
     flat_user, _ = pytree.tree_flatten((tuple(captured["args"]), dict(captured["kwargs"])))
     user = iter(flat_user)
