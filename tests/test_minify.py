@@ -299,7 +299,7 @@ def test_minify_cuts_index_oob_to_the_index_node_and_it_fails_alone(tmp_path):
                     "--out", run_dir, "--runs", "1", "--jobs", "2", "--stages", "baseline,trace,inspect", "-q"],
                    env=env, timeout=900, check=False, capture_output=True)
     proc = subprocess.run([sys.executable, "-m", "aoti_bisect", "minify", run_dir, "--jobs", "2",
-                           "--max-candidates", "6"], env=env, timeout=1200, capture_output=True, text=True)
+                           "--max-candidates", "4"], env=env, timeout=1200, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = json.load(open(os.path.join(run_dir, "minify", "minify.json")))
     assert record["verified"] and record["nodes_after"] <= 5 and record["nodes_before"] == 6
