@@ -289,6 +289,20 @@ def test_a_window_of_jobs_stops_at_max_candidates_too():
     assert len(trials.ran) == 3
 
 
+def test_reduce_cuts_nodes_then_zeros_then_shapes():
+    from aoti_bisect.minify import _reduce
+
+    g = Graph.from_json(GRAPH)
+    # "fails" while log is kept and fed by the real sub (not zeros) with at least 2 rows
+    def fails(c):
+        return ("log" in c.kept and "sub" not in c.zeros and g.problem(c.kept) is None
+                and c.shape(g, "sub")[0] >= 2 if "sub" in g.feeds(c.kept) else False)
+    trials = FakeTrials(g, Expected("nan_inf", "run", frozenset({"log"}), Check.NAN, ""), None, 1)
+    trials.first_failing = lambda batch: next((i for i, c in enumerate(batch) if fails(c)), None)
+    # 3 rows: size 1 loses it and 3 // 2 is 1 too, so 3 stays; the columns go to 1
+    assert _reduce(g, trials, g.ancestors(["mm"])) == Candidate(("log",), (), (("sub", (3, 1)),))
+
+
 # -- end to end: a real CPU scenario, bisected then minified -----------------------------------------------
 
 @pytest.mark.slow

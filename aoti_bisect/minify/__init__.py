@@ -101,33 +101,30 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
         record["custom_ops"] = custom
 
     whole = graph.order(n.name for n in graph.nodes)
-    seeds = [s for s in dict.fromkeys((_cut(graph, report), whole))]
+    seeds = list(dict.fromkeys((_cut(graph, report), whole)))
     first = trials.first_failing([Candidate(s) for s in seeds])
     if first is None:
         why = trials.why_not()
         if custom:
             why += (f"; the graph calls custom ops ({', '.join(custom)}): the failure may need the custom op's "
                     "state or registration, which only the repro's own code holds")
+        else:
+            why += ("; the failure needs state the graph does not hold: a graph pass or Inductor setting the "
+                    "script makes, or a package built from other code than this program")
         return _finish(out, MinifyResult(Status.NOT_REPRODUCED, f"the failure does not reproduce in isolation: "
                                                                 f"{why}"), {**record, **trials.summary()})
     seed = seeds[first]
     # Before: the whole program written out the same way (the user's script may hide it behind imports).
     record["lines_before"] = trials.lines_of(Candidate(whole))
     say(f"minify: {len(seed)} node(s) reproduce alone; ddmin over them")
-    kept = ddmin(seed, lambda batch: trials.first_failing([Candidate(k) for k in batch]), trials.spent)
-    saved = [f for f in graph.feeds(kept) if graph.value(f)["kind"] == "tensor"]
-    zeros = simplify_each(saved, lambda z: trials.first_failing([Candidate(kept, z)]) == 0, trials.spent)
-    shapes = {f: tuple(graph.value(f)["shape"]) for f in saved}
-    cut = lambda sizes: tuple((n, s) for n, s in sizes.items() if s != shapes[n])
-    sizes = shrink_sizes(shapes, lambda options: trials.first_failing([Candidate(kept, zeros, cut(o))
-                                                                       for o in options]), trials.spent)
-    best = Candidate(kept, zeros, cut(sizes))
-
+    best = _reduce(graph, trials, seed)
+    kept = best.kept
     source = trials.write_final(best, out)
     verified, verify_sig = trials.verify(out)
     record.update({"nodes_after": len(kept), "lines_after": source.text.count("\n"),
-                   "kept": list(kept), "zeros": list(zeros), "inputs": list(source.inputs),
-                   "shapes": {n: [list(shapes[n]), list(s)] for n, s in sizes.items()},
+                   "kept": list(kept), "zeros": list(best.zeros), "inputs": list(source.inputs),
+                   "shapes": {n: [graph.value(n)["shape"], best.shape(graph, n)] for n in graph.feeds(kept)
+                              if graph.value(n)["kind"] == "tensor"},
                    "ops_after": sorted({graph.node(n).op for n in kept}), "verified": verified,
                    "verify_signature": verify_sig, "seconds": round(time.monotonic() - start, 1),
                    **trials.summary()})
@@ -140,6 +137,20 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
                + ("fails alone as the run did" if verified else
                   f"did NOT fail the same way when run alone from a copy ({verify_sig})"))
     return _finish(out, MinifyResult(status, message, os.path.join(out, "repro.py")), record)
+
+
+def _reduce(graph: Graph, trials: Trials, seed: tuple[str, ...]) -> Candidate:
+    """ddmin over the nodes, then zeros for inputs, then smaller inputs: each step keeps what still fails."""
+    kept = ddmin(seed, lambda batch: trials.first_failing([Candidate(k) for k in batch]), trials.spent)
+    saved = [f for f in graph.feeds(kept) if graph.value(f)["kind"] == "tensor"]
+    zeros = simplify_each(saved, lambda z: trials.first_failing([Candidate(kept, z)]) == 0, trials.spent)
+    shapes = {f: tuple(graph.value(f)["shape"]) for f in saved}
+
+    def cut(sizes: dict) -> tuple:
+        return tuple((n, s) for n, s in sizes.items() if s != shapes[n])
+    sizes = shrink_sizes(shapes, lambda options: trials.first_failing([Candidate(kept, zeros, cut(o))
+                                                                       for o in options]), trials.spent)
+    return Candidate(kept, zeros, cut(sizes))
 
 
 def _finish(out: str, result: MinifyResult, record: dict) -> MinifyResult:
