@@ -303,6 +303,12 @@ def test_reduce_cuts_nodes_then_zeros_then_shapes():
     assert _reduce(g, trials, g.ancestors(["mm"])) == Candidate(("log",), (), (("sub", (3, 1)),))
 
 
+def test_minify_of_a_folder_without_a_report_is_a_usage_error(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", "minify", str(tmp_path)], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": REPO})
+    assert proc.returncode == 2 and "no report.json" in proc.stderr
+
+
 # -- end to end: a real CPU scenario, bisected then minified -----------------------------------------------
 
 @pytest.mark.slow
