@@ -56,6 +56,7 @@ def main() -> None:
     aoti-bisect [OPTIONS] SCRIPT [-- SCRIPT_ARGS...]   (same as `aoti-bisect run ...`)
     aoti-bisect scenarios list|check [NAME...]
     aoti-bisect report RUN_DIR [--format md|json|text]
+    aoti-bisect minify RUN_DIR [--jobs N] [--budget S] [--max-candidates N]
     aoti-bisect nightly SET [--runs N | --until-confident] [--shard i/N]
     aoti-bisect merge RECORDS... ; aoti-bisect history [REPRO...]
     """
@@ -189,12 +190,53 @@ def report_cmd(run_dir, fmt, bundle, redact_paths):
     if fmt == "json":
         print(json.dumps(data, indent=2))
     elif fmt == "md":
-        print(render_markdown(data))
+        from .minify import markdown_section
+
+        print(render_markdown(data) + markdown_section(run_dir))
     else:
         print(rep.headline())
         for e in (data.get("culprit") or {}).get("evidence") or []:
             print(printable(f"  - {e}"))
     sys.exit(rep.exit_code)
+
+
+MINIFY_EXIT_HELP = """\b
+Exit codes:
+  0    minified, and RUN_DIR/minify/repro.py failed the same way when run alone from a copy
+  1    could not reproduce the failure in isolation, or the reduced repro did not fail alone (says why)
+  2    bad command line, or RUN_DIR holds no report.json
+  125  cannot run here: no exported program or inputs of the failing call can be had (a prebuilt
+       package carries none, a capture over the size cap, a program that needs the repro's custom ops)
+"""
+
+
+@main.command("minify", epilog=MINIFY_EXIT_HELP)
+@click.argument("run_dir")
+@click.option("--jobs", type=int, default=1, show_default=True, help="Candidates compiled and run in parallel.")
+@click.option("--budget", type=float, default=1800.0, show_default=True, help="Seconds for the whole search.")
+@click.option("--max-candidates", type=int, default=60, show_default=True, help="Candidate runs at most.")
+@click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds per candidate run.")
+@click.option("-q", "--quiet", count=True, help="Nothing on stderr but the result line.")
+def minify_cmd(run_dir, jobs, budget, max_candidates, timeout, quiet):
+    """Cut a finished run's failing program down to a standalone repro in RUN_DIR/minify/.
+
+    Every candidate is compiled with AOTI and run in its own process; it is kept when it fails with the
+    run's kind and phase and still holds an op of the culprit kernel. The result, repro.py with
+    inputs.pt beside it, is one folder to attach to a ticket.
+    """
+    check_count("--jobs", jobs, MAX_JOBS)
+    check_count("--max-candidates", max_candidates, MAX_RUNS)
+    check_seconds("--budget", budget)
+    check_seconds("--timeout", timeout)
+    if not os.path.isfile(os.path.join(run_dir, "report.json")):
+        raise UsageFailure(f"{run_dir}: no report.json (not a finished aoti-bisect run directory)")
+    global _run_dir
+    _run_dir = run_dir
+    from .minify import MinifyOptions, minify
+
+    result = minify(run_dir, MinifyOptions(jobs, budget, max_candidates, timeout), _say(quiet))
+    print(f"aoti-bisect: minify: {result.message}", file=sys.stderr)
+    sys.exit(result.exit_code)
 
 
 @main.group("scenarios")
