@@ -15,7 +15,7 @@ bound of what it takes alone. --cap S kills a bisection after S seconds and says
 version that may take far longer). The machine line names the machine, the date, the load and torch.
 
 Usage: python bench/verdict.py [--jobs 4] [--parallel 1] [--scenarios a,b] [--device cuda|cpu] [--cap 1800]
-       [--keep DIR]
+       [--budget 300] [--keep DIR]
 """
 from __future__ import annotations
 
@@ -30,10 +30,10 @@ from _common import clean_env, machine, table, timed, tool_argv
 from aoti_bisect.scenarios import Scenario, compare, load_manifest
 
 
-def bisect(s: Scenario, folder: str, jobs: int, cap: float) -> list[str]:
+def bisect(s: Scenario, folder: str, jobs: int, cap: float, budget: float) -> list[str]:
     out = os.path.join(folder, s.name)
     t = timed(tool_argv(s.path, *s.args, "--max-runs", str(max(s.runs, 10)), "--timeout", str(s.timeout),
-                        "--jobs", str(jobs), "-q", "--out", out), clean_env(), folder,
+                        "--jobs", str(jobs), "--budget", str(budget), "-q", "--out", out), clean_env(), folder,
               os.path.join(folder, f"{s.name}.log"), timeout=cap)
     try:
         with open(os.path.join(out, "report.json")) as f:
@@ -57,6 +57,7 @@ def main() -> None:
     p.add_argument("--scenarios", default="")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     p.add_argument("--cap", type=float, default=1800.0)
+    p.add_argument("--budget", type=float, default=300.0, help="aoti-bisect's --budget: the rate after a verdict")
     p.add_argument("--keep", help="Keep the run directories here.")
     a = p.parse_args()
     wanted = [n for n in a.scenarios.split(",") if n]
@@ -67,7 +68,7 @@ def main() -> None:
     headers = ["scenario", "verdict_s", "wall_s", "runs", "compiles", "right"]
     rows = []
     with ThreadPoolExecutor(max_workers=a.parallel) as pool:
-        for row in pool.map(lambda s: bisect(s, folder, a.jobs, a.cap), chosen):
+        for row in pool.map(lambda s: bisect(s, folder, a.jobs, a.cap, a.budget), chosen):
             print(" | ".join(row), flush=True)
             rows.append(row)
     print(table(headers, rows))
