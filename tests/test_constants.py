@@ -251,3 +251,68 @@ def test_the_hook_reads_a_real_packages_constants_without_changing_the_run(tmp_p
     plain = reusing.run(RunSpec((sys.executable, script, package), "baseline", 0, (), 600.0))
     (load,) = read_hook(plain.run_dir).events
     assert plain.exit.returncode == 3 and load.constant_values is None
+
+
+# -- finite constants outside an op's domain (a negative running_var under batch norm's rsqrt) ---------------
+
+def test_the_hook_counts_negative_and_zero_elements_and_keeps_the_first_of_each():
+    torch = pytest.importorskip("torch")
+    row = hook_constants._stats(torch, torch.tensor([[1.0, 0.0], [-0.25, 2.0]]))
+    assert (row["negative"], row["first_negative"], row["zero"], row["first_zero"]) == \
+        (1, {"index": [1, 0], "value": -0.25}, 1, {"index": [0, 1], "value": 0.0})
+    assert hook_constants._stats(torch, torch.ones(3))["negative"] == 0
+    assert "negative" not in hook_constants._stats(torch, torch.ones(3, dtype=torch.bool))
+
+
+def _running_var(**kw):
+    from aoti_bisect.aoti.constants import ConstantValue
+    return ConstantValue("bn.running_var", "bn_running_var", "float32", (64,), 64, min=-0.3, max=1.0,
+                         **{"negative": 1, "first_negative": ((5,), -0.3), **kw})
+
+
+BN = "cpp_fused__native_batch_norm_legit_no_training_relu_1"
+
+
+def test_a_negative_running_var_breaks_batch_norms_domain_by_the_graph_or_by_the_kernels_name():
+    from aoti_bisect.aoti.hook_record import ConstantName
+    from aoti_bisect.diagnose.constants import violations
+    fed = ConstantName("bn.running_var", "buffer", "bn_running_var", (("batch_norm", "running_var"),))
+    (x,) = violations(_running_var(), fed, BN)
+    assert (x.index, x.element, x.count, x.seen_in, x.rule.op) == ((5,), -0.3, 1, "the exported graph", "batch_norm")
+    # The mean may be negative: the graph says it is not under the rsqrt.
+    mean = ConstantName("bn.running_mean", "buffer", "bn_running_mean", (("batch_norm", "running_mean"),))
+    assert violations(_running_var(), mean, BN) == []
+    # A package the run did not build: the kernel's op words and the buffer's own name stand in for the graph.
+    (x,) = violations(_running_var(), None, BN)
+    assert x.seen_in == "the kernel's name"
+    assert violations(_running_var(), None, "cpp_fused_add_relu_0") == []
+    assert violations(_running_var(negative=0, first_negative=None), None, BN) == []
+    (x,) = violations(_running_var(negative=0, first_negative=None, zero=2, first_zero=((3,), 0.0)), None,
+                      "cpp_fused_div_mul_0")
+    assert (x.rule.op, x.index, x.count) == ("div", (3,), 2)
+
+
+def test_the_walks_kernel_gives_way_to_the_negative_buffer_it_reads(monkeypatch):
+    from aoti_bisect.aoti.hook_record import ConstantName
+    from aoti_bisect.aoti.constants import ConstantValues
+    from aoti_bisect.aoti.hook_record import HookRecord, PackageEvent
+    from aoti_bisect.diagnose import constants as dc
+    monkeypatch.setattr(dc, "readers", lambda graph, name: [BN] if name == "bn_running_var" else [])
+    fed = ConstantName("bn.running_var", "buffer", "bn_running_var", (("batch_norm", "running_var"),))
+    events = (PackageEvent("aoti_compile_and_package", "returned", None, None, True, constants=(fed,)),
+              PackageEvent("aoti_load_package", "returned", None, None, True,
+                           constant_values=ConstantValues("m.wrapper.so", (_running_var(),))))
+    walked = f"{BN} produced bad values from good inputs: buf2 ..."
+    from aoti_bisect.diagnose.facts import note
+    out = findings(Culprit("kernel", kernel=BN, evidence=[note(walked)]))
+    convict_constants(out, [HookRecord(events)], None, ["python", "repro.py"])
+    c = out.culprit
+    line = (f"buffer `bn.running_var` (bn_running_var): element [5] = -0.3 (1 of 64 negative) feeds "
+            f"rsqrt(running_var + eps) of batch_norm (per the exported graph), read by {BN}: outside the op's "
+            "domain, so finite inputs give NaN/Inf there")
+    assert (c.kind, c.input_name, c.user_name, render(c.summary)) == ("constant", "bn_running_var", "bn.running_var",
+                                                                      line)
+    assert render_all(c.evidence) == [walked, line]
+    assert out.constants["outside_domain"][0]["index"] == [5] and out.constants["outside_domain"][0]["element"] == -0.3
+    assert render(out.culprit.summary) in [r["finding"] for r in Report.from_findings(
+        "/nonexistent", ["python", "repro.py"], out).data["constants"]["outside_domain"]]

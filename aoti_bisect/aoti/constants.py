@@ -23,6 +23,10 @@ class ConstantValue:
     max: Optional[float] = None
     mean: Optional[float] = None
     skipped: Optional[str] = None
+    negative: int = 0  # finite values outside an op's domain: how many, and the first one (index, value)
+    zero: int = 0
+    first_negative: Optional[tuple[tuple[int, ...], Optional[float]]] = None
+    first_zero: Optional[tuple[tuple[int, ...], Optional[float]]] = None
 
     @property
     def bad(self) -> bool:
@@ -44,7 +48,8 @@ class ConstantValue:
     def to_json(self) -> dict:
         return {"fqn": self.fqn, "wrapper": self.placeholder, "dtype": self.dtype, "shape": list(self.shape),
                 "numel": self.numel, "nan": self.nan, "posinf": self.posinf, "neginf": self.neginf,
-                "min": self.min, "max": self.max, "mean": self.mean, "skipped": self.skipped}
+                "min": self.min, "max": self.max, "mean": self.mean, "skipped": self.skipped,
+                "negative": self.negative, "zero": self.zero}
 
 
 @dataclass(frozen=True)
@@ -63,11 +68,18 @@ def _count(raw: dict, key: str) -> int:
     return value
 
 
+def _element(raw: object) -> Optional[tuple[tuple[int, ...], Optional[float]]]:
+    if not raw:
+        return None
+    return tuple(int(i) for i in raw["index"]), raw.get("value")
+
+
 def _value(raw: dict) -> ConstantValue:
     return ConstantValue(raw.get("fqn") or None, str(raw["name"]), raw.get("dtype"),
                          tuple(int(d) for d in raw.get("shape") or ()), _count(raw, "numel"), _count(raw, "nan"),
                          _count(raw, "posinf"), _count(raw, "neginf"), raw.get("min"), raw.get("max"),
-                         raw.get("mean"), raw.get("skipped"))
+                         raw.get("mean"), raw.get("skipped"), _count(raw, "negative"), _count(raw, "zero"),
+                         _element(raw.get("first_negative")), _element(raw.get("first_zero")))
 
 
 def parse_values(raw: object) -> Optional[ConstantValues]:

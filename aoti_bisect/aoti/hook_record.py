@@ -34,6 +34,7 @@ class ConstantName:
     fqn: str
     kind: str
     placeholder: Optional[str]
+    uses: tuple[tuple[str, str], ...] = ()  # the exported graph's ops it feeds, and as which argument
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,8 @@ def _event(raw: dict) -> PackageEvent:
     program = raw.get("program") or {}
     inputs = tuple(InputName(str(i["name"]), i.get("placeholder")) for i in program.get("inputs") or ()
                    if i.get("name"))
-    constants = tuple(ConstantName(str(c["fqn"]), str(c.get("kind")), c.get("placeholder"))
+    constants = tuple(ConstantName(str(c["fqn"]), str(c.get("kind")), c.get("placeholder"),
+                                   tuple((str(op), str(arg)) for op, arg in c.get("uses") or ()))
                       for c in program.get("constants") or () if c.get("fqn"))
     reuse = raw.get("reuse") or {}
     return PackageEvent(str(raw["call"]), str(raw.get("status")), raw.get("path"), raw.get("sha256"),

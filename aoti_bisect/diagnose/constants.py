@@ -1,18 +1,26 @@
-"""Constants convicted: a parameter or buffer that holds NaN/Inf, read from the package by the in-process hook.
+"""Constants convicted: a parameter or buffer that holds NaN/Inf, or finite values outside the domain of an op
+it feeds (a negative running_var under batch norm's rsqrt, a zero divisor), read from the package by the
+in-process hook.
 
 The level-2 printer never prints constants, so the walk ends at the kernel that reads a bad weight ("produced
 bad values from good inputs"). The hook read every constant of the loaded package (child/hook/constants.py);
 here a constant with non-finite values takes the conviction when the walk's kernel reads it, or when nothing
 else was convicted for a NaN/Inf failure. Either way it is reported: a non-finite weight is a finding of its own.
+A finite constant outside its op's domain takes the conviction from the walk's kernel that reads it: which op
+it feeds, and as which argument, comes from the exported graph the hook saw compiled (ConstantName.uses), or,
+for a package the run did not build, from the op words of the reading kernel's name.
 """
 from __future__ import annotations
 
+import enum
+import re
 import zipfile
+from dataclasses import dataclass
 from typing import Optional
 
 from ..aoti import wrapper
 from ..aoti.constants import ConstantValue
-from ..aoti.hook_record import HookRecord
+from ..aoti.hook_record import ConstantName, HookRecord
 from ..verdict import Verdict
 from .advice import next_steps
 from .facts import Fact, FactKind, Namer, fact
@@ -79,6 +87,102 @@ def describe(v: ConstantValue, kind: Optional[str], by: list[str]) -> Fact:
                 holds=v.holds(), by=tuple(by), constant=subject)
 
 
+class Outside(enum.Enum):
+    """What a domain-restricted argument must not hold."""
+    NEGATIVE = "negative"
+    ZERO = "zero"
+    NOT_POSITIVE = "negative or zero"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """An op argument with a restricted domain: `op` is a word of the aten op's name (and of the fused kernel's
+    name), `arg` the schema's argument name; `says` what the op computes of it."""
+    op: str
+    arg: str
+    outside: Outside
+    says: str
+
+
+RULES = (
+    Rule("batch_norm", "running_var", Outside.NEGATIVE, "rsqrt(running_var + eps) of batch_norm"),
+    Rule("rsqrt", "self", Outside.NOT_POSITIVE, "rsqrt"),
+    Rule("sqrt", "self", Outside.NEGATIVE, "sqrt"),
+    Rule("log", "self", Outside.NOT_POSITIVE, "log"),
+    Rule("log2", "self", Outside.NOT_POSITIVE, "log2"),
+    Rule("log10", "self", Outside.NOT_POSITIVE, "log10"),
+    Rule("pow", "self", Outside.NEGATIVE, "pow (a negative base to a fractional power is NaN)"),
+    Rule("div", "other", Outside.ZERO, "division"),
+    Rule("reciprocal", "self", Outside.ZERO, "reciprocal"),
+)
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A constant whose finite values an op it feeds cannot take: the first offending element and how many."""
+    value: ConstantValue
+    rule: Rule
+    index: tuple[int, ...]
+    element: Optional[float]
+    count: int
+    seen_in: str  # "the exported graph" | "the kernel's name"
+
+
+def _offending(v: ConstantValue, outside: Outside):
+    """(count, first offending element) of what `outside` forbids, or None."""
+    neg = (v.negative, v.first_negative) if v.negative and v.first_negative else None
+    zero = (v.zero, v.first_zero) if v.zero and v.first_zero else None
+    if outside is Outside.NEGATIVE:
+        return neg
+    if outside is Outside.ZERO:
+        return zero
+    if neg or zero:
+        return (v.negative + v.zero, (neg or zero)[1])
+    return None
+
+
+def _op_matches(rule: Rule, op: str) -> bool:
+    return op == rule.op or (rule.op == "batch_norm" and "batch_norm" in op)
+
+
+def violations(v: ConstantValue, name: Optional[ConstantName], kernel: Optional[str]) -> list[Violation]:
+    """The domain rules the constant breaks: by the ops the exported graph feeds it to where that is known,
+    else by the reading kernel's name (`cpp_fused_..._rsqrt_...`), where the argument it takes cannot be told:
+    batch norm's rule then holds only for a constant named running_var."""
+    found = []
+    if name is not None and name.uses:
+        for rule in RULES:
+            if any(_op_matches(rule, op) and arg == rule.arg for op, arg in name.uses):
+                found.append((rule, "the exported graph"))
+    elif kernel:
+        words = set(re.split(r"_+", kernel))
+        for rule in RULES:
+            fits = ("batch" in words and "norm" in words and v.label.rsplit(".", 1)[-1] == "running_var"
+                    if rule.op == "batch_norm" else rule.op in words)
+            if fits:
+                found.append((rule, "the kernel's name"))
+    out = []
+    for rule, seen_in in found:
+        hit = _offending(v, rule.outside)
+        if hit is not None:
+            count, (index, element) = hit
+            out.append(Violation(v, rule, index, element, count, seen_in))
+    return out
+
+
+def describe_violation(x: Violation, kind: Optional[str], by: list[str]) -> Fact:
+    """'buffer `bn.running_var` (bn_running_var): element [5] = -0.3 (1 of 8 negative) feeds rsqrt(running_var +
+    eps) of batch_norm, read by cpp_fused_...: outside the op's domain, so the kernel makes NaN from finite values'"""
+    v = x.value
+    subject = Namer(constants={v.placeholder: v.fqn} if v.fqn else {}).constant(v.placeholder)
+    return fact(FactKind.CONSTANT, "{kind} {constant:quoted}: element [{index}] = {element:.6g} ({count} of {numel} "
+                "{outside}) feeds {op} (per {seen_in}), " + ("read by {by:, }" if by else "read by no launch by "
+                "name") + ": outside the op's domain, so finite inputs give NaN/Inf there",
+                kind=kind or "constant", constant=subject, index=", ".join(map(str, x.index)),
+                element=x.element if x.element is not None else float("nan"), count=x.count, numel=v.numel,
+                outside=x.rule.outside.value, op=x.rule.says, seen_in=x.seen_in, by=tuple(by))
+
+
 def convict_constants(out: Findings, records: list[HookRecord], graph: Optional[wrapper.WrapperGraph],
                       argv: list[str]) -> None:
     """Fills out.constants (report.json's `constants`) and, where a bad constant explains the failure, makes it
@@ -87,33 +191,53 @@ def convict_constants(out: Findings, records: list[HookRecord], graph: Optional[
     if not values and not not_read:
         return
     graph = package_graph(package) or graph  # what ran: the loaded package's own wrapper, where it is readable
-    kinds = {c.fqn: c.kind for r in records for e in r.events for c in e.constants}
+    names = {c.fqn: c for r in records for e in r.events for c in e.constants}
+    kinds = {fqn: c.kind for fqn, c in names.items()}
     # Launch order: with nothing else convicted, the bad constant read first is where the NaN enters.
     bad = sorted(((v, readers(graph, v.placeholder)) for v in values if v.bad),
                  key=lambda vb: _first_read(graph, vb[1]))
     lines = [describe(v, kinds.get(v.fqn or ""), by) for v, by in bad]
+    c = out.culprit
+    walked = c.kernel if c is not None and c.kind == CulpritKind.KERNEL else None
+    # Outside the domain: judged for the walk's kernel where there is one (its name's op words stand in for a
+    # graph the hook did not see), else only by the exported graph's uses.
+    outside = []
+    for v in values:
+        by = readers(graph, v.placeholder)
+        for kernel_name in ([walked] if walked in by else []) or by or [None]:
+            found = violations(v, names.get(v.fqn or ""), kernel_name)
+            if found:
+                outside.append((found[0], by))
+                break
+    outside_lines = [describe_violation(x, kinds.get(x.value.fqn or ""), by) for x, by in outside]
     out.constants = {"read": sum(v.skipped is None for v in values), "not_read": not_read,
                      "skipped": [{"wrapper": v.placeholder, "fqn": v.fqn, "why": v.skipped}
                                  for v in values if v.skipped][:20],
                      "nonfinite": [v.to_json() | {"kind": kinds.get(v.fqn or ""), "readers": by, "finding": line}
-                                   for (v, by), line in zip(bad, lines)]}
-    if not bad or out.verdict is not Verdict.REPRODUCED:
+                                   for (v, by), line in zip(bad, lines)],
+                     "outside_domain": [x.value.to_json() | {"kind": kinds.get(x.value.fqn or ""), "readers": by,
+                                                             "op": x.rule.says, "index": list(x.index),
+                                                             "element": x.element, "finding": line}
+                                        for (x, by), line in zip(outside, outside_lines)]}
+    if (not bad and not outside) or out.verdict is not Verdict.REPRODUCED:
         return
-    c = out.culprit
+    suspects = [(v, by, line) for (v, by), line in zip(bad, lines)] + \
+               [(x.value, by, line) for (x, by), line in zip(outside, outside_lines)]
     pick = None
-    if c is not None and c.kind == CulpritKind.KERNEL:
-        pick = next((i for i, (_, by) in enumerate(bad) if c.kernel in by), None)
+    if walked is not None:
+        pick = next((i for i, (_, by, _) in enumerate(suspects) if walked in by), None)
     elif (c is None or not c.pinned) and out.signature is not None and out.signature.kind == "nan_inf":
-        pick = 0
+        pick = 0 if bad else next((i for i, (x, _) in enumerate(outside) if x.seen_in == "the exported graph"),
+                                  None)
     if pick is None:
         if c is not None and c.kind != CulpritKind.CONSTANT:
-            c.evidence.extend(_also(line) for line in lines)
+            c.evidence.extend(_also(line) for _, _, line in suspects)
         return
-    v, _ = bad[pick]
+    v, _, line = suspects[pick]
     convicted = Culprit(CulpritKind.CONSTANT, input_name=v.placeholder, user_name=v.fqn,
-                        probes=c.probes if c else [], summary=lines[pick])
-    convicted.evidence = [*(c.evidence if c else []), lines[pick], *(_also(x) for i, x in enumerate(lines)
-                                                                      if i != pick)]
+                        probes=c.probes if c else [], summary=line)
+    convicted.evidence = [*(c.evidence if c else []), line, *(_also(x) for i, (_, _, x) in enumerate(suspects)
+                                                               if i != pick)]
     out.culprit = convicted
     out.source, out.source_nodes = None, ""  # the reader's source is not the culprit's
     out.next_steps = next_steps(argv, out.signature, convicted, cuda=bool(graph and graph.cuda))

@@ -129,7 +129,20 @@ def _stats(torch, tensor):
         row.update(nan=nan, posinf=posinf, neginf=neginf)
         if finite.numel():
             row.update(min=_num(finite.min()), max=_num(finite.max()), mean=_num(finite.mean()))
+        if t.dtype != torch.bool:
+            # Finite but outside an op's domain (a negative variance under rsqrt, a zero divisor): the count and
+            # the first such element, so the report can say `bn.running_var[5] = -0.3`.
+            row.update(_first(torch, t, t < 0, "negative"), **_first(torch, t, t == 0, "zero"))
     return row
+
+
+def _first(torch, t, mask, what):
+    count = int(mask.sum())
+    if not count:
+        return {what: 0}
+    flat = int(torch.nonzero(mask.reshape(-1))[0])
+    index = [int(i) for i in torch.unravel_index(torch.tensor(flat), t.shape)] if t.dim() else []
+    return {what: count, f"first_{what}": {"index": index, "value": _num(t.reshape(-1)[flat])}}
 
 
 def _num(t):

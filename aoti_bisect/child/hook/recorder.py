@@ -185,9 +185,32 @@ def program_names(ep, wrapper):
         for u, placeholder in zip(fed, placeholders):
             u["placeholder"] = placeholder
     by_fqn = {c["fqn"]: c["name"] for c in (wrapper or {}).get("constants", []) if c["fqn"]}
+    uses = _uses(ep)
     constants = [{"fqn": s.target, "kind": _USER_KINDS[s.kind.name], "ep_name": getattr(s.arg, "name", None),
-                  "placeholder": by_fqn.get(s.target)} for s in specs if s.kind.name in _USER_KINDS]
+                  "placeholder": by_fqn.get(s.target), "uses": uses.get(getattr(s.arg, "name", None), [])}
+                 for s in specs if s.kind.name in _USER_KINDS]
     return {"inputs": user, "constants": constants, "naming_problem": naming}
+
+
+def _uses(ep, limit=8):
+    """placeholder name -> [[op, argument name], ...]: the ops each graph input feeds and as which argument
+    (`_native_batch_norm_legit_no_training`, `running_var`), so a constant can be checked against its op's
+    domain (a negative variance under the batch norm's rsqrt) without reading any kernel."""
+    out = {}
+    for node in ep.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        rows = []
+        for user in list(node.users)[:limit]:
+            schema = getattr(user.target, "_schema", None)
+            names = [a.name for a in schema.arguments] if schema is not None else []
+            op = getattr(user.target, "__name__", str(user.target)).split(".")[0]
+            for i, arg in enumerate(user.args):
+                if arg is node:
+                    rows.append([op, names[i] if i < len(names) else str(i)])
+            rows += [[op, key] for key, arg in user.kwargs.items() if arg is node]
+        out[node.name] = rows
+    return out
 
 
 @_quietly
