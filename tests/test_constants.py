@@ -316,3 +316,35 @@ def test_the_walks_kernel_gives_way_to_the_negative_buffer_it_reads(monkeypatch)
     assert out.constants["outside_domain"][0]["index"] == [5] and out.constants["outside_domain"][0]["element"] == -0.3
     assert render(out.culprit.summary) in [r["finding"] for r in Report.from_findings(
         "/nonexistent", ["python", "repro.py"], out).data["constants"]["outside_domain"]]
+
+
+# -- a constant changed on the module after the build: the package's copy is stale --------------------------
+
+def test_the_hook_compares_the_packages_copy_with_the_modules_tensor_now():
+    torch = pytest.importorskip("torch")
+    packaged = torch.ones(4)
+    assert hook_constants._stale(torch, packaged, torch.ones(4)) is None
+    assert hook_constants._stale(torch, packaged, torch.tensor([1.0, 1.0, 1.5, 0.75])) == \
+        {"differ": 2, "max_abs_diff": 0.5, "index": [2], "package": 1.0, "module": 1.5}
+    assert hook_constants._stale(torch, packaged, torch.ones(5)) == {"shape": [5], "dtype": "float32"}
+
+
+def test_with_nothing_pinned_a_wrong_output_convicts_the_stale_buffer():
+    from aoti_bisect.aoti.constants import ConstantValue, ConstantValues, Stale
+    from aoti_bisect.aoti.hook_record import HookRecord, PackageEvent
+    from aoti_bisect.diagnose.facts import note
+    scale = ConstantValue("scale", "scale", "float32", (64,), 64, min=1.0, max=1.0,
+                          stale=Stale(63, 0.5, (0,), 1.0, 0.5))
+    events = (PackageEvent("aoti_load_package", "returned", None, None, True,
+                           constant_values=ConstantValues("m.wrapper.so", (scale,))),)
+    out = findings(Culprit("unknown", evidence=[note("the eager run agrees with the package")]), "python_exception")
+    convict_constants(out, [HookRecord(events)], None, ["python", "repro.py"])
+    c = out.culprit
+    assert (c.kind, c.input_name, c.user_name) == ("constant", "scale", "scale")
+    assert render(c.summary) == ("constant `scale` is stale in the package: changed on the module after the build, 63 of "
+                                 "64 elements differ by up to 0.5 (first [0]: 1 packaged, 0.5 in the module now); no "
+                                 "launch in the wrapper reads it by name")
+    # A pinned culprit that does not read it keeps the conviction; the stale buffer is said beside it.
+    out = findings(Culprit("kernel", kernel="cpp_fused_log_0", evidence=[note("k")]), "python_exception")
+    convict_constants(out, [HookRecord(events)], None, ["python", "repro.py"])
+    assert out.culprit.kind == "kernel" and render_all(out.culprit.evidence)[-1].startswith("also: constant `scale`")

@@ -183,6 +183,27 @@ def describe_violation(x: Violation, kind: Optional[str], by: list[str]) -> Fact
                 outside=x.rule.outside.value, op=x.rule.says, seen_in=x.seen_in, by=tuple(by))
 
 
+def describe_stale(v: ConstantValue, kind: Optional[str], by: list[str]) -> Fact:
+    """'buffer `scale` (scale) is stale in the package: changed on the module after the build, 64 of 64 elements
+    differ by up to 0.5 (first [0]: 1 packaged, 1.5 in the module now); read by cpp_fused_mul_0'"""
+    x = v.stale
+    subject = Namer(constants={v.placeholder: v.fqn} if v.fqn else {}).constant(v.placeholder)
+    tail = "; " + ("read by {by:, }" if by else "no launch in the wrapper reads it by name")
+    if not x.differ:
+        return fact(FactKind.CONSTANT, "{kind} {constant:quoted} is stale in the package: the module's tensor has "
+                    "shape {shape} now, the package's {was}" + tail, kind=kind or "constant", constant=subject,
+                    shape=list(x.shape or ()), was=list(v.shape), by=tuple(by))
+    return fact(FactKind.CONSTANT, "{kind} {constant:quoted} is stale in the package: changed on the module after "
+                "the build, {differ} of {numel} elements differ by up to {diff:.6g} (first [{index}]: {package:.6g} "
+                "packaged, {module:.6g} in the module now)" + tail, kind=kind or "constant", constant=subject,
+                differ=x.differ, numel=v.numel, diff=x.max_abs_diff if x.max_abs_diff is not None else float("nan"),
+                index=", ".join(map(str, x.index)), package=_num(x.package), module=_num(x.module), by=tuple(by))
+
+
+def _num(v: Optional[float]) -> float:
+    return float("nan") if v is None else v
+
+
 def convict_constants(out: Findings, records: list[HookRecord], graph: Optional[wrapper.WrapperGraph],
                       argv: list[str]) -> None:
     """Fills out.constants (report.json's `constants`) and, where a bad constant explains the failure, makes it
@@ -210,6 +231,8 @@ def convict_constants(out: Findings, records: list[HookRecord], graph: Optional[
                 outside.append((found[0], by))
                 break
     outside_lines = [describe_violation(x, kinds.get(x.value.fqn or ""), by) for x, by in outside]
+    stale = [(v, readers(graph, v.placeholder)) for v in values if v.stale is not None]
+    stale_lines = [describe_stale(v, kinds.get(v.fqn or ""), by) for v, by in stale]
     out.constants = {"read": sum(v.skipped is None for v in values), "not_read": not_read,
                      "skipped": [{"wrapper": v.placeholder, "fqn": v.fqn, "why": v.skipped}
                                  for v in values if v.skipped][:20],
@@ -218,17 +241,25 @@ def convict_constants(out: Findings, records: list[HookRecord], graph: Optional[
                      "outside_domain": [x.value.to_json() | {"kind": kinds.get(x.value.fqn or ""), "readers": by,
                                                              "op": x.rule.says, "index": list(x.index),
                                                              "element": x.element, "finding": line}
-                                        for (x, by), line in zip(outside, outside_lines)]}
-    if (not bad and not outside) or out.verdict is not Verdict.REPRODUCED:
+                                        for (x, by), line in zip(outside, outside_lines)],
+                     "stale": [v.to_json() | {"kind": kinds.get(v.fqn or ""), "readers": by, "finding": line}
+                               for (v, by), line in zip(stale, stale_lines)]}
+    if (not bad and not outside and not stale) or out.verdict is not Verdict.REPRODUCED:
         return
     suspects = [(v, by, line) for (v, by), line in zip(bad, lines)] + \
-               [(x.value, by, line) for (x, by), line in zip(outside, outside_lines)]
+               [(x.value, by, line) for (x, by), line in zip(outside, outside_lines)] + \
+               [(v, by, line) for (v, by), line in zip(stale, stale_lines)]
     pick = None
     if walked is not None:
         pick = next((i for i, (_, by, _) in enumerate(suspects) if walked in by), None)
     elif (c is None or not c.pinned) and out.signature is not None and out.signature.kind == "nan_inf":
         pick = 0 if bad else next((i for i, (x, _) in enumerate(outside) if x.seen_in == "the exported graph"),
                                   None)
+    if pick is None and stale and (c is None or not c.pinned) and out.signature is not None and \
+            out.signature.kind in ("nan_inf", "python_exception"):
+        # A wrong or NaN output and nothing pinned: the package computes from values the module no longer holds
+        # (the eager reference, saved with the program at the build, holds the stale copy too and agrees).
+        pick = len(bad) + len(outside)
     if pick is None:
         if c is not None and c.kind != CulpritKind.CONSTANT:
             c.evidence.extend(_also(line) for _, _, line in suspects)

@@ -181,7 +181,8 @@ def render_markdown(d: dict) -> str:
     if consts:
         out += ["", "## Constants", "", f"The hook read {consts['read']} constant(s) of the loaded package; "
                 f"holding NaN/Inf: {len(consts['nonfinite'])}.", ""]
-        out += [f"- {md_cell(x['finding'])}" for x in [*consts["nonfinite"], *consts.get("outside_domain", ())]]
+        out += [f"- {md_cell(x['finding'])}" for x in [*consts["nonfinite"], *consts.get("outside_domain", ()),
+                                                          *consts.get("stale", ())]]
         out += [f"- not read: {md_cell(why)}" for why in consts.get("not_read") or ()]
     if c.get("evidence"):
         out += ["", "## Evidence chain", ""]

@@ -190,7 +190,7 @@ def _constants(constants: dict) -> Optional[dict]:
     if not constants:
         return None
     return {**constants, **{key: [{**row, "finding": render(row["finding"])} for row in constants.get(key) or ()]
-                            for key in ("nonfinite", "outside_domain")}}
+                            for key in ("nonfinite", "outside_domain", "stale")}}
 
 
 def _read(path: str) -> str:

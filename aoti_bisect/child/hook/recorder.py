@@ -18,6 +18,7 @@ import re
 import sys
 import threading
 import time
+import weakref
 import zipfile
 
 from . import AHEAD_ENV, CONSTANTS_ENV, LOADED, capture, constants, provenance, redirect, reuse, vecisa
@@ -31,6 +32,9 @@ PATCHES = {"torch._inductor": ("aoti_compile_and_package", "aoti_load_package"),
 
 _INPUT = re.compile(r'inputs_info_\[(\d+)\]\.name = "([^"]*)";')
 _CONSTANT = re.compile(r'constants_info_\[(\d+)\]\.(name|original_fqn) = "([^"]*)";')
+# package sha256 -> the ExportedProgram this process compiled into it: its parameters and buffers are the user's
+# module's own tensors, so at load they say whether the package's copy is stale.
+_EXPORTED = {}
 _USER_KINDS = {"PARAMETER": "parameter", "BUFFER": "buffer", "CONSTANT_TENSOR": "constant"}
 
 
@@ -229,6 +233,8 @@ def _end_compile(event, result, target, ep):
     RECORD.update(event, status="returned", path=path, sha256=digest)
     wrapper = wrapper_names(path, data) if path or data is not None else None
     RECORD.update(event, wrapper=wrapper, program=program_names(ep, wrapper) if ep is not None else None)
+    if digest and ep is not None:
+        _EXPORTED[digest] = weakref.ref(ep)
     capture.on_compile(ep, path)
     if ep is not None:
         RECORD.update(event, provenance=provenance.program_nodes(ep))
@@ -250,12 +256,15 @@ def _begin_load(call, target, model_name):
 
 @_quietly
 def _read_constants(event, target, model_name):
-    """The loaded package's constant values (constants.py), read once the repro holds its model."""
+    """The loaded package's constant values (constants.py), read once the repro holds its model, and compared
+    with the live module's where this process built the package from it."""
     if event is not None and os.environ.get(CONSTANTS_ENV):
         path, data = package_file(target)
         if path or data is not None:
             scratch = os.path.dirname(RECORD.path)
-            RECORD.update(event, constant_values=constants.read(path, data, model_name, scratch))
+            ep = _EXPORTED.get(event.get("sha256"), lambda: None)()
+            live = {**ep.state_dict, **ep.constants} if ep is not None else None
+            RECORD.update(event, constant_values=constants.read(path, data, model_name, scratch, live))
 
 
 @_quietly
