@@ -53,12 +53,12 @@ def culprit_who(c: dict) -> str:
     name = c.get("input_name")
     if c.get("user_name"):
         name = f"`{c['user_name']}`, wrapper {name}"
+    if c.get("kind") == "model_input":  # before its kernel: an index computed from it faulted there
+        return f"model input {c.get('input_index')} ({name})"
     if c.get("kernel"):
         return c["kernel"]
     if c.get("op"):
         return c["op"]
-    if c.get("kind") == "model_input":
-        return f"model input {c.get('input_index')} ({name})"
     return name or "-"
 
 
