@@ -9,8 +9,8 @@ from __future__ import annotations
 import glob
 import json
 import os
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Optional, Union
 
 from ..child.hook import LOADED
 from .constants import ConstantValues, parse_values
@@ -26,6 +26,8 @@ class InputName:
     """A model input: the name the user's forward gives it, and what the generated wrapper calls it."""
     name: str
     placeholder: Optional[str]
+    # Per dimension as the export allows it: a static size, or (lo, hi) with None for an open end.
+    dims: tuple[Union[int, tuple[Optional[int], Optional[int]]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -79,10 +81,17 @@ class HookRecord:
     loaded: bool = False  # a process of the run installed the hook (its marker file exists)
 
 
+def _dims(raw: object) -> tuple:
+    if not isinstance(raw, list):
+        return ()
+    return tuple(d if isinstance(d, int) else (d[0], d[1]) for d in raw if isinstance(d, (int, list)) and
+                 (isinstance(d, int) or len(d) == 2))
+
+
 def _event(raw: dict) -> PackageEvent:
     program = raw.get("program") or {}
-    inputs = tuple(InputName(str(i["name"]), i.get("placeholder")) for i in program.get("inputs") or ()
-                   if i.get("name"))
+    inputs = tuple(InputName(str(i["name"]), i.get("placeholder"), _dims(i.get("dims")))
+                   for i in program.get("inputs") or () if i.get("name"))
     constants = tuple(ConstantName(str(c["fqn"]), str(c.get("kind")), c.get("placeholder"),
                                    tuple((str(op), str(arg)) for op, arg in c.get("uses") or ()))
                       for c in program.get("constants") or () if c.get("fqn"))
@@ -134,6 +143,8 @@ class Names:
     """Wrapper placeholders -> the user's names, where every compiled program agrees on them."""
     inputs: dict[str, str]  # arg3_1 -> x
     constants: dict[str, str]  # proj_weight -> proj.weight
+    # (arg3_1, dim) -> the range the export allows that dimension ((n, n): static), to compare with the package's
+    exported: dict[tuple[str, int], tuple[Optional[int], Optional[int]]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, records: list[HookRecord]) -> "Names":
@@ -143,7 +154,9 @@ class Names:
             return cls({}, {})
         inputs, constants = programs.pop()
         return cls({i.placeholder: i.name for i in inputs if i.placeholder},
-                   {c.placeholder: c.fqn for c in constants if c.placeholder})
+                   {c.placeholder: c.fqn for c in constants if c.placeholder},
+                   {(i.placeholder, d): (r, r) if isinstance(r, int) else r
+                    for i in inputs if i.placeholder for d, r in enumerate(i.dims)})
 
 
 def package_rows(stage: str, records: list[HookRecord]) -> list[dict]:

@@ -254,6 +254,12 @@ def rejected_dim(rejected: DimRejected, var: str, graph: Optional[WrapperGraph],
     lo, hi = graph.ranges.get((var, rejected.dim), (None, None)) if graph else (None, None)
     zero = " (a zero-size dimension at run time)" if rejected.got == 0 else ""
     head = "dim {dim} of {input:quoted} is {got} at run time"
+    narrowed = _narrowed(rejected, namer.exported.get((var, rejected.dim)), lo, hi)
+    if narrowed is not None:
+        return fact(FactKind.INPUT_REJECTED, head + ", inside the range the export allows ({exported}), but Inductor "
+                    "narrowed it to {package} while compiling the package (its input check requires {expected}): a "
+                    "specialisation by the compiler, not a size outside the exported range" + zero,
+                    exported=narrowed[0], package=narrowed[1], expected=rejected.expected, **who)
     if rejected.expected.startswith("=="):
         return fact(FactKind.INPUT_REJECTED, head + ", but the package was compiled for a static size {size}" + zero,
                     size=rejected.expected[3:], **who)
@@ -262,3 +268,25 @@ def rejected_dim(rejected: DimRejected, var: str, graph: Optional[WrapperGraph],
                     "exported range" + zero, range=range_text(lo, hi), **who)
     return fact(FactKind.INPUT_REJECTED, head + ", but the package requires {expected}: a size outside the exported "
                 "range" + zero, expected=rejected.expected, **who)
+
+
+def _narrowed(rejected: DimRejected, exported: Optional[tuple[Optional[int], Optional[int]]], lo: Optional[int],
+              hi: Optional[int]) -> Optional[tuple[str, str]]:
+    """(the export's range, the package's) when the package's check is narrower than what the export allowed and
+    the rejected size lies inside the export's range: Inductor specialised the dimension while lowering."""
+    if exported is None:
+        return None
+    n = rejected.expected.split()[-1]
+    if rejected.expected.startswith("=="):
+        lo = hi = int(n)
+    elif rejected.expected.startswith(">=") and lo is None:
+        lo = int(n)
+    elif rejected.expected.startswith("<=") and hi is None:
+        hi = int(n)
+    ex_lo, ex_hi = exported
+    inside = (ex_lo is None or rejected.got >= ex_lo) and (ex_hi is None or rejected.got <= ex_hi)
+    narrower = (lo is not None and (ex_lo is None or lo > ex_lo)) or (hi is not None and (ex_hi is None or hi < ex_hi))
+    if not inside or not narrower:
+        return None
+    show = lambda a, b: str(a) if a is not None and a == b else range_text(a, b)  # noqa: E731
+    return show(ex_lo, ex_hi), show(lo, hi)

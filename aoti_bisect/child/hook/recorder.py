@@ -174,8 +174,9 @@ def program_names(ep, wrapper):
     buffers become constants whose original_fqn the wrapper records (a folded or inlined one has none).
     """
     specs = ep.graph_signature.input_specs
-    user = [{"name": getattr(s.arg, "name", None), "kind": type(s.arg).__name__}
-            for s in specs if s.kind.name == "USER_INPUT"]
+    dims = _export_dims(ep)
+    user = [{"name": getattr(s.arg, "name", None), "kind": type(s.arg).__name__,
+             "dims": dims.get(getattr(s.arg, "name", None))} for s in specs if s.kind.name == "USER_INPUT"]
     fed = [u for u in user if u["kind"] != "ConstantArgument"]
     placeholders = wrapper["inputs"] if wrapper else []
     naming = None
@@ -194,6 +195,31 @@ def program_names(ep, wrapper):
                   "placeholder": by_fqn.get(s.target), "uses": uses.get(getattr(s.arg, "name", None), [])}
                  for s in specs if s.kind.name in _USER_KINDS]
     return {"inputs": user, "constants": constants, "naming_problem": naming}
+
+
+def _export_dims(ep):
+    """placeholder name -> per dimension, its static size or the [lo, hi] range the export allows (None: open),
+    from ep.range_constraints: what the package's input check is compared with, to tell a dimension Inductor
+    narrowed while compiling from one the run sized outside the export's own range."""
+    out = {}
+    for node in ep.graph.nodes:
+        shape = getattr(node.meta.get("val"), "shape", None) if node.op == "placeholder" else None
+        if shape is None:
+            continue
+        row = []
+        for d in shape:
+            if isinstance(d, int):
+                row.append(d)
+                continue
+            vr = ep.range_constraints.get(getattr(getattr(d, "node", None), "expr", None))
+            row.append([_finite(vr.lower), _finite(vr.upper)] if vr is not None else [None, None])
+        out[node.name] = row
+    return out
+
+
+def _finite(bound):
+    text = str(bound)  # sympy's int_oo (an open end) converts to no int, nor raises one error type
+    return int(text) if text.lstrip("-").isdigit() else None
 
 
 def _uses(ep, limit=8):
