@@ -287,8 +287,11 @@ def test_a_negative_running_var_breaks_batch_norms_domain_by_the_graph_or_by_the
     assert x.seen_in == "the kernel's name"
     assert violations(_running_var(), None, "cpp_fused_add_relu_0") == []
     assert violations(_running_var(negative=0, first_negative=None), None, BN) == []
-    (x,) = violations(_running_var(negative=0, first_negative=None, zero=2, first_zero=((3,), 0.0)), None,
-                      "cpp_fused_div_mul_0")
+    # Without the graph a `div` or `log` in the name says nothing of which operand it takes: no conviction.
+    zero = _running_var(negative=0, first_negative=None, zero=2, first_zero=((3,), 0.0))
+    assert violations(zero, None, "cpp_fused_div_mul_0") == []
+    fed = ConstantName("bn.running_var", "buffer", "bn_running_var", (("div", "other"),))
+    (x,) = violations(zero, fed, "cpp_fused_div_mul_0")
     assert (x.rule.op, x.index, x.count) == ("div", (3,), 2)
 
 

@@ -146,21 +146,20 @@ def _op_matches(rule: Rule, op: str) -> bool:
 
 
 def violations(v: ConstantValue, name: Optional[ConstantName], kernel: Optional[str]) -> list[Violation]:
-    """The domain rules the constant breaks: by the ops the exported graph feeds it to where that is known,
-    else by the reading kernel's name (`cpp_fused_..._rsqrt_...`), where the argument it takes cannot be told:
-    batch norm's rule then holds only for a constant named running_var."""
+    """The domain rules the constant breaks: by the ops the exported graph feeds it to where that is known (a
+    package this run compiled), else by the reading kernel's name (`cpp_fused__native_batch_norm_..._1`) for a
+    buffer named running_var."""
     found = []
     if name is not None and name.uses:
         for rule in RULES:
             if any(_op_matches(rule, op) and arg == rule.arg for op, arg in name.uses):
                 found.append((rule, "the exported graph"))
     elif kernel:
+        # Only batch norm's rule: its argument is told by the buffer's own name. A `log` in a kernel's name says
+        # nothing of which operand it takes, and weights are often negative: that would convict innocent ones.
         words = set(re.split(r"_+", kernel))
-        for rule in RULES:
-            fits = ("batch" in words and "norm" in words and v.label.rsplit(".", 1)[-1] == "running_var"
-                    if rule.op == "batch_norm" else rule.op in words)
-            if fits:
-                found.append((rule, "the kernel's name"))
+        if "batch" in words and "norm" in words and v.label.rsplit(".", 1)[-1] == "running_var":
+            found.append((RULES[0], "the kernel's name"))
     out = []
     for rule, seen_in in found:
         hit = _offending(v, rule.outside)
