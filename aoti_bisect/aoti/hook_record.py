@@ -150,6 +150,9 @@ class Names:
     def of(cls, records: list[HookRecord]) -> "Names":
         programs = {(e.inputs, e.constants) for r in records for e in r.events
                     if e.compiled and e.status == "returned" and (e.inputs or e.constants)}
+        # No compile seen: a prebuilt package's names as the hook read them at load (keyword inputs, FQNs).
+        programs = programs or {(e.inputs, e.constants) for r in records for e in r.events
+                                if not e.compiled and e.status == "returned" and (e.inputs or e.constants)}
         if len(programs) != 1:  # none, or several models whose argN_1 mean different things
             return cls({}, {})
         inputs, constants = programs.pop()

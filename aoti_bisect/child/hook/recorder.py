@@ -293,6 +293,39 @@ def _read_constants(event, target, model_name):
             RECORD.update(event, constant_values=constants.read(path, data, model_name, scratch, live))
 
 
+def call_names(spec_text, placeholders):
+    """The user's names of a loaded package's inputs, from its call spec (the pytree of the exported call), where
+    the program was exported with keyword inputs: their keys, in flattening order. A positional input has no name
+    in a package (the exported program's signature is not packaged), so it stays unnamed. None: the spec's leaves
+    and the wrapper's inputs do not line up one to one."""
+    _version, spec = json.loads(spec_text)
+    args, kwargs = spec["children_spec"]
+    names = [None] * len(args["children_spec"])
+    keys = json.loads(kwargs["context"] or "[]") if kwargs.get("type") == "builtins.dict" else []
+    for key, child in zip(keys, kwargs["children_spec"]):
+        names.append(key if not child["children_spec"] else None)
+        if child["children_spec"]:  # a nested structure under one key: its leaves are not named here
+            return None
+    if len(names) != len(placeholders) or not any(names):
+        return None
+    return [{"name": n, "placeholder": p, "kind": "TensorArgument"} for n, p in zip(names, placeholders) if n]
+
+
+@_quietly
+def _name_load(event, model):
+    """A package this process did not build: its inputs' names from the call spec, its constants' FQNs from the
+    wrapper, as `program` (the names of a compile) for aoti/hook_record.py's Names."""
+    wrapper = (event or {}).get("wrapper") or {}
+    if event is None or event.get("built_here") or "inputs" not in wrapper:
+        return
+    loader = getattr(model, "loader", None)
+    inputs = call_names(loader.get_call_spec()[0], wrapper["inputs"]) if loader is not None else None
+    RECORD.update(event, program={"inputs": inputs or [], "naming_problem": None if inputs else
+                                  "positional inputs: the package holds no names for them",
+                                  "constants": [{"fqn": c["fqn"], "kind": "constant", "placeholder": c["name"]}
+                                                for c in wrapper["constants"] if c.get("fqn")]})
+
+
 @_quietly
 def _capture_load(model, target):
     capture.on_load(model, package_file(target)[0])
@@ -364,6 +397,7 @@ def _wrap_load(original, call):
             _end(event, "returned")
             _share_vec_isa()
             _read_constants(event, target, model_name or "model")
+            _name_load(event, result)
             _capture_load(result, target)
             return result
     return load
