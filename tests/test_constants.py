@@ -257,11 +257,11 @@ def test_the_hook_reads_a_real_packages_constants_without_changing_the_run(tmp_p
 
 def test_the_hook_counts_negative_and_zero_elements_and_keeps_the_first_of_each():
     torch = pytest.importorskip("torch")
-    row = hook_constants._stats(torch, torch.tensor([[1.0, 0.0], [-0.25, 2.0]]))
+    row = hook_constants.stats(torch, torch.tensor([[1.0, 0.0], [-0.25, 2.0]]))
     assert (row["negative"], row["first_negative"], row["zero"], row["first_zero"]) == \
         (1, {"index": [1, 0], "value": -0.25}, 1, {"index": [0, 1], "value": 0.0})
-    assert hook_constants._stats(torch, torch.ones(3))["negative"] == 0
-    assert "negative" not in hook_constants._stats(torch, torch.ones(3, dtype=torch.bool))
+    assert hook_constants.stats(torch, torch.ones(3))["negative"] == 0
+    assert "negative" not in hook_constants.stats(torch, torch.ones(3, dtype=torch.bool))
 
 
 def _running_var(**kw):
@@ -351,3 +351,29 @@ def test_with_nothing_pinned_a_wrong_output_convicts_the_stale_buffer():
     out = findings(Culprit("kernel", kernel="cpp_fused_log_0", evidence=[note("k")]), "python_exception")
     convict_constants(out, [HookRecord(events)], None, ["python", "repro.py"])
     assert out.culprit.kind == "kernel" and render_all(out.culprit.evidence)[-1].startswith("also: constant `scale`")
+
+
+def test_a_negative_running_var_inlined_into_the_kernel_is_judged_by_its_exported_value():
+    # Eight channels: Inductor makes the buffers literals of the batch-norm kernel, the package holds no copy, so
+    # the hook summarised the exported value at the compile.
+    from aoti_bisect.aoti.hook_record import parse
+    from aoti_bisect.diagnose.facts import note
+    from aoti_bisect.aoti.wrapper import Launch, WrapperGraph
+    event = {"call": "aoti_compile_and_package", "status": "returned", "program": {"inputs": [], "constants": [
+        {"fqn": "bn.running_var", "kind": "buffer", "placeholder": None, "uses": [["batch_norm", "running_var"]],
+         "values": {"dtype": "float32", "shape": [8], "numel": 8, "min": -0.3, "max": 1.0, "negative": 1,
+                    "first_negative": {"index": [5], "value": -0.3}, "zero": 0}},
+        {"fqn": "bn.running_mean", "kind": "buffer", "placeholder": None, "uses": [["batch_norm", "running_mean"]],
+         "values": {"dtype": "float32", "shape": [8], "numel": 8, "min": -1.0, "max": 1.0, "negative": 4,
+                    "first_negative": {"index": [0], "value": -1.0}, "zero": 0}}]}}
+    record = parse(json.dumps({"events": [event]}))
+    g = WrapperGraph("w.cpp", [Launch(0, "cpp_fused_0", 1, ("buf0",), (), ("buf0",)),
+                               Launch(1, BN, 2, ("buf2",), ("buf2",), ("buf2",))], ["arg7_1"], [], ["buf2"])
+    out = findings(Culprit("kernel", kernel=BN, evidence=[note(f"{BN} produced bad values from good inputs: buf2")]))
+    convict_constants(out, [record], g, ["python", "repro.py"])
+    c = out.culprit
+    assert (c.kind, c.user_name) == ("constant", "bn.running_var")
+    assert render(c.summary).startswith("buffer `bn.running_var` (inlined into its kernels by Inductor: the package "
+                                        "holds no copy; the exported value): element [5] = -0.3 (1 of 8 negative)")
+    assert render(c.summary).endswith(f"read by {BN}: outside the op's domain, so finite inputs give NaN/Inf there")
+    assert out.constants["read"] == 0 and len(out.constants["outside_domain"]) == 1

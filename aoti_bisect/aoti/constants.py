@@ -93,7 +93,7 @@ def _element(raw: object) -> Optional[tuple[tuple[int, ...], Optional[float]]]:
     return tuple(int(i) for i in raw["index"]), raw.get("value")
 
 
-def _value(raw: dict) -> ConstantValue:
+def parse_value(raw: dict) -> ConstantValue:
     return ConstantValue(raw.get("fqn") or None, str(raw["name"]), raw.get("dtype"),
                          tuple(int(d) for d in raw.get("shape") or ()), _count(raw, "numel"), _count(raw, "nan"),
                          _count(raw, "posinf"), _count(raw, "neginf"), raw.get("min"), raw.get("max"),
@@ -115,7 +115,7 @@ def parse_values(raw: object) -> Optional[ConstantValues]:
     if raw is None:
         return None
     try:
-        return ConstantValues(raw.get("so"), tuple(_value(r) for r in raw.get("constants") or ()),
+        return ConstantValues(raw.get("so"), tuple(parse_value(r) for r in raw.get("constants") or ()),
                               raw.get("skipped"), _count(raw, "left_out"))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         return ConstantValues(skipped=f"the hook's constant values are damaged: {type(exc).__name__}: {exc}"[:300])

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Union
 
 from ..child.hook import LOADED
-from .constants import ConstantValues, parse_values
+from .constants import ConstantValue, ConstantValues, parse_value, parse_values
 from .provenance import ProgramNode, parse_program
 
 RECORD = "hook.json"
@@ -37,6 +37,8 @@ class ConstantName:
     kind: str
     placeholder: Optional[str]
     uses: tuple[tuple[str, str], ...] = ()  # the exported graph's ops it feeds, and as which argument
+    # No placeholder: the exported program's value (Inductor inlined or folded it; the package holds no copy).
+    values: Optional[ConstantValue] = None
 
 
 @dataclass(frozen=True)
@@ -88,12 +90,21 @@ def _dims(raw: object) -> tuple:
                  (isinstance(d, int) or len(d) == 2))
 
 
+def _inlined(raw: dict) -> Optional[ConstantValue]:
+    """A constant's exported value, where the hook summarised one; damage loses it, not the record."""
+    try:
+        return parse_value({**raw["values"], "fqn": raw["fqn"], "name": raw["fqn"]}) if raw.get("values") else None
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
 def _event(raw: dict) -> PackageEvent:
     program = raw.get("program") or {}
     inputs = tuple(InputName(str(i["name"]), i.get("placeholder"), _dims(i.get("dims")))
                    for i in program.get("inputs") or () if i.get("name"))
     constants = tuple(ConstantName(str(c["fqn"]), str(c.get("kind")), c.get("placeholder"),
-                                   tuple((str(op), str(arg)) for op, arg in c.get("uses") or ()))
+                                   tuple((str(op), str(arg)) for op, arg in c.get("uses") or ()),
+                                   _inlined(c))
                       for c in program.get("constants") or () if c.get("fqn"))
     reuse = raw.get("reuse") or {}
     return PackageEvent(str(raw["call"]), str(raw.get("status")), raw.get("path"), raw.get("sha256"),

@@ -13,6 +13,7 @@ for a package the run did not build, from the op words of the reading kernel's n
 from __future__ import annotations
 
 import enum
+import functools
 import re
 import zipfile
 from dataclasses import dataclass
@@ -73,15 +74,26 @@ def readers(graph: Optional[wrapper.WrapperGraph], placeholder: str) -> list[str
                               if any(graph.storage(a) == placeholder for a in l.args)))
 
 
+def _readers(graph: Optional[wrapper.WrapperGraph], inlined: set[str], names: dict[str, ConstantName],
+             v: ConstantValue) -> list[str]:
+    """The launches that take the constant; for one Inductor inlined into its kernels (no wrapper name), the
+    launches named after an op it feeds (`..._batch_norm_...` for a batch norm's running_var)."""
+    if v.placeholder not in inlined:
+        return readers(graph, v.placeholder)
+    ops = {op for op, _ in names[v.fqn].uses} if v.fqn in names else set()
+    return list(dict.fromkeys(l.name for l in (graph.launches if graph else ()) if any(op in l.name for op in ops)))
+
+
 def _first_read(graph: Optional[wrapper.WrapperGraph], by: list[str]) -> int:
     order = {l.name: l.index for l in reversed(graph.launches)} if graph else {}
     return min((order[name] for name in by if name in order), default=1 << 30)
 
 
-def describe(v: ConstantValue, kind: Optional[str], by: list[str]) -> Fact:
+def describe(v: ConstantValue, kind: Optional[str], by: list[str], inlined: bool = False) -> Fact:
     """'parameter `proj.bias` (wrapper proj_bias) holds NaN (3 of 16 elements); read by aoti_torch_cpu_addmm_out'"""
     subject = Namer(constants={v.placeholder: v.fqn} if v.fqn else {}).constant(v.placeholder)
-    template = "{kind} `{label}`" + (" (wrapper {name})" if v.fqn else " (folded by Inductor)") + " holds {holds}; " + (
+    template = "{kind} `{label}`" + (INLINED if inlined else " (wrapper {name})" if v.fqn else
+                                     " (folded by Inductor)") + " holds {holds}; " + (
         "read by {by:, }" if by else "no launch in the wrapper reads it by name")
     return fact(FactKind.CONSTANT, template, kind=kind or "constant", label=v.label, name=v.placeholder,
                 holds=v.holds(), by=tuple(by), constant=subject)
@@ -169,12 +181,15 @@ def violations(v: ConstantValue, name: Optional[ConstantName], kernel: Optional[
     return out
 
 
-def describe_violation(x: Violation, kind: Optional[str], by: list[str]) -> Fact:
+INLINED = " (inlined into its kernels by Inductor: the package holds no copy; the exported value)"
+
+
+def describe_violation(x: Violation, kind: Optional[str], by: list[str], inlined: bool = False) -> Fact:
     """'buffer `bn.running_var` (bn_running_var): element [5] = -0.3 (1 of 8 negative) feeds rsqrt(running_var +
     eps) of batch_norm, read by cpp_fused_...: outside the op's domain, so the kernel makes NaN from finite values'"""
     v = x.value
     subject = Namer(constants={v.placeholder: v.fqn} if v.fqn else {}).constant(v.placeholder)
-    return fact(FactKind.CONSTANT, "{kind} {constant:quoted}: element [{index}] = {element:.6g} ({count} of {numel} "
+    return fact(FactKind.CONSTANT, "{kind} {constant:quoted}" + (INLINED if inlined else "") + ": element [{index}] = {element:.6g} ({count} of {numel} "
                 "{outside}) feeds {op} (per {seen_in}), " + ("read by {by:, }" if by else "read by no launch by "
                 "name") + ": outside the op's domain, so finite inputs give NaN/Inf there",
                 kind=kind or "constant", constant=subject, index=", ".join(map(str, x.index)),
@@ -208,31 +223,36 @@ def convict_constants(out: Findings, records: list[HookRecord], graph: Optional[
     """Fills out.constants (report.json's `constants`) and, where a bad constant explains the failure, makes it
     the culprit. graph: the launch graph a run compiled, for when the loaded package's own wrapper cannot be read."""
     values, not_read, package = gather(records)
+    names = {c.fqn: c for r in records for e in r.events for c in e.constants}
+    read = {v.fqn for v in values}
+    inlined = [c.values for c in names.values() if c.values is not None and c.fqn not in read]
+    values += inlined
     if not values and not not_read:
         return
     graph = package_graph(package) or graph  # what ran: the loaded package's own wrapper, where it is readable
-    names = {c.fqn: c for r in records for e in r.events for c in e.constants}
     kinds = {fqn: c.kind for fqn, c in names.items()}
+    read_by = functools.partial(_readers, graph, {v.placeholder for v in inlined}, names)
     # Launch order: with nothing else convicted, the bad constant read first is where the NaN enters.
-    bad = sorted(((v, readers(graph, v.placeholder)) for v in values if v.bad),
+    bad = sorted(((v, read_by(v)) for v in values if v.bad),
                  key=lambda vb: _first_read(graph, vb[1]))
-    lines = [describe(v, kinds.get(v.fqn or ""), by) for v, by in bad]
+    lines = [describe(v, kinds.get(v.fqn or ""), by, v in inlined) for v, by in bad]
     c = out.culprit
     walked = c.kernel if c is not None and c.kind == CulpritKind.KERNEL else None
     # Outside the domain: judged for the walk's kernel where there is one (its name's op words stand in for a
     # graph the hook did not see), else only by the exported graph's uses.
     outside = []
     for v in values:
-        by = readers(graph, v.placeholder)
+        by = read_by(v)
         for kernel_name in ([walked] if walked in by else []) or by or [None]:
             found = violations(v, names.get(v.fqn or ""), kernel_name)
             if found:
                 outside.append((found[0], by))
                 break
-    outside_lines = [describe_violation(x, kinds.get(x.value.fqn or ""), by) for x, by in outside]
-    stale = [(v, readers(graph, v.placeholder)) for v in values if v.stale is not None]
+    outside_lines = [describe_violation(x, kinds.get(x.value.fqn or ""), by, x.value in inlined)
+                     for x, by in outside]
+    stale = [(v, read_by(v)) for v in values if v.stale is not None]
     stale_lines = [describe_stale(v, kinds.get(v.fqn or ""), by) for v, by in stale]
-    out.constants = {"read": sum(v.skipped is None for v in values), "not_read": not_read,
+    out.constants = {"read": sum(v.skipped is None for v in values if v not in inlined), "not_read": not_read,
                      "skipped": [{"wrapper": v.placeholder, "fqn": v.fqn, "why": v.skipped}
                                  for v in values if v.skipped][:20],
                      "nonfinite": [v.to_json() | {"kind": kinds.get(v.fqn or ""), "readers": by, "finding": line}

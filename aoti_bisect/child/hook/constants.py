@@ -107,7 +107,7 @@ def _rows(torch, fqns, tensors, live):
         elif time.monotonic() - start > BUDGET_S:
             row["skipped"] = f"time budget of {BUDGET_S:.0f} s spent"
         else:
-            row.update(_stats(torch, tensor))
+            row.update(stats(torch, tensor))
             if key in live and "skipped" not in row:
                 row["stale"] = _stale(torch, tensor, live[key])
         rows.append(row)
@@ -115,7 +115,7 @@ def _rows(torch, fqns, tensors, live):
     return {"constants": rows, "left_out": left}
 
 
-def _stats(torch, tensor):
+def stats(torch, tensor):
     row = {"dtype": str(tensor.dtype).replace("torch.", ""), "shape": list(tensor.shape), "numel": tensor.numel()}
     if tensor.numel() > MAX_NUMEL:
         return {**row, "skipped": f"{tensor.numel()} elements (limit {MAX_NUMEL})"}

@@ -35,6 +35,7 @@ _CONSTANT = re.compile(r'constants_info_\[(\d+)\]\.(name|original_fqn) = "([^"]*
 # package sha256 -> the ExportedProgram this process compiled into it: its parameters and buffers are the user's
 # module's own tensors, so at load they say whether the package's copy is stale.
 _EXPORTED = {}
+_MAX_INLINED = 1 << 16  # elements: Inductor inlines only small constants; a folded large one is not summarised
 _USER_KINDS = {"PARAMETER": "parameter", "BUFFER": "buffer", "CONSTANT_TENSOR": "constant"}
 
 
@@ -191,10 +192,18 @@ def program_names(ep, wrapper):
             u["placeholder"] = placeholder
     by_fqn = {c["fqn"]: c["name"] for c in (wrapper or {}).get("constants", []) if c["fqn"]}
     uses = _uses(ep)
-    constants = [{"fqn": s.target, "kind": _USER_KINDS[s.kind.name], "ep_name": getattr(s.arg, "name", None),
-                  "placeholder": by_fqn.get(s.target), "uses": uses.get(getattr(s.arg, "name", None), [])}
-                 for s in specs if s.kind.name in _USER_KINDS]
-    return {"inputs": user, "constants": constants, "naming_problem": naming}
+    consts = [{"fqn": s.target, "kind": _USER_KINDS[s.kind.name], "ep_name": getattr(s.arg, "name", None),
+               "placeholder": by_fqn.get(s.target), "uses": uses.get(getattr(s.arg, "name", None), [])}
+              for s in specs if s.kind.name in _USER_KINDS]
+    torch = sys.modules.get("torch")
+    for c in consts:
+        # No placeholder: Inductor inlined the constant into a kernel (small buffers become literals) or folded
+        # it, so the package holds no copy to read at load. The exported program's value is what was compiled.
+        tensor = ep.state_dict.get(c["fqn"], ep.constants.get(c["fqn"]))
+        if c["placeholder"] is None and torch is not None and isinstance(tensor, torch.Tensor) and \
+                tensor.numel() <= _MAX_INLINED:
+            c["values"] = constants.stats(torch, tensor)
+    return {"inputs": user, "constants": consts, "naming_problem": naming}
 
 
 def _export_dims(ep):
