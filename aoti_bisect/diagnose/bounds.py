@@ -160,9 +160,8 @@ def _came_from(graph: WrapperGraph, kernel_name: str, operands: tuple[str, ...],
         return None
     launch = hits[0]
     var = operands[0]
-    if graph.is_model_input(var) and inputs.get(graph.storage(var)) is not None and \
-            not inputs[graph.storage(var)].is_float:
-        return None  # an integer model input used as the index as it stands: the usual story tells it
+    if graph.is_model_input(var) and not getattr(inputs.get(graph.storage(var)), "is_float", False):
+        return None  # an integer model input (or an unprinted one) is the index as it stands: the usual story
     o = (IndexOrigin((graph.storage(var),), None) if graph.is_model_input(var) else
          origin(graph, var, launch.index))
     made = [i for i in o.sources if graph.is_model_input(i)]

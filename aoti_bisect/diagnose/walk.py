@@ -5,10 +5,9 @@ the repro with the level-2 printer filtered to those kernels and returns what th
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
-
 import math
 import re
+from typing import Callable, Optional
 
 from ..aoti.checks import IndexBound, index_operands
 from ..aoti.printer import KernelView, Observation, TensorStats, is_bad
