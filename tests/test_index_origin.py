@@ -65,3 +65,33 @@ def test_without_the_kernels_source_every_integer_read_is_held_to_the_bound_as_b
     g = wrapper.parse_wrapper(read("index_from_cumsum.wrapper.cpp"))
     c = walk(g, observe(True), KERNEL, True, IndexBound("tmp7", "16"))
     assert (c.kind, c.input_name) == ("model_input", "arg2_1")  # the token ids: the source would have cleared them
+
+
+SCORES_KERNEL = """extern "C" void cpp_fused_index_mul_0(const float* in_ptr0, const float* in_ptr1, float* out_ptr0)
+{
+    auto tmp0 = in_ptr0[x0];
+    auto tmp1 = static_cast<float>(100.0);
+    auto tmp2 = float(tmp0 * tmp1);
+    auto tmp3 = c10::convert<int64_t>(tmp2);
+    AOTI_TORCH_CHECK((0 <= tmp3) & (tmp3 < 16L), "index out of bounds: 0 <= tmp3 < 16L");
+    auto tmp4 = in_ptr1[x1 + 8L*tmp3];
+}
+"""
+
+
+def test_an_index_computed_inside_the_kernel_from_a_float_input_convicts_that_input():
+    # (scores * 100).long() fused into the gather: the kernel reads no integer tensor at all.
+    from aoti_bisect.aoti.wrapper import Launch, WrapperGraph
+    k = "cpp_fused_index_mul_0"
+    g = WrapperGraph("w.cpp", [Launch(0, k, 1, ("arg1_1", "table", "buf0"), ("arg1_1", "table"), ("buf0",),
+                                      "[mul, long, index]",
+                                      ("(const float*)(arg1_1.data_ptr())", "(const float*)(table.data_ptr())",
+                                       "(float*)(buf0.data_ptr())"))], ["arg1_1"], ["table"], ["buf0"],
+                     params={k: ["in_ptr0", "in_ptr1", "out_ptr0"]})
+    scores = TensorStats("before_launch", k, "arg1_1", 4, "torch.float32", 0.5, 0.0, 0.9, "[4]", "[1]", "cpu")
+    observe = lambda kernels: ({k: KernelView(k, {"arg1_1": scores}, {})}, {"arg1_1": scores})  # noqa: E731
+    c = walk(g, observe, k, True, IndexBound("tmp3", "16"), namer=Namer(inputs={"arg1_1": "scores"}),
+             source=lambda name: SCORES_KERNEL)
+    assert (c.kind, c.input_index, c.user_name) == ("model_input", 0, "scores")
+    assert ("the index is computed inside cpp_fused_index_mul_0 (mul, long, index) from model input 0 (`scores`, "
+            "wrapper arg1_1), which holds 0..0.9 at run time; that op takes it past the bound 16") in render(c.summary)

@@ -170,11 +170,12 @@ def _came_from(graph: WrapperGraph, kernel_name: str, operands: tuple[str, ...],
     source = made[0]
     s = inputs.get(source)
     maker = o.maker or launch
-    nodes = ", ".join(source_nodes(maker.source_nodes)) or maker.name
+    nodes = ", ".join(source_nodes(maker.source_nodes))
     args = dict(input=namer.var(source), maker=kernel(maker.name), nodes=nodes,
                 bound="?" if value is None else value)
-    where = ("the index is computed, not handed in: {maker} ({nodes}) makes it from {input:phrase}" if o.maker
-             else "the index is computed inside {maker} ({nodes}) from {input:phrase}")
+    op = "{maker} ({nodes})" if nodes else "{maker}"  # the FX nodes it computes, where the wrapper names them
+    where = ("the index is computed, not handed in: " + op + " makes it from {input:phrase}" if o.maker
+             else "the index is computed inside " + op + " from {input:phrase}")
     if s is not None:
         return fact(FactKind.INDEX, where + ", which holds {lo:g}..{hi:g} at run time; that op takes it past "
                     "the bound {bound}", lo=s.min, hi=s.max, **args), source
