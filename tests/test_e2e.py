@@ -37,7 +37,7 @@ COST = {"hang_custom_op": 450, "silent_oob_custom_op": 205, "flaky_custom_op_cra
         "wrong_value_pass": 84, "index_oob": 73, "load_error": 72, "compile_error": 11,
         "bn_negative_running_var": 222, "index_from_cumsum": 215,
         "stale_buffer": 202, "narrowed_dynamic_dim": 180,
-        "prebuilt_named_inputs": 304}
+        "prebuilt_named_inputs": 304, "bn_negative_running_var_inlined": 29}
 
 
 def lanes(valgrind: bool) -> list[list[str]]:
