@@ -10,24 +10,26 @@ from typing import Optional
 import click
 
 from .aoti.flags import REUSE_MODES
+from .child.contract import DB_ENV
 from .diagnose.stages import REQUESTABLE as STAGE_NAMES
 from . import stopping
-from .exits import EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, UsageFailure, report_crash
-from .files import claim_out, default_out, prepare_out
-from .repro import check_python_runs, repro_argv, validate_python
+from .exits import EXIT_BROKEN_PIPE, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_USAGE, UsageFailure, report_crash
+from .files import claim_out, default_out, prepare_out, release_empty_claim
+from .repro import check_python_runs, repro_argv, unknown_word, validate_python
 from .stats import DEFAULT_MAX_RUNS
-from .validate import MAX_JOBS, MAX_RUNS, check_count, check_seconds
+from .validate import MAX_JOBS, MAX_RUNS, check_count, check_timeout
 
 EXIT_CODES_HELP = """\b
 Exit codes (a `git bisect run` predicate: 0 good, 1 bad, 125 skip, above 127 stop):
   0    did not reproduce
   1    reproduced
-  2    bad command line (unknown option, bad --runs, bad --python): check it once by hand
-  125  cannot decide at this commit: the repro cannot run (torch not importable, no GPU, script
-       missing or broken, command not found) or runs were inconclusive; report.json's
-       exit_reason says which
+  2    bad command line, the same at every commit (unknown option or command word, bad --runs,
+       --timeout below 1 s): check it once by hand
+  125  cannot decide at this commit: the repro or its environment cannot run (--python missing or
+       broken, torch not importable, no GPU, script missing or broken, command not found, full
+       or read-only disk) or runs were inconclusive; report.json's exit_reason says which
   130  interrupted (a partial report is still written)
-  255  internal error of aoti-bisect (one line; the traceback is saved in the run directory)
+  255  internal error of aoti-bisect only (one line; the traceback is saved in the run directory)
 """
 
 SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
@@ -38,6 +40,8 @@ class _DefaultGroup(click.Group):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+            if unknown_word(args[0], list(self.commands)):
+                raise UsageFailure(unknown_word(args[0], list(self.commands)))
             args = ["run", *args]
         return super().parse_args(ctx, args)
 
@@ -52,6 +56,7 @@ def main() -> None:
     aoti-bisect [OPTIONS] SCRIPT [-- SCRIPT_ARGS...]   (same as `aoti-bisect run ...`)
     aoti-bisect scenarios list|check [NAME...]
     aoti-bisect report RUN_DIR [--format md|json|text]
+    aoti-bisect minify RUN_DIR [--jobs N] [--budget S] [--max-candidates N]
     aoti-bisect nightly SET [--runs N | --until-confident] [--shard i/N]
     aoti-bisect merge RECORDS... ; aoti-bisect history [REPRO...]
     """
@@ -94,6 +99,9 @@ _run_dir: Optional[str] = None
                    "baseline's first run leaves idle; --no-ahead where other work already takes every core.")
 @click.option("--stages", default=",".join(STAGE_NAMES), show_default=True,
               help="Comma-separated stages to run (baseline always runs).")
+@click.option("--budget", type=float, default=300.0, show_default=True, metavar="SECONDS",
+              help="When the memory checker convicts before the baseline has its runs, the baseline's rate runs "
+                   "on after the verdict for at most this long (0: report the rate as it stands).")
 @click.option("--redact-paths", is_flag=True, help="Replace home directories and the user name in the report.")
 @click.option("--sanitize", is_flag=True, help="Run the memory checker (memcheck stage) whatever the failure, "
                                                "also when the repro passes but its output is known to be wrong.")
@@ -103,7 +111,7 @@ _run_dir: Optional[str] = None
 @click.option("-q", "--quiet", count=True, help="Less on stderr.")
 @click.option("-v", "--verbose", count=True, help="More on stderr.")
 def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, cache_dir, as_json, jobs, reuse, ahead,
-            stages, redact_paths, sanitize, sanitizer, sanitizer_tools, quiet, verbose):
+            stages, budget, redact_paths, sanitize, sanitizer, sanitizer_tools, quiet, verbose):
     """Rerun a failing repro under the debugging ladder and localise the fault."""
     wanted = tuple(s.strip() for s in stages.split(",") if s.strip())
     unknown = [s for s in wanted if s not in STAGE_NAMES]
@@ -112,7 +120,9 @@ def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, cach
     check_count("--runs", runs, MAX_RUNS)
     check_count("--max-runs", max_runs, MAX_RUNS)
     check_count("--jobs", jobs, MAX_JOBS)
-    check_seconds("--timeout", timeout)
+    check_timeout("--timeout", timeout)
+    if budget < 0:
+        raise UsageFailure(f"--budget must be 0 or more seconds, got {budget:g}")
     tools = tuple(s.strip() for s in sanitizer_tools.split(",") if s.strip())
     bad_tools = [s for s in tools if s not in SANITIZER_TOOLS]
     if bad_tools or not tools:
@@ -129,14 +139,17 @@ def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, cach
     if python:
         check_python_runs(python, run_dir)
     # psutil, the harness and the ladder load only for a real run
+    from .config import RunConfig
     from .diagnose.session import Session
     from .progress import Progress
     from .run.probe import interpreter_of
 
-    session = Session(run_dir, argv, Progress(verbose - quiet), jobs=jobs, runs=runs, max_runs=max_runs,
-                      timeout=timeout, stages=("baseline", *wanted), python_script=cmd is None,
-                      redact_paths=redact_paths, python=interpreter_of(argv, python), sanitize=sanitize,
-                      sanitizer=sanitizer, sanitizer_tools=tools, cache_root=cache_dir, reuse=reuse, ahead=ahead)
+    config = RunConfig(run_dir, argv, jobs=jobs, runs=runs, max_runs=max_runs, timeout=timeout,
+                       stages=("baseline", *wanted), python_script=cmd is None, redact_paths=redact_paths,
+                       python=interpreter_of(argv, python), sanitize=sanitize, sanitizer=sanitizer,
+                       sanitizer_tools=tools, cache_root=cache_dir, reuse=reuse, ahead=ahead,
+                       budget=budget)
+    session = Session(config, Progress(verbose - quiet))
     report = session.execute()
     if as_json:
         print(json.dumps(report.data, indent=2))
@@ -177,12 +190,53 @@ def report_cmd(run_dir, fmt, bundle, redact_paths):
     if fmt == "json":
         print(json.dumps(data, indent=2))
     elif fmt == "md":
-        print(render_markdown(data))
+        from .minify import markdown_section
+
+        print(render_markdown(data) + markdown_section(run_dir))
     else:
         print(rep.headline())
         for e in (data.get("culprit") or {}).get("evidence") or []:
             print(printable(f"  - {e}"))
     sys.exit(rep.exit_code)
+
+
+MINIFY_EXIT_HELP = """\b
+Exit codes:
+  0    minified, and RUN_DIR/minify/repro.py failed the same way when run alone from a copy
+  1    could not reproduce the failure in isolation, or the reduced repro did not fail alone (says why)
+  2    bad command line, or RUN_DIR holds no report.json
+  125  cannot run here: no exported program or inputs of the failing call can be had (a prebuilt
+       package carries none, a capture over the size cap, a program that needs the repro's custom ops)
+"""
+
+
+@main.command("minify", epilog=MINIFY_EXIT_HELP)
+@click.argument("run_dir")
+@click.option("--jobs", type=int, default=1, show_default=True, help="Candidates compiled and run in parallel.")
+@click.option("--budget", type=float, default=1800.0, show_default=True, help="Seconds for the whole search.")
+@click.option("--max-candidates", type=int, default=60, show_default=True, help="Candidate runs at most.")
+@click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds per candidate run.")
+@click.option("-q", "--quiet", count=True, help="Nothing on stderr but the result line.")
+def minify_cmd(run_dir, jobs, budget, max_candidates, timeout, quiet):
+    """Cut a finished run's failing program down to a standalone repro in RUN_DIR/minify/.
+
+    Every candidate is compiled with AOTI and run in its own process; it is kept when it fails with the
+    run's kind and phase and still holds an op of the culprit kernel. The result, repro.py with
+    inputs.pt beside it, is one folder to attach to a ticket.
+    """
+    check_count("--jobs", jobs, MAX_JOBS)
+    check_count("--max-candidates", max_candidates, MAX_RUNS)
+    check_seconds("--budget", budget)
+    check_seconds("--timeout", timeout)
+    if not os.path.isfile(os.path.join(run_dir, "report.json")):
+        raise UsageFailure(f"{run_dir}: no report.json (not a finished aoti-bisect run directory)")
+    global _run_dir
+    _run_dir = run_dir
+    from .minify import MinifyOptions, minify
+
+    result = minify(run_dir, MinifyOptions(jobs, budget, max_candidates, timeout), _say(quiet))
+    print(f"aoti-bisect: minify: {result.message}", file=sys.stderr)
+    sys.exit(result.exit_code)
 
 
 @main.group("scenarios")
@@ -228,7 +282,10 @@ NIGHTLY_EXIT_HELP = """\b
 Exit codes:
   0    nothing changed for the worse
   1    a repro changed for the worse (rate up, p < --alpha, or a new failure signature)
-  2    usage error
+  2    usage error, the same every night: an unknown or contradictory option (--precision without
+       --until-confident, --shards without --executor submitit, judging options on a --shard), a
+       timeout below 1 s, a SET entry that is no script (a FIFO, a folder named *.py, a link loop),
+       a records file that is not one
   3    a repro had only infrastructure errors (and nothing changed for the worse)
   4    incomplete night: a shard is missing, failed or did not finish; not judged, nothing added
        to the history (re-run those shards and merge, or merge --allow-partial)
@@ -242,8 +299,8 @@ def _say(quiet: int):
 
 def _judging_options(f):
     for option in reversed([
-        click.option("--db", envvar="AOTI_BISECT_DB", help="History database (default: "
-                     "$XDG_DATA_HOME/aoti-bisect/history.sqlite3; env AOTI_BISECT_DB)."),
+        click.option("--db", envvar=DB_ENV, help="History database (default: "
+                     f"$XDG_DATA_HOME/aoti-bisect/history.sqlite3; env {DB_ENV})."),
         click.option("--alpha", type=float, default=0.01, show_default=True,
                      help="Significance level of the change test (Fisher's exact, two-sided)."),
         click.option("--window", type=int, default=7, show_default=True,
@@ -307,14 +364,17 @@ def nightly_cmd(set_path, only, runs, until_confident, precision, min_runs, jobs
     SET is a manifest (the scenarios/manifest.toml format), a folder holding manifest.toml, or a folder of
     *.py repros (each one a repro, run with this Python).
     """
-    from .nightly.command import Judging, NightlyRequest, Submitit, nightly
+    from .nightly.command import Judging, NightlyRequest, Submitit, check_option_combinations, nightly
     from .nightly.plan import Plan
+
+    ctx = click.get_current_context()
+    check_option_combinations({p for p in ctx.params if ctx.get_parameter_source(p).name != "DEFAULT"}, ctx.params)
 
     for name, value, high in (("--runs", runs, MAX_RUNS), ("--jobs", jobs, MAX_JOBS), ("--min-runs", min_runs, MAX_RUNS),
                               ("--shards", shards, MAX_JOBS)):
         check_count(name, value, high)
     check_count("--gpus-per-shard", gpus_per_shard, MAX_JOBS, low=0)
-    check_seconds("--timeout", timeout)
+    check_timeout("--timeout", timeout)
     if not 0 < precision < 0.5:
         raise UsageFailure(f"--precision must be between 0 and 0.5, got {precision}")
     if sanitizer and not sanitize:
@@ -347,7 +407,7 @@ def merge_cmd(records, out, jobs, db, alpha, window, bisect_on_change, allow_par
 
 @main.command("history")
 @click.argument("repros", nargs=-1)
-@click.option("--db", envvar="AOTI_BISECT_DB", help="History database (default as for nightly).")
+@click.option("--db", envvar=DB_ENV, help="History database (default as for nightly).")
 @click.option("--nights", type=int, default=14, show_default=True, help="Latest nights per repro.")
 @click.option("--json", "as_json", is_flag=True, help="Rows as JSON.")
 @click.option("--plot", type=str, metavar="PNG", help="Also draw the rates over time (needs aoti-bisect[plot]).")
@@ -378,9 +438,8 @@ def entry() -> None:
     except click.ClickException as exc:
         print(f"aoti-bisect: error: {exc.format_message()}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
-    except click.exceptions.Abort:
-        sys.exit(EXIT_INTERRUPTED)
-    except KeyboardInterrupt:
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        release_empty_claim(_run_dir)  # stopped before writing anything: the --out folder can be used again
         sys.exit(EXIT_INTERRUPTED)
     except BrokenPipeError:
         sys.exit(EXIT_BROKEN_PIPE)
@@ -390,7 +449,7 @@ def entry() -> None:
         # A full or read-only disk is the machine's state, not a bug: no "please report it", still no decision.
         print(f"aoti-bisect: error: {exc.strerror}" + (f": {exc.filename}" if exc.filename else "")
               + " (the output could not be written)", file=sys.stderr)
-        sys.exit(EXIT_INTERNAL)
+        sys.exit(EXIT_INCONCLUSIVE)  # the machine's state at this commit: skip it (125), never 255
     except Exception as exc:
         # Python's own exit status for an uncaught exception is 1, which `git bisect run` reads as "bad".
         sys.exit(report_crash(exc, _run_dir))

@@ -2,8 +2,9 @@
 
 `aoti-bisect run` is a `git bisect run` predicate: git reads 0 as good, 1-127 except 125 as bad, 125 as "skip
 this commit", and anything above 127 as "stop bisecting". So only a decision about the repro may use 0 or 1;
-a commit where the repro cannot run says 125; a fault of aoti-bisect itself says 255, which stops the
-bisection instead of marking a commit bad.
+a commit where the repro or its environment cannot run says 125 (a missing or broken --python, no torch, a
+full or read-only disk, a repro that deleted its own run folder); a command line that is wrong at every
+commit says 2; only a fault of aoti-bisect itself says 255, which stops the bisection.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ EXIT_INCOMPLETE = 4  # the nightly's "a shard is missing or unfinished: not judg
 EXIT_INCONCLUSIVE = 125
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer killed by a closed pipe
-EXIT_INTERNAL = 255  # aoti-bisect could not go on: its own bug, or a full or read-only run directory
+EXIT_INTERNAL = 255  # aoti-bisect's own bug, and nothing else (a full disk is 125: the machine's state)
 
 
 class UsageFailure(Exception):

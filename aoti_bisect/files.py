@@ -2,25 +2,76 @@
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import getpass
 import os
+import stat
 import tempfile
+from typing import Optional
 
-from .exits import UsageFailure
+from .exits import EXIT_USAGE, UsageFailure
 
 MAX_LOG_READ = 64 << 20
+LINKED_LOG = "[aoti-bisect: this log was replaced by a link (symbolic or hard) during the run; not read]\n"
 
 
 def read_log(path: str, limit: int = MAX_LOG_READ) -> str:
-    """A child's log as text, at most `limit` bytes of it (logs are capped on disk, but not all by us)."""
-    with open(path, "rb") as f:
+    """A child's log as text, at most `limit` bytes of it (logs are capped on disk, but not all by us).
+
+    A log the repro replaced by a link (symbolic or hard: open_own) is not read: its target is some other file
+    of the user's, which no verdict, report or bundle may quote. Other errors (missing) raise OSError."""
+    try:
+        fd = open_own(path)
+    except NotOwnFile:
+        return LINKED_LOG
+    with os.fdopen(fd, "rb") as f:
         data = f.read(limit)
     return data.decode("utf-8", errors="replace")
+
+
+class NotOwnFile(OSError):
+    """A run file that is a link (symbolic or hard), or no regular file: never read into a report or bundle."""
+
+
+def open_own(path: str) -> int:
+    """A file descriptor on a run's own file: a regular file with one name. A repro can replace its log (or any
+    file of its run folder) by a symbolic link, or a hard link, to a file of the user's (~/.ssh/id_rsa): O_NOFOLLOW
+    refuses the first, the link count the second. O_NONBLOCK: a FIFO put there must not block the open."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # O_NOFOLLOW on a symbolic link
+            raise NotOwnFile(errno.ELOOP, "a symbolic link: left out", path)
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            raise NotOwnFile(errno.EPERM, "a link or not a regular file: left out", path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_own_text(path: str, limit: int = -1) -> str:
+    """read_text of a run's own file (open_own): raises OSError (NotOwnFile) for a link."""
+    with os.fdopen(open_own(path), "rb") as f:
+        return f.read(limit).decode("utf-8", errors="replace")
 
 
 def read_text(path: str) -> str:
     with open(path, errors="replace") as f:
         return f.read()
+
+
+def valid_utf8(text: str) -> str:
+    """Text that encodes as UTF-8: a name that is not UTF-8 (kept by Python as lone surrogates) is shown as
+    its escape (`\\udcff`) instead of writing its raw bytes into a file a renderer or CI parser must read."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def atomic_write(path: str, text: str) -> None:
@@ -75,8 +126,20 @@ def prepare_out(out: str, option: str = "--out") -> str:
         os.close(fd)
         os.remove(probe)
     except OSError as exc:
-        raise UsageFailure(f"cannot write to --out {path}: {exc.strerror}")
+        raise out_failure(option, path, exc)
     return path
+
+
+# The disk's state, not the command line's: a full, over-quota, read-only or failing disk. `git bisect run` must
+# skip the commit (125); a folder the user cannot write (EACCES) or a file in the way is the command line (2).
+DISK_FAULTS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO)
+
+
+def out_failure(option: str, path: str, exc: OSError) -> UsageFailure:
+    from .exits import EXIT_INCONCLUSIVE
+
+    return UsageFailure(f"cannot write to {option} {path}: {exc.strerror}",
+                        EXIT_INCONCLUSIVE if exc.errno in DISK_FAULTS else EXIT_USAGE)
 
 # Claims a run directory: created with O_EXCL and never removed, so a second run (at the same time or
 # later) cannot share the folder.
@@ -96,7 +159,7 @@ def claim_out(out: str) -> str:
         raise UsageFailure(f"--out {path} already holds an aoti-bisect run (running or finished); "
                            "give a new or empty folder")
     except OSError as exc:
-        raise UsageFailure(f"cannot write to --out {path}: {exc.strerror}")
+        raise out_failure("--out", path, exc)
     try:
         with os.fdopen(fd, "w") as f:
             f.write(f"{os.getpid()}\n")
@@ -108,3 +171,20 @@ def claim_out(out: str) -> str:
         raise UsageFailure(f"--out {path} is not empty (it holds {others[0]!r}{' and more' if others[1:] else ''}); "
                            "give a new or empty folder")
     return path
+
+
+def release_empty_claim(path: Optional[str]) -> None:
+    """Called when a command stops (Ctrl-C) before its run wrote anything: a folder holding only our lock is
+    given back, or that --out could never be used again ("already holds an aoti-bisect run")."""
+    if not path:
+        return
+    lock = os.path.join(path, LOCK_NAME)
+    try:
+        if os.listdir(path) != [LOCK_NAME]:
+            return
+        with open(lock) as f:
+            ours = f.read().strip() in ("", str(os.getpid()))
+        if ours:
+            os.remove(lock)
+    except OSError:
+        pass

@@ -5,6 +5,7 @@ A fault of the script itself (missing, unreadable, not Python at this commit) is
 """
 from __future__ import annotations
 
+import difflib
 import os
 import shlex
 import shutil
@@ -61,12 +62,18 @@ def validate_script(script: str, syntax: bool = True) -> None:
 
 def validate_python(python: str) -> str:
     """--python as an absolute path (runs have a private cwd), not resolved: a venv's python is a symlink
-    whose target would lose the venv."""
+    whose target would lose the venv.
+
+    A --python that is missing or does not run is 125, not 2: the README's recipe builds a venv per commit, and
+    a commit whose venv failed to build must be skipped by `git bisect run`, not marked bad (2 is bad to git)."""
+    def cannot(message: str) -> UsageFailure:
+        return UsageFailure(message, EXIT_INCONCLUSIVE)
+
     path = shutil.which(python) if os.sep not in python else python
     if not path or not os.path.exists(path):
-        raise UsageFailure(f"--python {python}: no such file")
+        raise cannot(f"--python {python}: no such file")
     if os.path.isdir(path) or not os.access(path, os.X_OK):
-        raise UsageFailure(f"--python {python} is not an executable file")
+        raise cannot(f"--python {python} is not an executable file")
     return os.path.abspath(path)
 
 
@@ -78,7 +85,19 @@ def check_python_runs(python: str, run_dir: str) -> None:
     exit = process.execute([python, "-c", "import sys; print(sys.version_info[0])"], dict(os.environ), run_dir,
                            log, timeout=60)
     if exit.returncode != 0 or read_log(log).strip() != "3":
-        raise UsageFailure(f"--python {python} does not run as Python 3 (exit {exit.returncode}); see {log}")
+        raise UsageFailure(f"--python {python} does not run as Python 3 (exit {exit.returncode}); see {log}",
+                           EXIT_INCONCLUSIVE)
+
+
+def unknown_word(word: str, commands: list[str]) -> Optional[str]:
+    """The usage error for a first word that is neither a command nor a script: `aoti-bisect scenario list`
+    meant `scenarios`, and must not become a missing script (125, skip) that `git bisect run` skips at every
+    commit. A word with no path separator and no dot that names no file is taken for a command."""
+    if os.sep in word or "." in word or word.startswith("-") or os.path.lexists(word):
+        return None
+    close = difflib.get_close_matches(word, commands, n=1, cutoff=0.6)
+    hint = f"did you mean `{close[0]}`?" if close else f"commands: {', '.join(sorted(commands))}"
+    return f"no such command or script: {word!r}; {hint} (a script in this folder: ./{word})"
 
 
 def repro_argv(script: Optional[str], script_args: tuple[str, ...], cmd: Optional[str],

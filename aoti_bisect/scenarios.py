@@ -47,6 +47,9 @@ class Scenario:
     # scenario's own folder under the check's output, outside every run's folder.
     setup: tuple[str, ...] = ()
     line: Optional[str] = None  # `model.py:11`: a line the culprit kernel comes from (its provenance)
+    # The check runs the baseline as a plain `aoti-bisect SCRIPT` does (adaptive, `runs` at most) instead of
+    # exactly `runs` runs: where the ladder's own plan is what the scenario shows (a rare fault).
+    adaptive: bool = False
 
     @property
     def path(self) -> str:
@@ -72,7 +75,8 @@ def load_manifest(path: Optional[str] = None) -> list[Scenario]:
             flaky=t.get("flaky", False), rate=tuple(t.get("rate", (0.0, 1.0))), stage=t.get("stage", "baseline"),
             runs=t.get("runs", 2), timeout=t.get("timeout", 300), observed=t.get("observed", ""),
             args=tuple(t.get("args", ())), sanitize=t.get("sanitize", False),
-            evidence=tuple(t.get("evidence", ())), setup=tuple(t.get("setup", ())), line=t.get("line")))
+            evidence=tuple(t.get("evidence", ())), setup=tuple(t.get("setup", ())), line=t.get("line"),
+            adaptive=t.get("adaptive", False)))
     return out
 
 
@@ -159,6 +163,7 @@ def run_setup(s: Scenario, folder: str) -> Optional[str]:
 
 def check(scenarios: list[Scenario], run_dir: str, jobs: int = 1, stages: tuple[str, ...] = (),
           device: str = "auto", reuse: str = "hooked", ahead: bool = True) -> bool:
+    from .config import RunConfig
     from .diagnose.session import Session
     from .progress import Progress
 
@@ -182,10 +187,10 @@ def check(scenarios: list[Scenario], run_dir: str, jobs: int = 1, stages: tuple[
             print(f"scenario {s.name}: MISMATCH: {problem}", file=sys.stderr, flush=True)
             continue
         args = [a.replace("{setup}", setup_dir) for a in s.args]
-        session = Session(os.path.join(run_dir, s.name), [sys.executable, s.path, *args],
-                          Progress(indent="  ", runs_only=True), jobs=jobs, runs=s.runs, max_runs=max(s.runs, 10),
-                          timeout=s.timeout, stages=("baseline", *stages), cache_root=os.path.join(run_dir, "cache"),
-                          sanitize=s.sanitize, reuse=reuse, ahead=ahead)
+        config = RunConfig(os.path.join(run_dir, s.name), (sys.executable, s.path, *args), jobs=jobs,
+                           runs=None if s.adaptive else s.runs, max_runs=s.runs if s.adaptive else max(s.runs, 10), timeout=s.timeout, stages=("baseline", *stages),
+                           cache_root=os.path.join(run_dir, "cache"), sanitize=s.sanitize, reuse=reuse, ahead=ahead)
+        session = Session(config, Progress(indent="  ", runs_only=True))
         report = session.execute().data
         problems = compare(s, report)
         ok &= not problems

@@ -40,10 +40,36 @@ def _leave_dead_terminal(signum: int) -> None:
         os.close(devnull)
 
 
+def _still_ignored(signum, frame):
+    """Stands for SIG_IGN in this process: an ignored disposition survives exec, a handler does not."""
+
+
+# What a child would inherit ignored (nohup: HUP; a background job of a script: INT, QUIT; some CI runners
+# more) and what changes its behaviour: a repro must start as it would from a shell, with default dispositions.
+CHILD_DEFAULT_SIGNALS = tuple(getattr(signal, name) for name in (
+    "SIGINT", "SIGQUIT", "SIGHUP", "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGTSTP", "SIGTTIN", "SIGTTOU",
+    "SIGWINCH", "SIGCONT", "SIGURG") if hasattr(signal, name))
+
+
 def install() -> None:
-    """Handlers for the stop signals, except those ignored when we start (nohup, `cmd &` in a script)."""
+    """Handlers for the stop signals, except those ignored when we start (nohup, `cmd &` in a script).
+
+    Children start with default signal dispositions and an empty signal mask whatever ours were: a signal we
+    were started with ignored gets a no-op handler instead (we still ignore it; exec resets a handler to the
+    default, never SIG_IGN), and the mask is cleared in the main thread before any thread exists (threads, and
+    the children they fork, inherit it). No preexec_fn: the harness forks from a thread pool."""
     global terminal_fds
     terminal_fds = tuple(fd for fd in (1, 2) if os.isatty(fd))
     for sig in STOP_SIGNALS:
         if signal.getsignal(sig) is not signal.SIG_IGN:
             signal.signal(sig, _stop)
+    for sig in CHILD_DEFAULT_SIGNALS:
+        try:
+            if signal.getsignal(sig) is signal.SIG_IGN:
+                signal.signal(sig, _still_ignored)
+        except (OSError, ValueError):
+            pass
+    if hasattr(signal, "SIGCHLD") and signal.getsignal(signal.SIGCHLD) is signal.SIG_IGN:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # ignored, it reaps our children before we can wait
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])

@@ -24,3 +24,16 @@ def check_seconds(name: str, value: Optional[float]) -> None:
     """A time limit: NaN compares false with everything and inf never expires, so both would disable it."""
     if value is not None and not (math.isfinite(value) and value > 0):
         raise UsageFailure(f"{name} must be a finite number of seconds above 0, got {value}")
+
+
+# Below this a run's time limit measures the interpreter's start-up (tens of milliseconds idle, seconds on a
+# loaded machine or a cold disk), not the repro: a passing script became "reproduced: timeout".
+MIN_TIMEOUT_S = 1.0
+
+
+def check_timeout(name: str, value: Optional[float]) -> None:
+    """A run's time limit: check_seconds, and at least MIN_TIMEOUT_S (a usage error, the same at every commit)."""
+    check_seconds(name, value)
+    if value is not None and value < MIN_TIMEOUT_S:
+        raise UsageFailure(f"{name} must be at least {MIN_TIMEOUT_S:g} s (below it the interpreter's start-up "
+                           f"decides the outcome, not the repro), got {value:g}")

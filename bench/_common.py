@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from aoti_bisect.files import user_name
-from aoti_bisect.run.harness import CHILD_ENV
+from aoti_bisect.run.environment import CHILD_ENV
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOGS = os.path.join(REPO, "tests", "logs")

@@ -59,7 +59,7 @@ from typing import Optional
 from _common import Sandbox, Timed, clean_env, main, read, spread, table, timed, tool_argv
 
 from aoti_bisect.aoti import flags, printer
-from aoti_bisect.run.harness import compile_key
+from aoti_bisect.run.layout import compile_key
 from aoti_bisect.scenarios import Scenario, compare, culprit_matches, load_manifest
 from aoti_bisect.scenarios import _found_culprit as _describe  # the words `scenarios check` uses for a culprit
 

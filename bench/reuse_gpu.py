@@ -37,7 +37,7 @@ import tempfile
 from _common import clean_env, machine, timed, tool_argv
 
 from aoti_bisect.aoti.hook_record import compile_counts, read_hook
-from aoti_bisect.run.harness import compile_key
+from aoti_bisect.run.layout import compile_key
 from aoti_bisect.scenarios import Scenario, load_manifest
 from aoti_bisect.stats import Rate
 

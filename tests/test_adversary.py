@@ -112,7 +112,7 @@ def test_json_to_a_full_device_is_one_line_without_a_bug_report(tmp_path):
         out = subprocess.run([sys.executable, "-m", "aoti_bisect", str(tmp_path / "ok.py"), "--runs", "1",
                               "--stages", "baseline", "--json", "--out", str(tmp_path / "run")], stdout=full,
                              stderr=subprocess.PIPE, text=True, timeout=120)
-    assert out.returncode == 255, out.stderr  # no decision reached the caller: stop a bisection
+    assert out.returncode == 125, out.stderr  # the machine's state, not a bug: skip (issue #30), never 255
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("aoti-bisect: error: No space left on device") and "please report" not in out.stderr
     assert (tmp_path / "run" / "report.json").is_file()  # what was gathered is kept

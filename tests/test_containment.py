@@ -146,7 +146,7 @@ def test_parallel_runs_kill_only_their_own_orphans(tmp_path, pidfile):
     raise SystemExit(0 if age < 1.0 else "daemon died")
     """, pidfile)
     h = Harness(str(tmp_path / "run"), jobs=2)
-    h._warm.add(((sys.executable, child), "default"))  # both runs at once: no cold-cache first run
+    h.layout.mark_warm(_spec(child, 30.0))  # both runs at once: no cold-cache first run
     results = h.run_many([RunSpec((sys.executable, child), "baseline", i, (), 1.5 if i == 0 else 30.0)
                           for i in range(2)])
     assert [r.outcome for r in results] == [Outcome.TIMEOUT, Outcome.PASSED], read_log(results[1].log_path)
@@ -241,7 +241,7 @@ def test_full_disk_is_one_line_and_stops_a_bisection(tmp_path, full_disk):
     (tmp_path / "ok.py").write_text("print('fine')\n")
     out = subprocess.run([sys.executable, "-m", "aoti_bisect", str(tmp_path / "ok.py"), "--runs", "1",
                           "--out", str(full_disk / "run")], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 255, out.stderr  # no decision at this commit, and none at the next: stop
+    assert out.returncode == 125, out.stderr  # an environment fault: skip (issue #30); 255 is our own bugs only
     assert "Traceback" not in out.stderr
     errors = [line for line in out.stderr.splitlines() if line.startswith("aoti-bisect: error:")]
     assert len(errors) == 1, out.stderr

@@ -88,6 +88,7 @@ def test_judge_holds_a_buffer_against_its_kernels_nodes_first():
 
 def test_the_hook_runs_a_program_called_with_keyword_arguments_in_any_order(monkeypatch):
     import torch
+    from aoti_bisect.child import contract
     from aoti_bisect.child.hook import eagerwalk
 
     class Model(torch.nn.Module):
@@ -96,7 +97,7 @@ def test_the_hook_runs_a_program_called_with_keyword_arguments_in_any_order(monk
 
     x, offset, scale = torch.randn(3, 4), torch.randn(4), torch.randn(4)
     ep = torch.export.export(Model(), (x,), {"scale": scale, "offset": offset})
-    monkeypatch.setenv(eagerwalk.ENV, "1")
+    monkeypatch.setenv(contract.EAGER_WALK_ENV, "1")
     monkeypatch.chdir(os.path.dirname(__file__))  # no level-1 dumps here to clear
     eager = eagerwalk.before_call(ep, (x,), {"offset": offset, "scale": scale}, 0, 1 << 20)
     assert eager["status"] is None and eager["problem"] is None

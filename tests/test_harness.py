@@ -7,8 +7,9 @@ import sys
 from conftest import spec
 
 from aoti_bisect.files import read_log
-from aoti_bisect.run import harness
-from aoti_bisect.run.harness import Harness, compile_key
+from aoti_bisect.run import environment
+from aoti_bisect.run.harness import Harness
+from aoti_bisect.run.layout import compile_key
 from aoti_bisect.run.types import Outcome, RunSpec
 
 
@@ -105,9 +106,9 @@ def test_hooked_runs_keep_bytecode_in_the_cache_root_where_the_user_turned_it_of
         import helper
         print("VALUE", helper.VALUE, "DONT_WRITE", sys.flags.dont_write_bytecode)
     """)
-    assert not harness.torch_bytecode_missing()  # pip wrote torch's bytecode at install: no prefix here
+    assert not environment.torch_bytecode_missing()  # pip wrote torch's bytecode at install: no prefix here
     assert Harness(str(tmp_path / "run0"), base_env={"PYTHONDONTWRITEBYTECODE": "1"}).bytecode_cache() == {}
-    monkeypatch.setattr(harness, "torch_bytecode_missing", lambda: True)  # as in the lent GPU host's image
+    monkeypatch.setattr(environment, "torch_bytecode_missing", lambda: True)  # as in the lent GPU host's image
     h = Harness(str(tmp_path / "run"), base_env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}, reuse="hooked")
     base = h.run(RunSpec((sys.executable, script), "baseline", 0, (), 60.0, False))
     assert "DONT_WRITE 1" in open(base.log_path).read()

@@ -16,7 +16,7 @@ import pytest
 from aoti_bisect.report.facts import render, render_all
 from aoti_bisect.aoti import wrapper
 from aoti_bisect.aoti.hook_record import Names, package_rows, parse, read_hook
-from aoti_bisect.child import hook
+from aoti_bisect.child import contract, hook
 from aoti_bisect.diagnose.findings import Culprit, Findings, Stage, StageName
 from aoti_bisect.diagnose.facts import FactKind, Namer, fact, kernel
 from aoti_bisect.diagnose.sanity import sanity_culprit
@@ -54,8 +54,8 @@ def test_only_hooked_runs_get_the_hook_and_the_users_pythonpath_is_kept(tmp_path
     on = harness.overlay(RunSpec(("python", "x.py"), "trace", 0, (), 1.0, True), "/r/trace-000")
     off = harness.overlay(RunSpec(("python", "x.py"), "baseline", 1, (), 1.0, False), "/r/baseline-001")
     assert on["PYTHONPATH"] == hook.SITE_DIR + os.pathsep + "/user/lib"
-    assert on[hook.ENV] == "/r/trace-000/hook.json"
-    assert "PYTHONPATH" not in off and hook.ENV not in off
+    assert on[contract.HOOK_ENV] == "/r/trace-000/hook.json"
+    assert "PYTHONPATH" not in off and contract.HOOK_ENV not in off
     assert os.listdir(hook.SITE_DIR) in (["sitecustomize.py"], ["sitecustomize.py", "__pycache__"],
                                          ["__pycache__", "sitecustomize.py"])
 

@@ -20,7 +20,7 @@ from aoti_bisect.aoti.provenance import read_kernel_information
 from aoti_bisect.aoti.sanitizer import parse_compute_sanitizer
 from aoti_bisect.run.checkers import Checker, Missing
 from aoti_bisect.run.classify import fingerprint
-from aoti_bisect.run.harness import compile_key
+from aoti_bisect.run.layout import compile_key
 from aoti_bisect.run.types import Outcome, ProcessExit, RunResult, RunSpec, Signature
 
 LOGS = "tests/logs/"
@@ -375,7 +375,9 @@ def test_a_masked_cuda_fault_is_unmasked_by_the_memory_checker():
     assert out.verdict is Verdict.REPRODUCED and render(out.masked).startswith("passes at baseline (0/4")
     assert out.culprit.kind == "kernel" and out.culprit.kernel == "gather_rows_0"
     assert "Invalid __global__ read of size 16 bytes in gather_rows" in render(out.culprit.summary)
-    assert [s.name for s in out.stages][:3] == ["baseline", "determinism", "memcheck"]
+    # The checker goes right after the first plain run passed (issue #28), before any stage that waits for crashes;
+    # the baseline's rate runs on after the verdict.
+    assert [s.name for s in out.stages][:2] == ["baseline", "memcheck"]
     check = stage(out, "memcheck")
     assert len(check.results) == 1 and check.results[0].spec.argv[:3] == SANITIZER.prefix
     assert check.env == {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"} and check.tool.startswith("compute-sanitizer")
@@ -438,8 +440,8 @@ def test_a_rare_memory_fault_is_convicted_by_the_checker_from_a_run_that_did_not
     ladder = Ladder(["python", "repro.py"], world.run_batch, seen, Options(checkers=CHECKERS, budget=5.0),
                     clock=lambda: next(clock))
     out = ladder.run()
-    # The baseline stopped at its first fault (run 1, after min_runs), the checker went next, and its run passed.
-    assert [s.stage for s in world.specs][:3] == ["baseline", "baseline", "memcheck"]
+    # The first run passed, the checker went next, and its run passed too: it convicts without a crash.
+    assert [s.stage for s in world.specs][:2] == ["baseline", "memcheck"]
     assert not any(r.failed for r in stage(out, "memcheck").results)
     assert out.verdict is Verdict.REPRODUCED and out.culprit.kind == "kernel" and out.culprit.kernel == "gather_rows_0"
     assert {s.name for s in out.stages if s.skipped == "culprit already pinned"} >= {"sanity", "trace", "inspect"}
@@ -464,3 +466,14 @@ def test_a_silent_checker_falls_back_to_the_crash_driven_ladder():
     _, out = climb(world, seen, checkers=CHECKERS, max_runs=4)
     assert render(stage(out, "memcheck").finding).startswith("0 errors in")
     assert "sanity" in [s.stage for s in world.specs] and out.culprit is not None
+
+
+def test_a_checker_whose_flags_need_a_compile_gets_its_package_built_outside_it_first():
+    avx2 = Checker("valgrind", "cpu", ("valgrind",), (("PYTHONMALLOC", "malloc"), ("TORCHINDUCTOR_CPP_MARCH", "x86-64-v3")))
+    seen = Seen("cpu/wrapper_index_oob_level3.cpp")
+    seen.memcheck = lambda result, tool: parse_compute_sanitizer("")
+    world = always(sig("segfault"))
+    _, out = climb(world, seen, checkers=(("cpu", (avx2,)),), sanitize=True, stages=("baseline", "memcheck"))
+    compile_run, checked = [s for s in world.specs if s.stage in ("compile", "memcheck")][:2]
+    assert compile_run.compile_only and compile_run.hook and compile_run.argv == ("python", "repro.py")
+    assert compile_run.env == checked.env and checked.argv[0] == "valgrind"

@@ -15,8 +15,10 @@ import pytest
 
 from aoti_bisect.report.facts import render, render_all
 from aoti_bisect.aoti.hook_record import ahead_row, compile_counts, describe_counts, package_rows, read_hook
-from aoti_bisect.child import hook
-from aoti_bisect.run.harness import VEC_ISA_ANSWER, VEC_ISA_OK, Harness, compile_key
+from aoti_bisect.child import contract
+from aoti_bisect.run.environment import VEC_ISA_ANSWER, VEC_ISA_OK
+from aoti_bisect.run.harness import Harness
+from aoti_bisect.run.layout import compile_key
 from aoti_bisect.diagnose.evidence import RunEvidence
 from aoti_bisect.run.types import Outcome, ProcessExit, RunResult, RunSpec
 
@@ -190,9 +192,11 @@ def test_only_the_runs_the_mode_names_get_reuse(tmp_path):
                                                 ("none", False, False)):
         h = harness(tmp_path, reuse=mode)
         on = {name: h.overlay(spec, "/r/x") for name, spec in (("baseline", base), ("trace", trace))}
-        assert (hook.REUSE_ENV in on["baseline"], hook.REUSE_ENV in on["trace"]) == (baseline_reuses, trace_reuses)
-        assert (hook.ENV in on["baseline"]) == (mode == "all")  # reuse is the hook's: the baseline then carries it
-    assert on["trace"][hook.ENV] and hook.FLAG_SET_ENV not in on["trace"]
+        assert (contract.REUSE_ENV in on["baseline"], contract.REUSE_ENV in on["trace"]) == \
+            (baseline_reuses, trace_reuses)
+        # reuse is the hook's: the baseline then carries it
+        assert (contract.HOOK_ENV in on["baseline"]) == (mode == "all")
+    assert on["trace"][contract.HOOK_ENV] and contract.FLAG_SET_ENV not in on["trace"]
     assert h.reuse_dir(trace) is None
     assert harness(tmp_path).reuse_dir(trace).endswith(compile_key(trace.env_dict) + ".reuse")
 
@@ -326,12 +330,12 @@ def test_the_vector_isa_shortcut_only_where_it_gives_the_checked_answer(tmp_path
         with open(os.path.join(h.run_dir, VEC_ISA_ANSWER), "w") as f:
             json.dump(answer, f)
     env = h.vec_isa()
-    assert env[hook.VEC_ISA_ENV] == os.path.join(h.run_dir, VEC_ISA_ANSWER)
+    assert env[contract.VEC_ISA_ENV] == os.path.join(h.run_dir, VEC_ISA_ANSWER)
     assert (env.get(VEC_ISA_OK) == "1") == shortcut
     trace = RunSpec(("python", "x.py"), "trace", 1, (), 1.0, True)
     base = RunSpec(("python", "x.py"), "baseline", 0, (), 1.0, False)
-    assert hook.VEC_ISA_ENV in h.overlay(trace, "/r/x")
-    assert hook.VEC_ISA_ENV not in harness(tmp_path, reuse="hooked", check_isa=True).overlay(base, "/r/x")
+    assert contract.VEC_ISA_ENV in h.overlay(trace, "/r/x")
+    assert contract.VEC_ISA_ENV not in harness(tmp_path, reuse="hooked", check_isa=True).overlay(base, "/r/x")
 
 
 def test_the_reports_environment_says_which_isas_were_taken_and_how_many_runs_skipped_the_check():

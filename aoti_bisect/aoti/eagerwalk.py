@@ -8,9 +8,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..child import contract
 from .fakecheck import differing_outputs
 
-RESULT = "eager_walk.json"
 MAX_BYTES = 32 << 20
 
 
@@ -64,11 +64,12 @@ def parse(text: str) -> EagerWalk:
                          float(data.get("factor") or 1.0),
                          saved)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        return EagerWalk("missing", problem=f"{RESULT} is damaged: {type(exc).__name__}: {exc}"[:300])
+        problem = f"{contract.EAGER_WALK_RESULT} is damaged: {type(exc).__name__}: {exc}"
+        return EagerWalk("missing", problem=problem[:300])
 
 
 def read_eager_walk(run_dir: str) -> EagerWalk:
-    path = os.path.join(run_dir, RESULT)
+    path = os.path.join(run_dir, contract.EAGER_WALK_RESULT)
     try:
         with open(path, "rb") as f:
             blob = f.read(MAX_BYTES + 1)

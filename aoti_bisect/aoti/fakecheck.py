@@ -13,9 +13,9 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-RESULT = "fakecheck.json"
-DIFFERENTIAL = "differential.json"
-CAPTURE = os.path.join("capture", "capture.json")
+from ..child import contract
+
+CAPTURE = os.path.join(contract.CAPTURE_DIR, contract.CAPTURE_RECORD)
 MAX_BYTES = 4 << 20
 # What an op's status means, for the lines that explain why an op could not be checked.
 _UNCHECKED = {"no_fake": "has no fake function", "fake_raised": "its fake function raised",
@@ -82,7 +82,7 @@ def _tensor(d: Optional[dict]) -> str:
     return f"{d['shape']} {d['dtype']}" if d else "-"
 
 
-def parse(text: str, where: str = RESULT) -> FakeCheck:
+def parse(text: str, where: str = contract.FAKECHECK_RESULT) -> FakeCheck:
     try:
         data = json.loads(text)
         ops = tuple(OpCheck(str(o["op"]), str(o["status"]), tuple(_tensor(t) for t in o.get("inputs") or () if t),
@@ -102,7 +102,7 @@ def differences(text: str) -> tuple[str, ...]:
     try:
         return differing_outputs(json.loads(text))
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        return (f"{DIFFERENTIAL} is damaged: {type(exc).__name__}: {exc}"[:300],)
+        return (f"{contract.DIFFERENTIAL_RESULT} is damaged: {type(exc).__name__}: {exc}"[:300],)
 
 
 def differing_outputs(data: dict) -> tuple[str, ...]:
@@ -154,7 +154,7 @@ def read_fakecheck(run_dir: str) -> FakeCheck:
     except OSError as exc:
         problem = f"cannot read {path}: {exc.strerror or exc}"
     try:
-        diff = differences(_read(os.path.join(run_dir, DIFFERENTIAL)))
+        diff = differences(_read(os.path.join(run_dir, contract.DIFFERENTIAL_RESULT)))
     except OSError:  # absent: the call raised or died, or nothing ran eagerly
         diff = ()
     return dataclasses.replace(check, capture=None if problem else os.path.dirname(path), capture_problem=problem,
@@ -162,7 +162,7 @@ def read_fakecheck(run_dir: str) -> FakeCheck:
 
 
 def _read_check(run_dir: str) -> FakeCheck:
-    path = os.path.join(run_dir, RESULT)
+    path = os.path.join(run_dir, contract.FAKECHECK_RESULT)
     try:
         return parse(_read(path), path)
     except FileNotFoundError:

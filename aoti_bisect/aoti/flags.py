@@ -1,8 +1,11 @@
 """The debugging guide's flags: which the ladder sets at each stage, and which take effect without a recompile.
 
-docs/aoti-facts.md says what each one does; the sets below are the only place they are spelled.
+docs/aoti-facts.md says what each one does; the sets below are the only place they are spelled (the tool's
+own variables, AOTI_BISECT_*, are spelled in child/contract.py).
 """
 from __future__ import annotations
+
+from ..child import contract
 
 SANITY = {"AOTI_RUNTIME_CHECK_INPUTS": "1", "TORCHINDUCTOR_NAN_ASSERTS": "1"}
 DETERMINISM = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "CUDA_LAUNCH_BLOCKING": "1"}
@@ -10,7 +13,7 @@ PRINTER = "AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER"
 FILTER = "AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT"
 # Read by aoti-bisect's in-process hook (child/hook/capture.py): capture the program and the compiled model's
 # calls, and check custom ops' fake functions against the real ops before each call.
-FAKECHECK = {"AOTI_BISECT_CAPTURE": "1", "AOTI_BISECT_FAKECHECK": "1"}
+FAKECHECK = {contract.CAPTURE_ENV: "1", contract.FAKECHECK_ENV: "1"}
 # Inductor's provenance: kernel_information.json beside the wrapper maps each kernel to the user's source lines
 # (aoti/provenance.py). It adds `// [Provenance debug handles]` comments and nothing else to the generated code
 # (tests/test_provenance.py compiles with and without it), so the stages that read the wrapper carry it.
@@ -19,7 +22,7 @@ TRACE = {PRINTER: "3", **PROVENANCE}
 INSPECT = {PRINTER: "2", **PROVENANCE}
 # Level 1 saves every kernel's tensor arguments before and after its launch; the hook compares them with the
 # exported program run eagerly on the same call's inputs (child/hook/eagerwalk.py).
-EAGER_WALK = {"AOTI_BISECT_EAGER_WALK": "1"}
+EAGER_WALK = {contract.EAGER_WALK_ENV: "1"}
 EAGER = {PRINTER: "1", **PROVENANCE, **EAGER_WALK}
 
 # Read by the AOTI runtime, the CUDA runtime or the interpreter at run time: they never need a fresh compile.
@@ -29,8 +32,7 @@ RUNTIME = frozenset({"AOTI_RUNTIME_CHECK_INPUTS", "PYTORCH_NO_CUDA_MEMORY_CACHIN
                      "PYTHONMALLOC", *FAKECHECK, *EAGER_WALK})
 
 # The tool's own: a user's shell may have them set, but a run must only see what its stage says.
-OWNED = (PRINTER, FILTER, "AOTI_BISECT_REDIRECT", "AOTI_BISECT_CONSTANTS", "AOTI_BISECT_AHEAD", *FAKECHECK,
-         *EAGER_WALK)
+OWNED = (PRINTER, FILTER, contract.REDIRECT_ENV, contract.CONSTANTS_ENV, contract.AHEAD_ENV, *FAKECHECK, *EAGER_WALK)
 
 # Which runs serve a flag set's later compiles from the package its first run built (child/hook/reuse.py):
 # `hooked` the runs that carry the hook anyway (not the baseline's, nor determinism's: they run the user's way),

@@ -12,11 +12,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
-from ..child.hook import LOADED
+from ..child import contract
 from .constants import ConstantValue, ConstantValues, parse_value, parse_values
 from .provenance import ProgramNode, parse_program
 
-RECORD = "hook.json"
 COMPILE = "aoti_compile_and_package"
 MAX_RECORD_BYTES = 16 << 20
 
@@ -114,7 +113,7 @@ def _event(raw: dict) -> PackageEvent:
                         parse_program(raw.get("provenance")), reuse.get("outcome"), reuse.get("reason"))
 
 
-def parse(text: str, where: str = RECORD) -> HookRecord:
+def parse(text: str, where: str = contract.HOOK_RECORD) -> HookRecord:
     """One process's record. An empty file is a process that died between claiming the file and writing it."""
     if not text.strip():
         return HookRecord()
@@ -129,8 +128,9 @@ def parse(text: str, where: str = RECORD) -> HookRecord:
 
 def read_hook(run_dir: str) -> HookRecord:
     """Every recording process's events in one record, the first process's first."""
-    first = os.path.join(run_dir, RECORD)
-    rest = sorted(glob.glob(os.path.join(glob.escape(run_dir), "hook-*.json")))
+    first = os.path.join(run_dir, contract.HOOK_RECORD)
+    stem, ext = os.path.splitext(contract.HOOK_RECORD)
+    rest = sorted(glob.glob(os.path.join(glob.escape(run_dir), f"{stem}-*{ext}")))
     events: list[PackageEvent] = []
     problems: list[str] = []
     for path in [first, *rest]:
@@ -146,7 +146,8 @@ def read_hook(run_dir: str) -> HookRecord:
                   if len(blob) > MAX_RECORD_BYTES else parse(blob.decode(errors="replace"), os.path.basename(path)))
         events.extend(record.events)
         problems.extend(record.problems)
-    return HookRecord(tuple(events), tuple(problems), os.path.exists(os.path.join(run_dir, LOADED)))
+    loaded = os.path.exists(os.path.join(run_dir, contract.HOOK_LOADED))
+    return HookRecord(tuple(events), tuple(problems), loaded)
 
 
 @dataclass(frozen=True)
@@ -214,7 +215,7 @@ def compile_counts(stage: str, records: list[HookRecord], hooked: bool) -> dict:
 
 
 def ahead_row(stage: str, record: HookRecord, seconds: float, cancelled: bool) -> dict:
-    """report.json's row for one compile-only run (run/harness.py `ahead`): what it compiled, or found built,
+    """report.json's row for one compile-only run (run/scheduler.py `ahead`): what it compiled, or found built,
     for `stage`, and how it ended."""
     stopped = any(e.status.startswith("not loaded") for e in record.events)
     return {**compile_counts(stage, [record], True), "seconds": round(seconds, 1),

@@ -1,16 +1,20 @@
 """The environment probe: run as a script by the repro's own interpreter, which may lack aoti_bisect.
 
 It imports nothing of aoti_bisect and never imports torch: it answers where torch is broken, and costs the
-runs beside it a fraction of a second. It prints one line, `AOTI_BISECT_PROBE <json>`.
+runs beside it a fraction of a second. It prints one line, contract.PROBE_MARK and its JSON.
 """
 import importlib.metadata as md
 import importlib.util
 import json
 import os
 import platform
+import runpy
 import shutil
 import subprocess
 import sys
+
+# contract.py by path: PYTHONSAFEPATH (the user's) would keep this folder off sys.path.
+CONTRACT = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "contract.py"))
 
 info = {"python": sys.version.split()[0], "executable": sys.executable, "platform": platform.platform()}
 
@@ -87,4 +91,4 @@ if torch_dir is not None:
         info["collect_env"] = collect_env_text(torch_dir, version)
     except Exception as exc:
         info["collect_env_error"] = f"{type(exc).__name__}: {exc}"[:300]
-print("AOTI_BISECT_PROBE " + json.dumps(info))
+print(CONTRACT["PROBE_MARK"], json.dumps(info))

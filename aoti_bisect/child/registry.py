@@ -1,7 +1,12 @@
 """Run by the repro's interpreter, in a fresh process: which of the ops named in argv torch registers by itself,
 and what this process loads (torch, CPU capability, CUDA, libstdc++). Imports nothing of aoti_bisect."""
 import json
+import os
+import runpy
 import sys
+
+# contract.py by path: PYTHONSAFEPATH (the user's) would keep this folder off sys.path.
+CONTRACT = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "contract.py"))
 
 
 def registered(torch, op):
@@ -36,4 +41,4 @@ def main():
 
 
 if __name__ == "__main__":
-    print("AOTI_BISECT_REGISTRY " + json.dumps(main()), flush=True)
+    print(CONTRACT["REGISTRY_MARK"], json.dumps(main()), flush=True)

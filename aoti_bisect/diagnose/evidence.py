@@ -18,7 +18,7 @@ from ..aoti import checks, level2_file, printer, reinstrument, sanitizer, wrappe
 from ..aoti.eagerwalk import EagerWalk, read_eager_walk
 from ..aoti.fakecheck import FakeCheck, read_fakecheck
 from ..aoti.hook_record import HookRecord, PackageEvent, read_hook
-from ..child.hook import redirect
+from ..child.contract import REDIRECT_ENV
 from ..files import atomic_write, read_log
 from ..aoti.package import PackageFacts, read_package
 from ..aoti.provenance import KernelInfo, read_kernel_information
@@ -132,13 +132,15 @@ class RunEvidence:
         return wrapper.kernel_source(kernel, list(dict.fromkeys(roots)), max_lines)
 
     def memcheck(self, result: RunResult, tool: str) -> sanitizer.SanitizerReport:
-        return sanitizer.parse(tool, read_log(result.log_path))
+        from ..run.checkers import read_report
+
+        return read_report(tool, result.run_dir, result.log_path)  # the checker's own file, never the merged log
 
     def hook(self, result: RunResult) -> HookRecord:
         return read_hook(result.run_dir)
 
     def _roots(self, result: RunResult) -> list[str]:
-        mapping = result.spec.env_dict.get(redirect.ENV)
+        mapping = result.spec.env_dict.get(REDIRECT_ENV)
         copies = []
         if mapping:
             try:
@@ -175,7 +177,7 @@ class RunEvidence:
         text = json.dumps(built, indent=1, sort_keys=True)
         mapping = os.path.join(self.prebuilt_dir, f"redirect-{hashlib.sha1(text.encode()).hexdigest()[:12]}.json")
         atomic_write(mapping, text)
-        return Instrumented({redirect.ENV: mapping}, tuple(copies), problems)
+        return Instrumented({REDIRECT_ENV: mapping}, tuple(copies), problems)
 
     def fakecheck(self, result: RunResult) -> FakeCheck:
         return read_fakecheck(result.run_dir)

@@ -106,6 +106,7 @@ class Findings:
     interrupted: bool = False
     masked: Optional[Fact] = None  # how a fault that passes at baseline was shown anyway
     constants: dict = field(default_factory=dict)  # report.json's `constants` (diagnose/constants.py)
+    verdict_s: Optional[float] = None  # seconds from the first run to the culprit; the rate may run on after it
 
 
 def dominant(results: list[RunResult]) -> Optional[Signature]:

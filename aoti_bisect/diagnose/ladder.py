@@ -7,6 +7,7 @@ to later ones through one typed record, `Clues`, never through fields of the lad
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -28,6 +29,8 @@ from .stages import AHEAD, LATER, REQUESTABLE, baseline, memcheck, unmask
 
 # Stages that wait for a crash to read one (sanity, trace, inspect): what a flaky fault costs without a checker.
 CRASH_WAITS = 3
+# A checked run that costs at most this many plain runs goes right after the baseline's first run passed.
+EARLY_COST = 2.0
 
 
 @dataclass
@@ -50,6 +53,7 @@ class Options:
 class Clues:
     """What earlier stages found that later ones read."""
     estimate: float = 1.0  # the failure rate runs are planned from: the lower end of the best interval so far
+    likely: float = 1.0  # the best rate's point estimate: how many runs go at once (Ladder.until_seen)
     trace: Optional[Stage] = None  # the trace stage: its compile's launch graph, its failing runs
     suspect: Optional[str] = None  # the launch the failing runs never finished (or the checker's kernel)
     checker: list[Fact] = field(default_factory=list)  # a memory checker's lines, ahead of the walk's
@@ -70,6 +74,7 @@ class Ladder:
         self.stages: list[Stage] = []
         self.counter = 0
         self.clues = Clues()
+        self.started = clock()
         self.namer = Namer()
         self._records: list = []  # hook records of the hooked runs so far: the user's names
 
@@ -78,21 +83,45 @@ class Ladder:
                   prefix: tuple[str, ...] = (), slowdown: float = 1.0) -> Stage:
         """Runs the stage; it joins self.stages first so that an interrupted stage keeps what finished."""
         self.stages.append(stage)
+        return self.extend(stage, n, stop, prefix, slowdown)
+
+    def extend(self, stage: Stage, n: int, stop: Callable[[list[RunResult]], bool] = lambda rs: False,
+               prefix: tuple[str, ...] = (), slowdown: float = 1.0) -> Stage:
+        """Up to n more runs of a stage already in self.stages; `stop` sees all of the stage's results."""
         env = tuple(sorted(stage.env.items()))
         argv = (*prefix, *self.argv)
         specs = [RunSpec(argv, stage.name.value, self.counter + i, env, self.opt.timeout * slowdown, stage.hook)
                  for i in range(n)]
-        self.run_batch(specs, stage.results.append, stop)
+        before = list(stage.results)
+        self.run_batch(specs, stage.results.append, lambda rs: stop(before + rs))
         # Runs are started in index order and every started run lands, so the unused indices are reusable.
-        self.counter += len(stage.results)
+        self.counter += len(stage.results) - len(before)
         stage.results.sort(key=lambda r: r.spec.index)
         if stage.hook:
             self._learn_names(stage)
         return stage
 
+    def compile_only(self, env: dict[str, str]) -> None:
+        """One run that compiles the repro's packages under `env` and ends at their first load (the hook stores
+        them for the flag set's later runs): no stage's, counted in no rate."""
+        spec = RunSpec(tuple(self.argv), "compile", self.counter, tuple(sorted(env.items())), self.opt.timeout, True,
+                       compile_only=True)
+        self.counter += 1
+        self.run_batch([spec], lambda r: None, lambda rs: False)
+
     def until_seen(self, stage: Stage) -> Stage:
-        """A later stage reads one failing run, so it stops at the first: later runs would cost, not inform."""
-        return self.run_stage(stage, self.repeat(), stop=lambda rs: any(r.failed for r in rs))
+        """A later stage reads one failing run, so it stops at the first: later runs would cost, not inform. Its
+        runs go in waves of about the runs one failure takes at the best rate seen (one, for a failure that never
+        passed): parallel slots beyond that would run what the first failure makes moot."""
+        planned = self.repeat()
+        wave = max(1, min(planned, math.ceil(1 / max(self.clues.likely, 1 / planned))))
+        self.stages.append(stage)
+        while len(stage.results) < planned and not stage.failures:
+            ran = len(stage.results)
+            self.extend(stage, min(wave, planned - ran), stop=lambda rs: any(r.failed for r in rs))
+            if len(stage.results) == ran:  # cancelled: nothing more will run
+                break
+        return stage
 
     def repeat(self, rate: Optional[float] = None) -> int:
         """Runs a later stage needs to see the failure at least once (99%). Planned from the lower end of
@@ -103,6 +132,7 @@ class Ladder:
 
     def raise_estimate(self, rate: Rate) -> None:
         self.clues.estimate = max(self.clues.estimate, rate.ci95[0])
+        self.clues.likely = max(self.clues.likely, rate.value)
 
     def skip(self, name: StageName, why: str) -> None:
         self.stages.append(Stage(name, {}, skipped=why))
@@ -118,6 +148,7 @@ class Ladder:
 
     # -- the climb -------------------------------------------------------------------------------
     def run(self) -> Findings:
+        self.started = self.clock()
         self.ahead([RunSpec(tuple(self.argv), f"ahead-{name.value}", 0, tuple(sorted(env.items())), self.opt.timeout,
                             True) for name, env in AHEAD if name.value in self.opt.stages])
         out, stop = baseline.run(self)
@@ -127,7 +158,7 @@ class Ladder:
             if out.culprit is not None:
                 self.finish(out)
                 return self._skip_rest(out, "baseline did not reproduce; the memory checker found the fault")
-        if self.check_first(self.stages[0].results):
+        if self.check_first(self.stages[0].results) and not self.ran(StageName.MEMCHECK):
             memcheck.run(self, out)  # the checker sees the access in any run, crashed or not: it goes first
         for rung in LATER:
             if self.ran(rung.name):
@@ -158,6 +189,16 @@ class Ladder:
             return False
         return CRASH_WAITS / rate.value > min(c.cost for c in checkers)
 
+    def check_early(self, results: list[RunResult]) -> bool:
+        """Whether a CUDA repro's checker runs after the baseline's first run passed: compute-sanitizer costs about
+        a plain run (the compile dominates) and sees an invalid access in any run, so a rare or masked fault is
+        convicted without waiting for crashes; a clean check costs one run and the baseline goes on."""
+        if not results or any(r.failed for r in results) or StageName.MEMCHECK.value not in self.opt.stages \
+                or self.ran(StageName.MEMCHECK) or not self.is_cuda(default=False):
+            return False
+        checkers = dict(self.opt.checkers).get("cuda")
+        return bool(checkers) and not isinstance(checkers, Missing) and min(c.cost for c in checkers) <= EARLY_COST
+
     def rate_after_verdict(self, out: Findings) -> None:
         """The baseline runs the checker went ahead of, bounded by --max-runs and the budget in seconds."""
         left, base = self.clues.rate_left, self.stages[0]
@@ -165,12 +206,13 @@ class Ladder:
             return
         deadline = self.clock() + self.opt.budget
         before = base.rate
-        specs = [RunSpec(tuple(self.argv), StageName.BASELINE.value, self.counter + i, (), self.opt.timeout, False)
-                 for i in range(left)]
-        self.run_batch(specs, base.results.append, lambda rs: self.clock() > deadline)
-        self.counter += len(base.results) - before.runs
-        base.results.sort(key=lambda r: r.spec.index)
+        self.extend(base, left, lambda rs: self.clock() > deadline)
         out.baseline = base.rate
+        out.signature = out.signature or dominant(base.results)
+        if out.culprit is not None and not base.rate.failures:
+            out.masked = fact(FactKind.CHECKER, "passes at baseline ({base}); {found}", base=base.rate.describe(),
+                              found=out.culprit.headline)
+            out.summary = out.masked
         base.finding = joined(base.finding, fact(
             FactKind.REPRODUCTION, "the checker went ahead at {before}; the rate ran on after the verdict: {now} "
             "({more} more run(s) of {left}, within {budget:.0f} s)", before=before.describe(),
@@ -198,6 +240,7 @@ class Ladder:
         return Findings(verdict, sig, base, self.stages, summary=summary, interrupted=True)
 
     def _skip_rest(self, out: Findings, why: str) -> Findings:
+        out.verdict_s = out.verdict_s if out.verdict_s is not None else round(self.clock() - self.started, 1)
         for name in REQUESTABLE[1:]:
             if not self.ran(StageName(name)):
                 self.skip(StageName(name), why)
@@ -264,6 +307,7 @@ class Ladder:
         return dict(flags.DETERMINISM) if det and det.rate.failures else {}
 
     def finish(self, out: Findings) -> None:
+        out.verdict_s = round(self.clock() - self.started, 1)
         c = out.culprit
         early = out.signature is not None and out.signature.phase in ("export", "compile", "load")
         if c is None:

@@ -6,24 +6,29 @@ import os
 import threading
 from typing import Optional
 
-from ..exits import EXIT_INTERNAL, UsageFailure
+from ..exits import EXIT_INCONCLUSIVE, UsageFailure
 from ..report.bundle import keep_repro_script, record_secret_spans
 from ..report.model import Report
 from ..report.redact import Redactor
-from ..run import checkers, process, toolchains
-from ..run.harness import PYCACHE_PREFIX, Harness, compile_key
+from ..config import RunConfig
+from ..run import checkers, toolchains
+from ..run.environment import PYCACHE_PREFIX
+from ..run.harness import Harness
+from ..run.layout import compile_key
 from ..run.probe import interpreter_of, probe_environment, relevant_env
 from ..run.registry import debugger, fresh_process
 from ..run.types import Outcome, RunResult
 from ..aoti.hook_record import ahead_row, compile_counts, package_rows
 from .evidence import RunEvidence
 from .constants import convict_constants
-from ..stats import DEFAULT_MAX_RUNS
+from ..stats import Rate
 from .source import locate_findings, source_map, walked_graph
 from ..verdict import Verdict
 from .facts import note
 from .findings import Findings
 from .ladder import Ladder, Options
+
+PROBE_WAIT_S = 120.0  # how long a batch of nothing but infrastructure errors waits for the environment probe
 
 
 HOOK_ABSENT = ("no run's Python loaded aoti-bisect's in-process hook (it ignores PYTHONPATH: python -I, -E or -S; or "
@@ -33,25 +38,20 @@ HOOK_ABSENT = ("no run's Python loaded aoti-bisect's in-process hook (it ignores
 
 
 class Session:
-    def __init__(self, run_dir: str, argv: list[str], progress, jobs: int = 1, runs: Optional[int] = None,
-                 max_runs: int = DEFAULT_MAX_RUNS, timeout: float = 600.0, stages: tuple[str, ...] = (),
-                 python_script: bool = True, limits: process.OutputLimits = process.OutputLimits(),
-                 cache_root: Optional[str] = None, redact_paths: bool = False, python: Optional[str] = None,
-                 sanitize: bool = False, sanitizer: Optional[str] = None,
-                 sanitizer_tools: tuple[str, ...] = ("memcheck",), reuse: str = "hooked",
-                 ahead: bool = True) -> None:
-        self.run_dir = run_dir
-        self.argv = argv
+    def __init__(self, config: RunConfig, progress) -> None:
+        self.config = config
+        self.run_dir = config.run_dir
+        self.argv = list(config.argv)
         # The interpreter the probe describes: the repro's, never aoti-bisect's own (see interpreter_of).
-        self.python = python or interpreter_of(argv)
+        self.python = config.python or interpreter_of(self.argv)
         self.progress = progress
-        self.python_script = python_script
-        self.harness = Harness(run_dir, jobs=jobs, limits=limits, cache_root=cache_root, reuse=reuse)
-        self.ahead = ahead  # compile later stages' flag sets in idle slots (Harness.ahead)
-        self.options = Options(runs=runs, max_runs=max_runs, timeout=timeout, stages=stages, sanitize=sanitize,
-                               checkers=checkers.find(sanitizer, sanitizer_tools), debugger=debugger())
+        self.harness = Harness(config.run_dir, jobs=config.jobs, limits=config.limits, cache_root=config.cache_root,
+                               reuse=config.reuse)
+        self.options = Options(runs=config.runs, max_runs=config.max_runs, timeout=config.timeout,
+                               stages=config.stages, sanitize=config.sanitize, budget=config.budget,
+                               checkers=checkers.find(config.sanitizer, config.sanitizer_tools), debugger=debugger())
         self.environment: dict = {}
-        self.redactor = Redactor.from_env(dict(os.environ), redact_paths)
+        self.redactor = Redactor.from_env(dict(os.environ), config.redact_paths)
 
     def probe(self) -> Optional[str]:
         """Fills self.environment; returns an error line when the repro's Python cannot import torch."""
@@ -62,13 +62,13 @@ class Session:
             self.environment = {"probe_error": f"{exc.strerror or exc}: {exc.filename or self.run_dir}"}
         # A probe_error is not fatal: the runs say for themselves whether the repro can run.
         self.environment["env"] = self.redactor.env(relevant_env(dict(os.environ)))
-        if "torch_error" in self.environment and self.python_script:
+        if "torch_error" in self.environment and self.config.python_script:
             return f"torch is not importable by {self.python}: {self.environment['torch_error']}"
         return None
 
     def _vec_isa(self) -> dict:
         """Torch's vector-ISA answer as the first hooked run had it, and whether later hooked runs skipped the
-        check (run/harness.py's vec_isa)."""
+        check (run/environment.py's vec_isa)."""
         answer = self.harness.vec_isa_answer()
         if answer is None:
             return {}
@@ -85,7 +85,21 @@ class Session:
             on_result(r)
             self.progress.run(r)
         self.progress.batch(specs)
-        self.harness.run_many(specs, on_result=landed, stop=stop, on_start=self.progress.start)
+        # A probe that found the repro cannot run here (no torch) stops the batch: no more instant infra runs.
+        self.harness.run_many(specs, on_result=landed, stop=lambda rs: stop(rs) or self._cannot_run(rs),
+                              on_start=self.progress.start)
+
+    def _probe_beside(self) -> None:
+        try:
+            self._probe.setdefault("problem", self.probe())
+        finally:
+            self._probed.set()
+
+    def _cannot_run(self, results: list[RunResult]) -> bool:
+        """Only infrastructure errors so far: wait for the probe, and stop if it found the repro cannot run here."""
+        if results and all(r.outcome is Outcome.INFRA_ERROR for r in results):
+            self._probed.wait(PROBE_WAIT_S)
+        return bool(self._probe.get("problem"))
 
     def execute(self) -> Report:
         evidence = RunEvidence(os.path.join(self.run_dir, "prebuilt"), self.harness.base_env, self.harness.cancel,
@@ -96,16 +110,17 @@ class Session:
                                                                   os.path.join(self.run_dir, "doctor", "toolchains"),
                                                                   self.harness.base_env, self.harness.cancel))
         ladder = Ladder(self.argv, self._run_batch, evidence, self.options,
-                        self.harness.ahead if self.ahead else lambda specs: None)
+                        self.harness.ahead if self.config.ahead else lambda specs: None)
         self.progress.say(f"aoti-bisect: run directory {self.run_dir}")
-        if self.python_script:
+        if self.config.python_script:
             try:
                 keep_repro_script(self.run_dir, self.argv)
             except OSError as exc:  # the bundle goes without it; the runs do not need it
                 self.progress.say(f"aoti-bisect: cannot keep a copy of the repro script: {exc.strerror or exc}")
         # The probe runs beside the baseline, not before it.
-        probe: dict = {}
-        thread = threading.Thread(target=lambda: probe.setdefault("problem", self.probe()), daemon=True)
+        probe = self._probe = {}
+        self._probed = threading.Event()
+        thread = threading.Thread(target=self._probe_beside, daemon=True)
         thread.start()
         failure = None
         try:
@@ -125,7 +140,9 @@ class Session:
             outcome = dataclasses.replace(ladder.partial(), verdict=Verdict.ERROR, summary=note(f"stopped: {failure}"))
         problem = probe.get("problem")
         if problem and not outcome.interrupted:
-            outcome = Findings(Verdict.ERROR, outcome.signature, outcome.baseline, outcome.stages, summary=note(problem))
+            ran = any(r.outcome is not Outcome.INFRA_ERROR for s in outcome.stages[:1] for r in s.results)
+            outcome = Findings(Verdict.ERROR, outcome.signature, outcome.baseline if ran else Rate(0, 0),
+                               outcome.stages, summary=note(problem))  # Rate(0, 0): "could not run", not 0/20
             self.progress.say(f"aoti-bisect: error: {problem}")
         self.environment.update(self._vec_isa())
         cache = self.harness.bytecode_cache()
@@ -151,9 +168,10 @@ class Session:
             record_secret_spans(self.run_dir, report.data, self.redactor)  # a later bundle knows this run's secrets
         except OSError as exc:
             failure = failure or f"{exc.strerror or exc}: {exc.filename or self.run_dir}"
-            raise UsageFailure(f"{failure}; no report could be written", EXIT_INTERNAL)
+            raise UsageFailure(f"{failure}; no report could be written", EXIT_INCONCLUSIVE)
         if failure:
-            raise UsageFailure(f"{failure}; partial report: {os.path.join(self.run_dir, 'report.md')}", EXIT_INTERNAL)
+            raise UsageFailure(f"{failure}; partial report: {os.path.join(self.run_dir, 'report.md')}",
+                               EXIT_INCONCLUSIVE)
         self.progress.say(f"aoti-bisect: {report.headline()}")
         self.progress.say(f"aoti-bisect: report: {os.path.join(self.run_dir, 'report.md')}")
         return report

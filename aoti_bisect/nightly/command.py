@@ -10,6 +10,7 @@ from typing import Callable, Optional
 
 from ..exits import EXIT_INCOMPLETE, EXIT_INTERRUPTED, UsageFailure
 from ..files import default_out, prepare_out
+from ..report.redact import process_redactor
 from .history import History, HistoryError, default_path, reused_batch
 from .plan import Plan, Shard, parse_shard
 from .records import find_records, read_records, record_path, records_dir
@@ -35,6 +36,35 @@ class Judging:
             raise UsageFailure(f"--alpha must be between 0 and 1, got {self.alpha}")
         if self.window < 1:
             raise UsageFailure(f"--window must be at least 1, got {self.window}")
+
+
+# Options that mean something only beside another: given without it, they were silently ignored.
+_NEEDS = (
+    (("precision", "min_runs"), "until_confident", True, "--until-confident"),
+    (("shards", "cluster", "gpus_per_shard", "partition", "shard_timeout_min"), "executor", "submitit",
+     "--executor submitit"),
+)
+# A shard only writes records (`merge` judges): judging options on one were silently ignored.
+_JUDGING = ("alpha", "window", "bisect_on_change", "allow_partial", "as_json")
+
+
+def check_option_combinations(given: set[str], params: dict) -> None:
+    """Refuses (usage error, 2) options that contradict each other or go with an option not given. `given`: the
+    parameters set on the command line or by the environment, not left at their defaults."""
+    def flag(name: str) -> str:
+        return {"as_json": "--json", "shard_text": "--shard"}.get(name, "--" + name.replace("_", "-"))
+
+    for names, needed, value, words in _NEEDS:
+        used = [flag(n) for n in names if n in given]
+        if used and params.get(needed) != value:
+            raise UsageFailure(f"{', '.join(used)} {'is' if len(used) == 1 else 'are'} used only with {words}")
+    if params.get("until_confident") and "min_runs" in given and params["min_runs"] > params["runs"]:
+        raise UsageFailure(f"--min-runs {params['min_runs']} is above --runs {params['runs']}, the cap")
+    if params.get("shard_text") and params.get("executor") == "submitit":
+        raise UsageFailure("--shard runs one shard here; --executor submitit runs them all: give one of them")
+    judging = [flag(n) for n in _JUDGING if n in given]
+    if params.get("shard_text") and judging:
+        raise UsageFailure(f"{', '.join(judging)}: a shard (--shard) is not judged; give them to `merge`")
 
 
 @dataclass(frozen=True)
@@ -126,7 +156,7 @@ def history(repros: tuple[str, ...], db: Optional[str], nights: int, plot: Optio
         raise UsageFailure(f"no history database at {path} (run `aoti-bisect nightly` first, or give --db)")
     store = History(path, readonly=True)
     try:
-        rows = store.trend(repros, nights)
+        rows = process_redactor().data(store.trend(repros, nights))  # rows an older aoti-bisect stored unmasked
     finally:
         store.close()
     if repros and not rows:
@@ -155,9 +185,11 @@ def judge_night(record_files: list[str], out: str, judging: Judging, say: Say, i
         data = summarize(night, store, judging.alpha, judging.window)
     finally:
         store.close()
+    data = process_redactor().data(data)  # what --json prints too
     write_summaries(out, data)
     if judging.bisect_on_change and not interrupted and changed(data):
         attach_reports(data, _bisect(night, changed(data), out, judging.jobs, say))
+        data = process_redactor().data(data)
         write_summaries(out, data)
     for r in data["repros"]:
         say(f"  {r['name']}: {r['status']}, {r['change']['text']}")
@@ -178,6 +210,7 @@ def _not_judged(problems: list[str], redo: list[str], finished: list[str], batch
 
 def _bisect(night, names: list[str], out: str, jobs: Optional[int], say: Say) -> dict[str, str]:
     """The full ladder on each changed repro; returns report.md paths, relative to out."""
+    from ..config import RunConfig
     from ..diagnose.session import Session
     from ..progress import Progress
 
@@ -186,8 +219,9 @@ def _bisect(night, names: list[str], out: str, jobs: Optional[int], say: Say) ->
         argv = night.repros[name]["argv"]
         run_dir = os.path.join(out, "bisect", Repro(name, tuple(argv)).slug)
         say(f"aoti-bisect: {name} changed; running the ladder in {run_dir}")
-        session = Session(run_dir, list(argv), Progress(indent="    ", write=say), jobs=jobs or 1,
-                          cache_root=os.path.join(out, "cache"), python_script=argv[0] == sys.executable)
+        config = RunConfig(run_dir, argv, jobs=jobs or 1, cache_root=os.path.join(out, "cache"),
+                           python_script=argv[0] == sys.executable)
+        session = Session(config, Progress(indent="    ", write=say))
         session.execute()
         reports[name] = os.path.relpath(os.path.join(run_dir, "report.md"), out)
     return reports

@@ -98,9 +98,7 @@ class History:
         self.path = os.path.abspath(path)
         try:
             if readonly:
-                uri = f"file:{urllib.parse.quote(self.path)}?mode=ro"
-                self.db = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-                self._check_version(self.db.execute("PRAGMA user_version").fetchone()[0], readonly=True)
+                self._open_readonly()
             else:
                 os.makedirs(os.path.dirname(self.path), exist_ok=True)
                 self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
@@ -109,6 +107,24 @@ class History:
             raise HistoryError(f"history database {self.path}: {exc}")
         except OSError as exc:
             raise HistoryError(f"history database {self.path}: {exc.strerror}")
+
+    def _open_readonly(self) -> None:
+        """mode=ro, else immutable=1. A WAL database opened read-only still needs its -shm file, which a reader
+        cannot create in a folder it cannot write (a history published read-only, a CI cache): immutable=1
+        reads the file as it is, with no locks and no -shm; a file nobody may write cannot change meanwhile."""
+        quoted = urllib.parse.quote(self.path)
+        for i, options in enumerate(("mode=ro", "mode=ro&immutable=1")):
+            db = None
+            try:
+                db = self.db = sqlite3.connect(f"file:{quoted}?{options}", uri=True, timeout=BUSY_TIMEOUT_S,
+                                               isolation_level=None)
+                self._check_version(self.db.execute("PRAGMA user_version").fetchone()[0], readonly=True)
+                return
+            except sqlite3.OperationalError:
+                if db is not None:
+                    db.close()
+                if i:
+                    raise
 
     def _open_for_writing(self) -> None:
         # Two jobs opening one new database at once race to create its schema and to switch it to WAL; the

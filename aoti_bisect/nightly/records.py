@@ -18,6 +18,7 @@ from typing import Optional
 
 from ..aoti.sanitizer import AccessError, SanitizerReport
 from ..exits import UsageFailure
+from ..report.redact import process_redactor
 from ..run.classify import fingerprint
 from ..run.types import Outcome, RunResult
 from .plan import Shard
@@ -126,7 +127,9 @@ class RecordWriter:
         self._write({"type": "header", "schema": RECORD_SCHEMA, **header})
 
     def _write(self, obj: dict) -> None:
-        self._f.write(json.dumps(obj, sort_keys=True) + "\n")
+        # Masked here, by the shard whose environment holds the secrets (a merge runs elsewhere, without them):
+        # a record is the source of the history, the summaries and junit.xml, all made to be published.
+        self._f.write(json.dumps(process_redactor().data(obj), sort_keys=True) + "\n")
 
     def repro(self, repro: Repro, skipped: Optional[str] = None) -> None:
         self._write({"type": "repro", "repro": repro.name, "argv": list(repro.argv), "device": repro.device,
@@ -188,18 +191,19 @@ def read_records(paths: list[str]) -> Night:
     if not paths:
         raise RecordError("no record files given")
     headers, repros, runs, problems, ends, memchecks = [], {}, [], [], {}, {}
+    redactor = process_redactor()
     unfinished, finished_files = set(), []
     for path in paths:
         header, n_end, before = None, 0, len(problems)
         try:
-            with open(path, encoding="utf-8") as f:
+            with open(path, "rb") as f:
                 lines = f.readlines()
         except OSError as exc:
             raise RecordError(f"cannot read {path}: {exc.strerror}")
         for lineno, line in enumerate(lines, 1):
             try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
+                obj = json.loads(line)  # bytes: bad UTF-8 is a ValueError too
+            except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the parser's depth
                 # A shard killed mid-write leaves a torn last line; everything before it still counts.
                 if lineno == len(lines):
                     problems.append(f"{path}: last line is incomplete (the shard was killed?)")
@@ -209,6 +213,7 @@ def read_records(paths: list[str]) -> Night:
                 raise RecordError(f"{path}:{lineno}: record schema {obj.get('schema')} (this aoti-bisect reads "
                                   f"{' and '.join(map(str, READABLE_SCHEMAS))})")
             _check_record(obj, f"{path}:{lineno}")
+            obj = redactor.data(obj)  # again with this process's secrets: a record may come from an older writer
             kind = obj.get("type")
             if kind == "header":
                 header = obj

@@ -9,7 +9,8 @@ from collections import Counter
 
 from tabulate import tabulate
 
-from ..files import atomic_write
+from ..files import atomic_write, valid_utf8
+from ..report.redact import process_redactor
 from ..text import printable
 from ..report.markdown import md_cell, rate_cell
 from .judge import Change, signature_label
@@ -131,9 +132,11 @@ def render_junit(data: dict) -> str:
 
 
 def write_summaries(out: str, data: dict) -> None:
+    """summary.json, summary.md and junit.xml, every string masked (report/redact.py): CI publishes them."""
+    data = process_redactor().data(data)
     for name, text in (("summary.json", json.dumps(data, indent=2) + "\n"), ("summary.md", render_markdown(data)),
                        ("junit.xml", render_junit(data))):
-        atomic_write(os.path.join(out, name), text)
+        atomic_write(os.path.join(out, name), valid_utf8(text))
 
 
 def render_history(rows: list[dict]) -> str:

@@ -8,7 +8,6 @@ import re
 import socket
 from typing import Callable, Optional
 
-from ..aoti import sanitizer
 from ..files import read_log
 from ..run import checkers, process
 from ..run.checkers import Checker, Missing
@@ -82,7 +81,7 @@ def check_memory(repro: Repro, plan: Plan, run_batch: RunBatch, writer: RecordWr
     run_batch([spec], landed.append, lambda done: False)
     if not landed:  # cancelled: the night is being interrupted
         return
-    report = sanitizer.parse(checker.tool, read_log(landed[0].log_path))
+    report = checkers.read_report(checker.tool, landed[0].run_dir, landed[0].log_path)  # never the merged log
     writer.memcheck(repro, checker.tool, landed[0], report)
     say(f"{repro.name}: {checker.tool}: " + (
         f"refused: {report.refused}" if report.refused else
@@ -129,7 +128,7 @@ def run_records(repros: list[Repro], plan: Plan, set_path: str, out: str, batch:
     """Runs this host's share of the night; returns its record file. Ctrl-C keeps every finished run."""
     # Everything a shard writes besides its record stays inside its own folder: shards of one night may run
     # at once into one --out (submitit's array, or hosts on a shared disk); a compile cache shared by
-    # concurrent runs is corrupted (see Harness), and a shared probe log tore another shard's answer.
+    # concurrent runs is corrupted (see run/layout.py), and a shared probe log tore another shard's answer.
     folder = os.path.join(out, f"shard-{plan.shard.index}")
     scratch = os.path.join(folder, "probe")
     os.makedirs(scratch, exist_ok=True)

@@ -9,6 +9,8 @@ import tomllib
 from dataclasses import dataclass
 
 from ..exits import UsageFailure
+from ..repro import validate_script
+from ..validate import check_timeout
 
 
 class SetError(UsageFailure):
@@ -39,6 +41,8 @@ def load_set(path: str, python: str, only: tuple[str, ...] = ()) -> list[Repro]:
                              if not os.path.basename(p).startswith("_"))
             if not scripts:
                 raise SetError(f"{path} holds no manifest.toml and no *.py repros")
+            for p in scripts:
+                _check_script(p)
             repros = [Repro(os.path.relpath(p, path)[:-3], (python, os.path.abspath(p))) for p in scripts]
     elif os.path.isfile(path):
         if not path.endswith(".toml"):
@@ -85,11 +89,26 @@ def _from_manifest(path: str, python: str) -> list[Repro]:
                   file=sys.stderr)
             continue
         script_path = os.path.join(base, script)
-        if not os.path.isfile(script_path):
+        if not os.path.lexists(script_path):
             raise SetError(f"{path}: {name}: no such script {script}")
+        _check_script(script_path)
         device = t.get("device", "auto")
         if device not in ("cpu", "cuda", "auto"):
             raise SetError(f"{path}: {name}: device must be cpu, cuda or auto, not {device}")
         args = tuple(str(a) for a in t.get("args", ()))
-        repros.append(Repro(name, (python, script_path, *args), device, float(t.get("timeout", 600))))
+        try:
+            timeout = float(t.get("timeout", 600))
+            check_timeout(f"{path}: {name}: timeout", timeout)
+        except (TypeError, ValueError):
+            raise SetError(f"{path}: {name}: timeout must be a number of seconds, not {t.get('timeout')!r}")
+        repros.append(Repro(name, (python, script_path, *args), device, timeout))
     return repros
+
+
+def _check_script(script: str) -> None:
+    """The same check `run` makes of its SCRIPT (repro.validate_script): a FIFO (which would hang every run), a
+    folder named *.py or a symbolic link loop is refused before any run, never judged "reproduced"."""
+    try:
+        validate_script(script, syntax=False)
+    except UsageFailure as exc:
+        raise SetError(f"{script}: {exc}" if script not in str(exc) else str(exc))

@@ -14,15 +14,15 @@ import os
 import stat
 import tarfile
 
-from ..exits import UsageFailure
-from ..files import atomic_write, read_text, write_file
+from ..exits import EXIT_INCONCLUSIVE, EXIT_USAGE, UsageFailure
+from ..files import DISK_FAULTS, atomic_write, read_own_text, read_text, valid_utf8, write_file
 from .markdown import render_markdown
 from .model import redact_data
 from .redact import Redactor, mask_spans
 
 # Not the capture/ folder of a fakecheck run: it holds the repro's own tensors.
-_RUN_FILES = ("output.log", "rerun.sh", "spec.json", "result.json", "hook.json", "fakecheck.json",
-              "differential.json")
+_RUN_FILES = ("output.log", "checker.log", "rerun.sh", "spec.json", "result.json", "hook.json", "fakecheck.json",
+              "differential.json")  # checker.log: a memory checker's own report (run/checkers.py)
 RECORD = "redactions.json"
 REPRO_DIR = "repro"  # the session's copy of the repro script: the one file a maintainer reads first
 
@@ -56,7 +56,10 @@ def record_secret_spans(run_dir: str, data: dict, redactor: Redactor) -> None:
     """Called at the end of a run, by the process whose environment holds the secrets."""
     record = {}
     for name, path in bundle_files(run_dir, data):
-        text = read_text(path)
+        try:
+            text = read_own_text(path)
+        except OSError:  # a link, or gone since: bundle_files checked it a moment ago; never packed
+            continue
         record[name] = {"sha256": _digest(text), "spans": redactor.value_spans(text)}
     atomic_write(os.path.join(run_dir, RECORD), json.dumps({"version": 1, "files": record}))
 
@@ -88,7 +91,8 @@ def write_bundle(run_dir: str, dest: str, data: dict, redactor: Redactor) -> lis
     try:
         return _write(run_dir, dest, data, redactor)
     except OSError as exc:
-        raise UsageFailure(f"cannot write the bundle {dest}: {exc.strerror or exc}")
+        raise UsageFailure(f"cannot write the bundle {dest}: {exc.strerror or exc}",
+                           EXIT_INCONCLUSIVE if exc.errno in DISK_FAULTS else EXIT_USAGE)  # a full disk: 125
 
 
 def _write(run_dir: str, dest: str, data: dict, redactor: Redactor) -> list[str]:
@@ -99,7 +103,7 @@ def _write(run_dir: str, dest: str, data: dict, redactor: Redactor) -> list[str]
     fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666)
     with os.fdopen(fd, "wb") as blob, tarfile.open(fileobj=blob, mode="w:gz") as tar:
         def add(name: str, text: str) -> None:
-            blob = text.encode()
+            blob = valid_utf8(text).encode()
             info = tarfile.TarInfo(f"{root}/{name}")
             info.size = len(blob)
             tar.addfile(info, io.BytesIO(blob))
@@ -108,7 +112,11 @@ def _write(run_dir: str, dest: str, data: dict, redactor: Redactor) -> list[str]
         add("report.json", json.dumps(shown, indent=2))
         add("report.md", render_markdown(shown))
         for name, path in bundle_files(run_dir, data):
-            text = read_text(path)
+            try:
+                text = read_own_text(path)
+            except OSError:  # replaced by a link since bundle_files looked
+                left_out.append(name)
+                continue
             entry = record.get(name)
             if entry is None or entry["sha256"] != _digest(text):
                 left_out.append(name)
@@ -140,10 +148,12 @@ def _culprit_sources(run_dir: str, data: dict) -> list[str]:
 
 def _packable(run_dir: str, path: str) -> bool:
     """A regular file inside the run directory: a link, or a path in report.json, could name any file the
-    user can read (one bundle shipped /etc/shadow)."""
+    user can read (one bundle shipped /etc/shadow), and so could a hard link made by the repro."""
     try:
-        regular = stat.S_ISREG(os.lstat(path).st_mode)
+        st = os.lstat(path)
     except OSError:
         return False
+    # A hard link has the target's own mode (regular) and may sit inside the run folder: its link count tells.
+    regular = stat.S_ISREG(st.st_mode) and st.st_nlink == 1
     root = os.path.realpath(run_dir)
     return regular and os.path.commonpath([os.path.realpath(path), root]) == root

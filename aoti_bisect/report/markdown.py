@@ -44,7 +44,7 @@ def _code(text: str, lang: str = "") -> str:
 def rate_cell(r: dict) -> str:
     lo, hi = r["ci95"]
     if r["runs"] == 0:
-        return "no runs"
+        return "could not run" if r.get("could_not_run") else "no runs"
     return f"{r['failures']}/{r['runs']} ({r['rate']:.0%}, 95% CI {lo:.0%}–{hi:.0%})"
 
 
@@ -134,6 +134,8 @@ def render_markdown(d: dict) -> str:
         if c.get("summary"):
             summary.append(("Convicted by", c["summary"]))
     summary.append(("Rates", _rates(d)))
+    if d.get("verdict_s") is not None:
+        summary.append(("Time to verdict", f"{d['verdict_s']:g} s from the first run"))
     if d.get("masked"):
         summary.append(("Masked", d["masked"]))
     for key, value in summary:

@@ -17,7 +17,7 @@ from ..exits import (
     EXIT_REPRODUCED,
     UsageFailure,
 )
-from ..files import atomic_write, read_text
+from ..files import NotOwnFile, atomic_write, read_own_text, valid_utf8
 from ..text import printable
 from .excerpt import log_excerpt
 from .facts import fact_json, render, tensor_json
@@ -75,7 +75,7 @@ class Report:
             s["compiles"] = compiles[i] if i < len(compiles) else None
             s["rerun_script"] = _read(s["rerun"][0]) if s["rerun"] else None
             log = s["failing_log"] or (s["logs"][0] if s["logs"] else None)
-            s["excerpt"] = log_excerpt(log) if log else None
+            s["excerpt"] = log_excerpt(log, redactor=redactor) if log else None
             stages.append(s)
         data = {
             "schema_version": SCHEMA_VERSION,
@@ -88,10 +88,12 @@ class Report:
             "exit_reason": None,
             "summary": render(outcome.summary),
             "signature": sig.to_json() if sig else None,
-            "reproduction": outcome.baseline.to_json(),
+            "reproduction": {**outcome.baseline.to_json(),
+                             "could_not_run": outcome.verdict is Verdict.ERROR and outcome.baseline.runs == 0},
             "stages": stages,
             "culprit": c_json or {"kind": None, "kernel": None, "evidence": []},
             "masked": render(outcome.masked) or None,
+            "verdict_s": outcome.verdict_s,
             "packages": list(packages),
             "constants": _constants(outcome.constants),
             "reuse": reuse,
@@ -127,7 +129,16 @@ class Report:
         problem = _schema_problem(data)
         if problem:
             raise UsageFailure(f"{path} is malformed: {printable(problem)}")
-        return cls(run_dir, data.get("command") or [], data)
+        report = cls(run_dir, data.get("command") or [], data)
+        # The schema covers what is indexed everywhere; a field only a renderer reads (a summary that is a
+        # number, an origin that is a string) is found by rendering once: one line, never a traceback.
+        try:
+            render_markdown(data)
+            report.headline()
+        except (TypeError, KeyError, AttributeError, ValueError, IndexError, RecursionError) as exc:
+            raise UsageFailure(f"{path} is malformed (edited by hand?): {type(exc).__name__}: "
+                               f"{printable(str(exc))[:200]}")
+        return report
 
     @property
     def exit_code(self) -> int:
@@ -137,7 +148,7 @@ class Report:
 
     def write(self) -> None:
         atomic_write(os.path.join(self.run_dir, "report.json"), json.dumps(self.data, indent=2))
-        atomic_write(os.path.join(self.run_dir, "report.md"), render_markdown(self.data))
+        atomic_write(os.path.join(self.run_dir, "report.md"), valid_utf8(render_markdown(self.data)))
 
     def headline(self) -> str:
         """One line for the terminal; control characters from the child are escaped."""
@@ -148,7 +159,8 @@ class Report:
             s = d["signature"]
             line += f" | {s['kind']} in {s['phase']}"
         r = d["reproduction"]
-        line += f" | {r['failures']}/{r['runs']} runs failed"
+        line += (" | the repro could not run here" if r.get("could_not_run")
+                 else f" | {r['failures']}/{r['runs']} runs failed")
         if d.get("masked"):
             line += " | masked at baseline"
         if c and c.get("kind") == "kernel":
@@ -195,7 +207,9 @@ def _constants(constants: dict) -> Optional[dict]:
 
 def _read(path: str) -> str:
     try:
-        return read_text(path).strip()
+        return read_own_text(path).strip()
+    except NotOwnFile:
+        return f"(not read, a link: {path})"
     except OSError:
         return f"(missing: {path})"
 

@@ -1,15 +1,18 @@
-"""Nothing secret leaves the machine: pure functions that scrub text and report data before they reach a report
-or bundle. The token formats follow gitleaks' rules (docs/security.md says why a hand list, not a dependency)."""
+"""Nothing secret leaves the machine: pure functions that scrub text and report data before they reach a report,
+a bundle or a nightly file. The token rules are detect-secrets' and gitleaks', kept as data (secret_rules.py)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Optional
 
 from ..files import user_name
+from . import secret_rules
 
 MASK = "<redacted>"
 
@@ -23,6 +26,7 @@ STRONG_WORDS = ("SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
 # Switch values of secret-named variables (HF_HUB_DISABLE_IMPLICIT_TOKEN=1) hide nothing and would mask every
 # "1" or "true" in a log.
 _SWITCHES = {"0", "1", "true", "false", "yes", "no", "on", "off", "none", "null"}
+_DEVICES = {"cpu", "cuda", "gpu", "xpu", "mps", "meta", "hip", "rocm", "auto"}
 # Shorter values are masked only as whole tokens, so a password "pass" cannot mangle "passed".
 ANYWHERE_LENGTH = 8
 
@@ -39,30 +43,24 @@ def _any_case(words: tuple[str, ...]) -> str:
 
 _VALUE = r"\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|[^\s'\"]+"
 
-# Shapes of gitleaks' rules of the same names. A literal first lets the regex engine skip ahead (a leading \b
-# makes a 32 MiB log 20x slower); only prefixes common inside words (sk-) keep the \b.
-_TOKEN_PATTERNS = [
-    re.compile(r"-----BEGIN[A-Z ]*PRIVATE KEY( BLOCK)?-----[\s\S]*?-----END[A-Z ]*PRIVATE KEY( BLOCK)?-----"),
-    re.compile(r"gh[pousr]_[A-Za-z0-9]{30,}\b"),                    # github-pat, -oauth, -app-token, -refresh
-    re.compile(r"github_pat_[A-Za-z0-9_]{20,}\b"),                  # github-fine-grained-pat
-    re.compile(r"gl(?:pat|ptt|rt|dt|oas)-[A-Za-z0-9_-]{20,}\b"),    # gitlab-pat, -ptt, -rrt, -deploy-token
-    re.compile(r"A(?:3T[A-Z0-9]|KIA|SIA|BIA|CCA)[A-Z0-9]{16}\b"),  # aws-access-token (the key id)
-    re.compile(r"xox[abposre]-[A-Za-z0-9-]{10,}\b"),                 # slack-*-token
-    re.compile(r"https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9_/+-]+"),  # slack-webhook-url
-    re.compile(r"hf_[A-Za-z0-9]{30,}\b"),                           # huggingface-access-token
-    re.compile(r"\bsk-(?:ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),  # openai-api-key, anthropic-api-key
-    re.compile(r"AIza[0-9A-Za-z_-]{35}\b"),                         # gcp-api-key
-    re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),  # jwt
-    re.compile(r"[srp]k_(?:test|live|prod)_[A-Za-z0-9]{10,99}\b"),  # stripe-access-token
-    re.compile(r"npm_[A-Za-z0-9]{36}\b"),                           # npm-access-token
-    re.compile(r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}"),          # pypi-upload-token
-]
+# The token rules (detect-secrets' and gitleaks'), as data with their sources: secret_rules.py.
+_TOKEN_PATTERNS = list(zip(secret_rules.COMPILED, secret_rules.NEEDLES))
+_PEM_BEGIN = re.compile(secret_rules.PEM_BEGIN)
+_PEM_END = re.compile(secret_rules.PEM_END)
+# A key's body line (base64, or an RFC 1421 header such as `Proc-Type: 4,ENCRYPTED`).
+_PEM_BODY = re.compile(r"[ \t]*(?:[A-Za-z0-9+/=]{1,100}|[A-Za-z-]+: [^\n]*)[ \t]*\r?$")
+# The value of an assignment (`x = "v"`, `x: v`, `--x=v`), whatever its name: masked when its entropy is
+# detect-secrets' high-entropy limit or more. Led by the separator, which the regex engine can skip to.
+_ANY_ASSIGNMENT = re.compile(r"(?:(?<=[\w\"'\]])|(?<=[\w\"'\]] ))(?:=|:(?!:))[ \t]*([\"']?)"
+                             rf"([A-Za-z0-9+/_-]{{{secret_rules.ENTROPY_MIN_LENGTH},}}={{0,2}})(?![\w+/=-])")
 # scheme://user:password@host keeps the user; scheme://token@host (no colon) loses it, as pip's redact_auth_from_url
 _URL_USERINFO = re.compile(r"(://)([^\s/?#@:'\"<>]+)(?::([^\s/?#@'\"<>]*))?@")
 _AUTH_HEADER = re.compile(rf"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)"
                           rf"(?:(bearer|basic|token|digest|negotiate)\s+)?({_VALUE})")
 # Cookies carry sessions: the whole header value goes, as a browser's devtools export with "sanitize" does.
-_COOKIE_HEADER = re.compile(r"(?i)(?<![\w-])((?:set-)?cookie:\s*)([^\r\n\"']+)")
+# A header, not a word of prose: at a line's start (curl -v's `> `/`< ` too) or opening a quoted string
+# (ASan's legend line "Array cookie:" is neither).
+_COOKIE_HEADER = re.compile(r"(?im)(?:^[ \t]*(?:[<>][ \t]*)?|(?<=[\"']))((?:set-)?cookie:\s*)([^\r\n\"']+)")
 # A .netrc entry (curl, git, pip and ftp read it): `machine HOST [login U] [account A] password P`, on one line
 # or several; `password` alone before a word is everyday prose ("password reset failed").
 _NETRC = re.compile(r"(?i)\b((?:machine\s+\S+|default)(?:\s+(?:login|account)\s+\S+)*\s+password\s+)(\S+)")
@@ -81,6 +79,13 @@ def is_secret_name(name: str) -> bool:
 
 def _is_secret_flag(arg: str) -> bool:
     return arg.startswith("-") and "=" not in arg and is_secret_name(arg.lstrip("-"))
+
+
+def _not_a_secret(value: str) -> bool:
+    """A secret-named assignment's value that hides nothing: a switch, a small count, a device name
+    (`"no cached package for this key": 1`, `"AOTI_DEVICE_KEY": "cpu"`)."""
+    bare = value.strip("\"'").lower()
+    return bare in _SWITCHES or bare in _DEVICES or bare.isdigit() and len(bare) <= 4
 
 
 def _masked(value: str) -> str:
@@ -140,8 +145,11 @@ class Redactor:
 
     def __call__(self, text: str) -> str:
         text = mask_spans(text, self.value_spans(text))
-        for pattern in _TOKEN_PATTERNS:
-            text = pattern.sub(MASK, text)
+        for pattern, needles in _TOKEN_PATTERNS:
+            if not needles or any(n in text for n in needles):
+                text = pattern.sub(MASK, text)
+        text = _pem_fragments(text)
+        text = _ANY_ASSIGNMENT.sub(_high_entropy_assignment, text)
         text = _URL_USERINFO.sub(lambda m: m.group(1) + (f"{m.group(2)}:{MASK}@" if m.group(3) is not None
                                                          else f"{MASK}@"), text)
         text = _AUTH_HEADER.sub(lambda m: m.group(1) + (m.group(2) + " " if m.group(2) else "")
@@ -149,7 +157,8 @@ class Redactor:
         text = _AUTH_SCHEME.sub(lambda m: f"{m.group(1)} {MASK}", text)
         text = _COOKIE_HEADER.sub(lambda m: m.group(1) + MASK, text)
         text = _NETRC.sub(lambda m: m.group(1) + MASK, text)
-        text = _ASSIGNMENT.sub(lambda m: "".join(m.group(1, 2, 3)) + _masked(m.group(4)), text)
+        text = _ASSIGNMENT.sub(lambda m: m.group(0) if _not_a_secret(m.group(4))
+                               else "".join(m.group(1, 2, 3)) + _masked(m.group(4)), text)
         text = _FLAG_THEN_VALUE.sub(lambda m: m.group(1) + m.group(2) + _masked(m.group(3)), text)
         for old, new in self.paths:
             text = re.sub(rf"(?<![\w.-]){re.escape(old)}(?![\w-])", new, text) if old.isidentifier() else \
@@ -173,6 +182,64 @@ class Redactor:
         return value
 
 
+def shannon_entropy(value: str) -> float:
+    """Bits per character (detect-secrets' HighEntropyString.calculate_shannon_entropy)."""
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
+
+
+def _high_entropy_assignment(m: re.Match) -> str:
+    value = m.group(2).rstrip("=")
+    # A generated secret of 24+ characters mixes cases and digits (odds of missing a digit: under 1%); a
+    # function name (`cfunction_vectorcall_FASTCALL_KEYWORDS`) or a path does not.
+    if (value.startswith("/") or not (re.search(r"\d", value) and re.search(r"[a-z]", value)
+                                      and re.search(r"[A-Z]", value))
+            or shannon_entropy(value) < secret_rules.ENTROPY_LIMIT):
+        return m.group(0)
+    return m.group(0)[: m.start(2) - m.start(0)] + MASK + m.group(0)[m.end(2) - m.start(0):]
+
+
+def _pem_fragments(text: str) -> str:
+    """A private key block that an excerpt, a line cut or a log's splice cut in two: its BEGIN line with the key
+    lines after it, or the key lines before its END line. (Whole blocks are masked by the token rules first.)"""
+    if "PRIVATE KEY" not in text:
+        return text
+    spans = []
+    for m in _PEM_BEGIN.finditer(text):
+        spans.append((m.start(), _body_end(text, m.end())))
+    for m in _PEM_END.finditer(text):
+        spans.append((_body_start(text, m.start()), m.end()))
+    return mask_spans(text, spans)
+
+
+def _body_end(text: str, pos: int) -> int:
+    """The end of the key lines that follow pos (the end of a BEGIN line)."""
+    end = text.find("\n", pos)
+    while end != -1:
+        nxt = text.find("\n", end + 1)
+        line = text[end + 1: nxt if nxt != -1 else len(text)]
+        if not _PEM_BODY.match(line) or not line.strip():
+            return end
+        if nxt == -1:
+            return len(text)
+        end = nxt
+    return len(text)
+
+
+def _body_start(text: str, pos: int) -> int:
+    """The start of the key lines that come before pos (the start of an END line)."""
+    start = text.rfind("\n", 0, pos) + 1 if pos else 0
+    if text[start:pos].strip():  # END not at the start of its line: a cut line, mask from the line's start
+        return start
+    while start > 0:
+        prev = text.rfind("\n", 0, start - 1) + 1
+        line = text[prev:start - 1]
+        if not _PEM_BODY.match(line) or not line.strip():
+            return start
+        start = prev
+    return 0
+
+
 def mask_spans(text: str, spans: list[tuple[int, int]]) -> str:
     out, last = [], 0
     for start, end in sorted(spans):
@@ -181,3 +248,17 @@ def mask_spans(text: str, spans: list[tuple[int, int]]) -> str:
         out += [text[last:max(start, last)], MASK]
         last = end
     return "".join(out) + text[last:]
+
+
+_SHARED: dict[tuple[bool, tuple], "Redactor"] = {}
+
+
+def process_redactor(redact_paths: bool = False) -> Redactor:
+    """The redactor of this process's environment: the one every writer of a published file uses (report,
+    bundle, nightly records, summaries, junit.xml, --json, the history database). Rebuilt when the environment
+    changed (tests set variables)."""
+    key = (redact_paths, tuple(sorted(os.environ.items())))
+    if key not in _SHARED:
+        _SHARED.clear()
+        _SHARED[key] = Redactor.from_env(dict(os.environ), redact_paths)
+    return _SHARED[key]

@@ -7,6 +7,7 @@ import re
 import shutil
 from typing import Optional
 
+from ..child.contract import PROBE_MARK
 from ..files import read_log
 from . import process
 
@@ -52,7 +53,7 @@ def probe_environment(python: Optional[str], probe_dir: str, base_env: dict[str,
     log = os.path.join(probe_dir, "environment.log")
     env = dict(base_env, PYTHONUNBUFFERED="1", TMPDIR=probe_dir)
     exit = process.execute([python, PROBE_SCRIPT], env, probe_dir, log, timeout=120, cancel=cancel)
-    line = next((l for l in read_log(log).splitlines() if l.startswith("AOTI_BISECT_PROBE ")), None)
+    line = next((l for l in read_log(log).splitlines() if l.startswith(PROBE_MARK + " ")), None)
     if line is None:
         return {"probe_error": f"no answer from {python} (exit {exit.returncode}); see {log}"}
     try:

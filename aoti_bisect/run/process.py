@@ -24,6 +24,8 @@ from typing import Optional
 
 import psutil
 
+from ..child.contract import RUN_MARK
+from .checkers import create_checker_log
 from .types import ProcessExit
 
 POLL_S = 0.05
@@ -31,9 +33,9 @@ TREE_SCAN_S = 0.5
 KILL_GRACE_S = 3.0
 KILL_SWEEP_S = 5.0
 ABORT_GRACE_S = 2.0
-RUN_MARK = "AOTI_BISECT_RUN"
 WATCHDOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "watchdog.py")
 PR_SET_CHILD_SUBREAPER = 36
+LINE_SEARCH = 1 << 20  # how far from a log's splice a line end is looked for
 
 
 @dataclass(frozen=True)
@@ -96,9 +98,19 @@ class _CappedLog:
         size = os.fstat(self.fd).st_size
         if size <= head + tail:
             return size, 0
-        dropped = size - head - tail
+        # Cut at line ends: a token cut in two at the splice would match no rule of the redactor, and its two
+        # halves would reach a bundle (a key block cut so is masked from its BEGIN or END line, redact.py).
+        # A line longer than LINE_SEARCH is cut at a space or tab instead (no token holds one), else dropped.
+        edge = min(LINE_SEARCH, head)
+        near = os.pread(self.fd, edge, head - edge)
+        end = max(near.rfind(b"\n"), near.rfind(b" "), near.rfind(b"\t"))
+        head = head - edge + end + 1
         kept = os.pread(self.fd, tail, size - tail)
-        marker = f"\n[aoti-bisect: {dropped} bytes of output dropped here]\n".encode()
+        starts = [i for i in (kept.find(c, 0, LINE_SEARCH) for c in (b"\n", b" ", b"\t")) if i != -1]
+        kept = kept[min(starts) + 1:] if starts else kept[LINE_SEARCH:]
+        dropped = size - head - len(kept)
+        marker = f"[aoti-bisect: {dropped} bytes of output dropped here]\n".encode()
+        marker = marker if head == 0 or near[end:end + 1] == b"\n" else b"\n" + marker
         os.ftruncate(self.fd, head)
         os.pwrite(self.fd, marker + kept, head)
         return head + len(marker) + len(kept), dropped
@@ -299,8 +311,21 @@ def _kill_orphans(seconds: float = KILL_SWEEP_S) -> None:
             except ChildProcessError:
                 pass
         if not left:
-            return
+            break
         time.sleep(0.01)
+    _let_watchdog_go()
+
+
+def _let_watchdog_go() -> None:
+    """At exit: close our end of its pipe (EOF: it sweeps, then exits) and drop our claim on it. It outlives us
+    by design, so its Popen must not warn "subprocess is still running" (nor its pipe "unclosed file")."""
+    if _watchdog is None:
+        return
+    try:
+        _watchdog.stdin.close()
+    except OSError:
+        pass
+    _watchdog.returncode = 0  # never waited on: reparented to init (or the outer subreaper) as we exit
 
 
 def _tell_watchdog(line: str) -> None:
@@ -336,6 +361,7 @@ def execute(
     token = f"{_session}.{next(_runs)}"
     try:
         try:
+            create_checker_log(argv, cwd)
             child = _start(argv, {**env, RUN_MARK: token}, cwd, fd)
         except OSError as exc:
             return ProcessExit(None, None, False, 0.0, 0, launch_error=f"{argv[0]}: {exc.strerror or exc}")

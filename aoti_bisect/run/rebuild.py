@@ -16,7 +16,6 @@ from ..aoti.reinstrument import Unusable
 from ..files import read_log
 from . import process
 
-REDIRECT_ENV = "AOTI_BISECT_REDIRECT"  # the JSON {sha256: copy} the in-process hook loads copies from
 BUILD_TIMEOUT_S = 900.0
 
 

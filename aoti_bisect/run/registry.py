@@ -8,6 +8,7 @@ import re
 import shutil
 from typing import Optional
 
+from ..child.contract import REGISTRY_MARK
 from ..files import read_log
 from . import process
 
@@ -25,7 +26,7 @@ def fresh_process(python: Optional[str], ops: tuple[str, ...], out_dir: str, bas
     log = os.path.join(out_dir, "registry.log")
     exit = process.execute([python, REGISTRY_SCRIPT, *ops], dict(base_env, TMPDIR=out_dir), out_dir, log,
                            timeout=120, cancel=cancel)
-    line = next((l for l in read_log(log).splitlines() if l.startswith("AOTI_BISECT_REGISTRY ")), None)
+    line = next((l for l in read_log(log).splitlines() if l.startswith(REGISTRY_MARK + " ")), None)
     if line is None:
         return {"error": f"no answer from {python} (exit {exit.returncode}); see {log}"}
     return json.loads(line.split(" ", 1)[1])

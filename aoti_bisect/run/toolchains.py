@@ -19,12 +19,12 @@ from typing import Optional
 
 from ..aoti import reinstrument
 from ..aoti.reinstrument import Unusable
+from ..child import contract
 from ..files import read_log
 from . import process, rebuild
 from .classify import classify
 
 LOAD_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "child", "loads.py")
-LOADED = "AOTI_BISECT_LOADED"
 LOAD_TIMEOUT_S = 120.0
 _FAMILIES = ("g++", "clang++", "c++")
 _NAMES = re.compile(r"^(g\+\+|clang\+\+|c\+\+)(-[\d.]+)?$")
@@ -113,7 +113,7 @@ def _load(python, package, log, folder, env, cancel, timeout) -> tuple[bool, str
     exit = process.execute([python, LOAD_SCRIPT, package], dict(env, TMPDIR=folder), folder, log, timeout,
                            cancel=cancel)
     text = read_log(log)
-    if exit.returncode == 0 and LOADED in text:
+    if exit.returncode == 0 and contract.LOADED_MARK in text:
         return True, "loads"
     if exit.timed_out:
         return False, f"the load did not finish in {timeout:.0f} s; see {log}"

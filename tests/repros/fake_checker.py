@@ -1,6 +1,7 @@
 """Stands in for a memory checker in the nightly tests (the real ones are proven in test_sanitizer, test_memcheck
 and test_e2e): installed as an executable named `valgrind` (on PATH) or `compute-sanitizer` (--sanitizer PATH),
-it runs the repro it is given after the checker's own options, then prints that checker's report.
+it runs the repro it is given after the checker's own options, then writes that checker's report to its
+--log-file (printed, where none is given).
 
 FAKE_CHECKER_FINDS names the function of one invalid read to report (none: a clean report);
 FAKE_CHECKER_REFUSE makes it refuse the process instead."""
@@ -8,13 +9,17 @@ import os
 import subprocess
 import sys
 
-VALUE_OPTIONS = {"--tool", "--print-limit", "--show-backtrace"}  # compute-sanitizer options taking a value
+# compute-sanitizer options taking a value
+VALUE_OPTIONS = {"--tool", "--print-limit", "--show-backtrace", "--log-file"}
 
 args = sys.argv[1:]
 i = 0
 while i < len(args) and args[i].startswith("-"):
     i += 2 if args[i] in VALUE_OPTIONS else 1
 repro = args[i:]
+# The report goes where the real checkers send it: --log-file (valgrind: --log-file=PATH), never stdout.
+log_file = next((a.split("=", 1)[1] for a in args[:i] if a.startswith("--log-file=")), None) or next(
+    (args[j + 1] for j in range(i) if args[j] == "--log-file"), None)
 valgrind = os.path.basename(sys.argv[0]) == "valgrind"
 env = "PYTHONMALLOC" if valgrind else "PYTORCH_NO_CUDA_MEMORY_CACHING"
 print(f"fake checker: {env}={os.environ.get(env)} options={' '.join(args[:i])}", flush=True)
@@ -23,6 +28,9 @@ if os.environ.get("FAKE_CHECKER_REFUSE"):
           else "========= Error: Device not supported", flush=True)
     sys.exit(1)
 code = subprocess.run(repro).returncode
+if log_file:
+    sys.stdout.flush()
+    sys.stdout = open(log_file, "w")
 func = os.environ.get("FAKE_CHECKER_FINDS")
 if valgrind:
     if func:

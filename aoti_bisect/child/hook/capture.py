@@ -29,11 +29,8 @@ import os
 import sys
 import weakref
 
-from . import eagerwalk, fakecheck
+from . import contract, eagerwalk, fakecheck
 
-CAPTURE_ENV = "AOTI_BISECT_CAPTURE"
-CHECK_ENV = "AOTI_BISECT_FAKECHECK"
-MAX_MB_ENV = "AOTI_BISECT_MAX_CAPTURE_MB"
 SCHEMA_VERSION = 1
 
 _state = {"program": None, "calls": 0, "manifest": None, "eager": None, "walk": None}
@@ -46,22 +43,22 @@ def _on(name):
 
 
 def enabled():
-    return _on(CAPTURE_ENV) or _on(CHECK_ENV) or eagerwalk.enabled()
+    return _on(contract.CAPTURE_ENV) or _on(contract.FAKECHECK_ENV) or eagerwalk.enabled()
 
 
 def run_folder():
-    return os.path.dirname(os.path.abspath(os.environ["AOTI_BISECT_HOOK"]))
+    return os.path.dirname(os.path.abspath(os.environ[contract.HOOK_ENV]))
 
 
 def _folder():
-    path = os.path.join(run_folder(), "capture")
+    path = os.path.join(run_folder(), contract.CAPTURE_DIR)
     os.makedirs(path, exist_ok=True)
     return path
 
 
 def max_bytes():
     try:
-        return int(float(os.environ.get(MAX_MB_ENV, "512")) * (1 << 20))
+        return int(float(os.environ.get(contract.MAX_CAPTURE_MB_ENV, "512")) * (1 << 20))
     except ValueError:
         return 512 << 20
 
@@ -81,7 +78,7 @@ def _manifest():
 def _write_manifest(**fields):
     doc = _manifest()
     doc.update(fields)
-    fakecheck.write_json(os.path.join(_folder(), "capture.json"), doc)
+    fakecheck.write_json(os.path.join(_folder(), contract.CAPTURE_RECORD), doc)
 
 
 def _tensor_bytes(tree):
@@ -117,7 +114,7 @@ def on_compile(ep, package_path):
     _state["program"] = ep
     if package_path:
         _programs[package_path] = ep
-    if _on(CAPTURE_ENV):
+    if _on(contract.CAPTURE_ENV):
         import torch
         size = _tensor_bytes(list(ep.state_dict.values()) + list(ep.constants.values()))
         if size > max_bytes():
@@ -184,14 +181,14 @@ def _before_call(model, args, kwargs):
     call = _state["calls"]
     # An earlier call that raised never reached _after_call: its eager outputs are not this call's reference.
     _state["calls"], _state["eager"], _state["walk"] = call + 1, None, None
-    if _on(CAPTURE_ENV):
+    if _on(contract.CAPTURE_ENV):
         name, problem = _save("inputs.pt", {"call": call, "args": list(args), "kwargs": dict(kwargs)},
                               f"the inputs of call {call}")
         _write_manifest(calls=call + 1, inputs=name, inputs_problem=problem, outputs=None,
                         outputs_problem=f"call {call} has not returned (it raised, or the process died in it)")
-    if _on(CHECK_ENV):
+    if _on(contract.FAKECHECK_ENV):
         _state["eager"] = fakecheck.check_call(_program_for(model), args, kwargs, call,
-                                               os.path.join(run_folder(), fakecheck.RESULT))
+                                               os.path.join(run_folder(), contract.FAKECHECK_RESULT))
     _state["walk"] = eagerwalk.before_call(_program_for(model), args, kwargs, call, max_bytes())
 
 
@@ -201,10 +198,10 @@ def _after_call(result):
     eager, _state["eager"] = _state["eager"], None
     walk, _state["walk"] = _state["walk"], None
     if walk is not None:
-        eagerwalk.after_call(walk, result, call, os.path.join(run_folder(), eagerwalk.RESULT))
+        eagerwalk.after_call(walk, result, call, os.path.join(run_folder(), contract.EAGER_WALK_RESULT))
     if eager is not None:
-        fakecheck.write_json(os.path.join(run_folder(), fakecheck.DIFFERENTIAL),
+        fakecheck.write_json(os.path.join(run_folder(), contract.DIFFERENTIAL_RESULT),
                              fakecheck.differential(eager, result, call))
-    if _on(CAPTURE_ENV):
+    if _on(contract.CAPTURE_ENV):
         name, problem = _save("outputs.pt", {"call": call, "outputs": result}, f"the outputs of call {call}")
         _write_manifest(outputs=name, outputs_problem=problem)

@@ -24,10 +24,8 @@ The saved tensors are removed after each call (the kept call's after comparing):
 import os
 import re
 
-from . import fakecheck
+from . import contract, fakecheck
 
-ENV = "AOTI_BISECT_EAGER_WALK"
-RESULT = "eager_walk.json"
 SCHEMA_VERSION = 1
 FACTOR = 10
 MAX_PAIRS = 256  # per saved tensor: the closest eager values of its shape
@@ -38,7 +36,7 @@ _state = {"kept": False}
 
 
 def enabled():
-    return os.environ.get(ENV) == "1"
+    return os.environ.get(contract.EAGER_WALK_ENV) == "1"
 
 
 def _dump_files():

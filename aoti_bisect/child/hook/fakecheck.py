@@ -27,8 +27,6 @@ with torch.testing.assert_close's tolerances for the dtype; `close` is assert_cl
 import json
 import os
 
-RESULT = "fakecheck.json"
-DIFFERENTIAL = "differential.json"
 SCHEMA_VERSION = 1
 MAX_CALLS = 16
 MAX_OPS = 64  # op calls recorded per model call; later ones are counted in ops_dropped

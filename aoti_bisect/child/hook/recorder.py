@@ -21,9 +21,8 @@ import time
 import weakref
 import zipfile
 
-from . import AHEAD_ENV, CONSTANTS_ENV, LOADED, capture, constants, provenance, redirect, reuse, vecisa
+from . import capture, constants, contract, provenance, redirect, reuse, vecisa
 
-ENV = "AOTI_BISECT_HOOK"
 SCHEMA_VERSION = 1
 # module -> the functions wrapped in it. torch._inductor.package re-exports load_package from .package.package,
 # which runs first: wrapping it there makes the re-export (and aoti_load_package's own lookup) the wrapper.
@@ -293,7 +292,7 @@ def _begin_load(call, target, model_name):
 def _read_constants(event, target, model_name):
     """The loaded package's constant values (constants.py), read once the repro holds its model, and compared
     with the live module's where this process built the package from it."""
-    if event is not None and os.environ.get(CONSTANTS_ENV):
+    if event is not None and os.environ.get(contract.CONSTANTS_ENV):
         path, data = package_file(target)
         if path or data is not None:
             scratch = os.path.dirname(RECORD.path)
@@ -354,7 +353,7 @@ def _end(event, status, error=None):
 
 def _stop_ahead(call, target):
     """A compile-ahead run ends where the repro would start to run what it compiled: its packages are stored."""
-    if os.environ.get(AHEAD_ENV):
+    if os.environ.get(contract.AHEAD_ENV):
         RECORD.add({"call": call, "status": "not loaded: compile-ahead run", "path": package_file(target)[0],
                     "sha256": None, "built_here": False, "ahead": True})
         # Not sys.exit: a repro's bare `except:` would catch it and run on.
@@ -457,16 +456,16 @@ class _Finder(importlib.abc.MetaPathFinder):
 
 
 def install():
-    """Called by sitecustomize when AOTI_BISECT_HOOK names the record's path. Leaves an empty LOADED file beside
+    """Called by sitecustomize when AOTI_BISECT_HOOK names the record's path. Leaves an empty HOOK_LOADED file beside
     it, and writes the record itself only at an event."""
     global RECORD
-    path = os.environ.get(ENV)
+    path = os.environ.get(contract.HOOK_ENV)
     if not path or RECORD is not None:
         return
     RECORD = Record(os.path.abspath(path))
     try:
         # Without it, a run whose Python ignored PYTHONPATH (-I, -E, -S) looks like one that loaded no package.
-        open(os.path.join(os.path.dirname(RECORD.path), LOADED), "a").close()
+        open(os.path.join(os.path.dirname(RECORD.path), contract.HOOK_LOADED), "a").close()
     except OSError:
         pass
     for name in PATCHES:

@@ -11,12 +11,13 @@ Two redirections, each recorded in the load's or compile's event:
 import json
 import os
 
-ENV = "AOTI_BISECT_REDIRECT"
+from . import contract
+
 PRIVATE = "private-packages.json"
 
 
 def _run_folder():
-    return os.path.dirname(os.path.abspath(os.environ["AOTI_BISECT_HOOK"]))
+    return os.path.dirname(os.path.abspath(os.environ[contract.HOOK_ENV]))
 
 
 def _private_map():
@@ -48,7 +49,7 @@ def load_target(path, sha256):
     private = _private_map().get(path) if path else None
     if private and os.path.isfile(private):
         return private, "private"
-    mapping_file = os.environ.get(ENV)
+    mapping_file = os.environ.get(contract.REDIRECT_ENV)
     if not mapping_file or not sha256:
         return None, None
     with open(mapping_file) as f:

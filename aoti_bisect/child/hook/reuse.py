@@ -19,7 +19,7 @@ import time
 import warnings
 import zipfile
 
-from . import FLAG_SET_ENV, REUSE_ENV, vecisa
+from . import contract, vecisa
 # What Inductor's build reads from the environment outside its config: the compiler (a package built by another
 # g++ may not even load; see docs/aoti-facts.md).
 _TOOLCHAIN_ENV = ("CXX", "CC", "CUDA_HOME", "TORCH_CUDA_ARCH_LIST", "ATEN_CPU_CAPABILITY")
@@ -34,7 +34,7 @@ def compile_or_reuse(original, args, kwargs, note):
 
     `note(fields)` records the outcome on the call's hook event; it never raises.
     """
-    folder = os.environ.get(REUSE_ENV)
+    folder = os.environ.get(contract.REUSE_ENV)
     if not folder:
         return original(*args, **kwargs)
     started = time.monotonic()
@@ -46,7 +46,7 @@ def compile_or_reuse(original, args, kwargs, note):
         keyed = time.monotonic()
         lock = _lock(os.path.join(folder, f"{key}.lock"), note)
     except Exception as exc:  # keying is ours: whatever goes wrong, the repro compiles as it would without us
-        note({"outcome": "compiled", "reason": _reason(exc), "flag_set": os.environ.get(FLAG_SET_ENV)})
+        note({"outcome": "compiled", "reason": _reason(exc), "flag_set": os.environ.get(contract.FLAG_SET_ENV)})
         return original(*args, **kwargs)
     fields = {"key": key, "flag_set": parts["flag_set"], "key_s": round(keyed - started, 3),
               "waited_s": round(time.monotonic() - keyed, 3)}
@@ -113,7 +113,7 @@ def _key(ep, inductor_configs, folder):
         "inductor_configs": _stable(inductor_configs or {}, "inductor_configs"),
         "config": _stable(settings, "Inductor's config"),
         "vec_isa": vecisa.effective(),
-        "flag_set": os.environ.get(FLAG_SET_ENV, ""),
+        "flag_set": os.environ.get(contract.FLAG_SET_ENV, ""),
         "torch": [torch.__version__, torch.version.cuda, getattr(torch.version, "hip", None)],
         "devices": _devices(torch, ep),
         "toolchain": {k: os.environ.get(k) for k in _TOOLCHAIN_ENV},

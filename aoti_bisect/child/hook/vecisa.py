@@ -10,7 +10,7 @@ Standard library at import time; torch only once the repro has imported it.
 import json
 import os
 
-from . import VEC_ISA_ENV
+from . import contract
 
 
 def effective():
@@ -23,7 +23,7 @@ def effective():
 def share():
     """Writes this process's checked answer beside the one the CPU claims, once per bisection, if torch checked
     its ISAs here (TORCHINDUCTOR_VEC_ISA_OK unset) and has already done so."""
-    path = os.environ.get(VEC_ISA_ENV)
+    path = os.environ.get(contract.VEC_ISA_ENV)
     if not path or os.path.exists(path):
         return
     from torch._inductor import config, cpu_vec_isa

@@ -8,6 +8,7 @@ from ...stats import baseline_should_stop
 from ...verdict import Verdict
 from ..facts import FactKind, fact
 from ..findings import Findings, Stage, StageName, dominant
+from . import memcheck
 
 if TYPE_CHECKING:
     from ..ladder import Ladder
@@ -17,20 +18,31 @@ def run(ladder: "Ladder") -> tuple[Findings, Optional[str]]:
     """The findings the baseline supports, and why the ladder stops here (None: it climbs on)."""
     opt = ladder.opt
     stage = Stage(StageName.BASELINE, {})
-    if opt.runs is not None:
-        ladder.run_stage(stage, opt.runs)
-    else:
+    planned = opt.runs if opt.runs is not None else opt.max_runs
+    out = Findings(Verdict.REPRODUCED, None, stage.rate, ladder.stages)
+    ladder.run_stage(stage, 1)
+    if ladder.check_early(stage.results):
+        memcheck.run(ladder, out, unmasking=True)  # no failure yet: as when un-masking, any error convicts
+    # The verdict does not wait for the rate when a checker convicted, or when a flaky memory fault's checker is
+    # cheaper than waiting for crashes: the rest of the baseline runs on after the verdict (rate_after_verdict).
+    if out.culprit is None:
         def stop(rs: list[RunResult]) -> bool:
-            # A memory fault that a checker sees cheaper than a wait for more crashes: the verdict does not wait
-            # for the rate, which runs on after it (Ladder.rate_after_verdict).
+            if opt.runs is not None:
+                return False
             return (baseline_should_stop(sum(r.failed for r in rs), len(rs), opt.min_runs, opt.max_runs)
                     or (len(rs) >= opt.min_runs and ladder.check_first(rs)))
-        ladder.run_stage(stage, opt.max_runs, stop)
-        ladder.clues.rate_left = opt.max_runs - len(stage.results) if ladder.check_first(stage.results) else 0
+        ladder.extend(stage, planned - len(stage.results), stop)
+    if out.culprit is not None or ladder.check_first(stage.results):
+        ladder.clues.rate_left = planned - len(stage.results)
     rate = stage.rate
     sig = dominant(stage.results)
     ladder.clues.estimate = max(rate.ci95[0], 1e-9)
-    out = Findings(Verdict.REPRODUCED, sig, rate, ladder.stages)
+    ladder.clues.likely = rate.value
+    out.signature, out.baseline = sig, rate
+    if out.culprit is not None:
+        stage.finding = fact(FactKind.REPRODUCTION, "{rate} before the checker convicted", rate=rate.describe())
+        out.summary = out.culprit.headline
+        return out, None
     infra = [r for r in stage.results if r.signature and r.signature.kind == "infra"]
     if infra and len(infra) == len(stage.results):
         out.verdict, out.signature = Verdict.ERROR, infra[0].signature

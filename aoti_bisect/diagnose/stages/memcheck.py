@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ...aoti import flags
 from ...run.checkers import Missing
 from ...run.types import RunResult
 from ..findings import CulpritKind, Findings, Stage, StageName
@@ -29,6 +30,10 @@ def run(ladder: "Ladder", out: Findings, unmasking: bool = False) -> None:
         ladder.skip(StageName.MEMCHECK, f"a {kind} is not a memory fault; --sanitize runs the checker anyway")
         return
     for checker in checkers:
+        if flags.needs_compile(dict(checker.env)):
+            # The checker's flag set is compiled by a plain run first, so the checked runs load it: a compile under
+            # valgrind takes many times a plain one.
+            ladder.compile_only(dict(checker.env))
         stage = Stage(StageName.MEMCHECK, dict(checker.env), tool=" ".join(checker.prefix))
         reports: dict[int, object] = {}
 

@@ -30,9 +30,10 @@ def run(ladder: "Ladder", out: Findings) -> bool:
                               rate=det.rate.describe())
             out.summary = det.finding = out.masked
             ladder.clues.estimate = max(det.rate.ci95[0], 1e-9)
+            ladder.clues.likely = det.rate.value
             return True
-    if StageName.MEMCHECK.value not in ladder.opt.stages and not ladder.opt.sanitize:
-        return False
+    if StageName.MEMCHECK.value not in ladder.opt.stages and not ladder.opt.sanitize or ladder.ran(StageName.MEMCHECK):
+        return False  # not asked for, or it checked already, after the baseline's first run, and found nothing
     memcheck.run(ladder, out, unmasking=True)
     if out.culprit is not None:  # the checker saw errors, whether or not it could name their kernel
         out.verdict = Verdict.REPRODUCED

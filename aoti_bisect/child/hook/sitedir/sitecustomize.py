@@ -21,11 +21,12 @@ def _load(name, spec):
 def _install():
     here = os.path.dirname(os.path.abspath(__file__))
     try:
-        if os.environ.get("AOTI_BISECT_HOOK") and "_aoti_bisect_hook" not in sys.modules:
+        if "_aoti_bisect_hook" not in sys.modules:
             package = os.path.dirname(here)
-            _load("_aoti_bisect_hook", importlib.util.spec_from_file_location(
+            hook = _load("_aoti_bisect_hook", importlib.util.spec_from_file_location(
                 "_aoti_bisect_hook", os.path.join(package, "__init__.py"), submodule_search_locations=[package]))
-            importlib.import_module("_aoti_bisect_hook.recorder").install()
+            if os.environ.get(hook.contract.HOOK_ENV):
+                importlib.import_module("_aoti_bisect_hook.recorder").install()
     except Exception as exc:  # the repro must run as it would without us; say why the record is missing
         sys.stderr.write(f"aoti-bisect hook: not installed: {type(exc).__name__}: {exc}\n")
     # The user's own sitecustomize (a venv's, a distribution's) runs next, as it would have without us.

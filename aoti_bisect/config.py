@@ -1,0 +1,35 @@
+"""What one `aoti-bisect run` is asked to do: built once by its caller (the CLI, a scenario check, a night's
+bisection), read by the session that carries it out."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from .run.process import OutputLimits
+from .stats import DEFAULT_MAX_RUNS
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    run_dir: str
+    argv: tuple[str, ...]
+    jobs: int = 1
+    runs: Optional[int] = None  # None: the ladder's own count (diagnose/ladder.py)
+    max_runs: int = DEFAULT_MAX_RUNS
+    timeout: float = 600.0
+    stages: tuple[str, ...] = ()
+    python_script: bool = True  # argv runs a Python script: keep a copy, and torch must import
+    limits: OutputLimits = OutputLimits()
+    cache_root: Optional[str] = None  # None: <run_dir>/cache
+    redact_paths: bool = False
+    python: Optional[str] = None  # the repro's interpreter; None: the one argv names (run/probe.py interpreter_of)
+    sanitize: bool = False
+    sanitizer: Optional[str] = None
+    sanitizer_tools: tuple[str, ...] = ("memcheck",)
+    reuse: str = "hooked"  # aoti/flags.py REUSE_MODES
+    ahead: bool = True  # compile later stages' flag sets in idle slots (Harness.ahead)
+    budget: float = 300.0  # seconds the baseline's rate may run on after a verdict that did not wait for it
+
+    def __post_init__(self) -> None:  # a caller's lists, kept as tuples: the record never changes
+        object.__setattr__(self, "argv", tuple(self.argv))
+        object.__setattr__(self, "stages", tuple(self.stages))

@@ -1,0 +1,276 @@
+"""`aoti-bisect minify RUN_DIR`: cut the failing call's exported program down to a small standalone repro.
+
+1. The program and the failing call's inputs: a run's capture/ (the hook's AOTI_BISECT_CAPTURE=1), else one
+   more hooked run of the repro that captures them into RUN_DIR/minify/runs/capture-000/.
+2. extract_child.py, in its own process, runs the graph eagerly node by node: graph.json + values.pt.
+3. The search (ddmin.py, pure) over candidates (graph.py, pure): first the culprit kernel's nodes and what
+   feeds them, then ddmin over those nodes, then inputs replaced by zeros one at a time, then each input's
+   dimensions cut (to 1, else halved, while it still fails). Every candidate is a
+   standalone program run in a fresh process (search.py) and kept when it fails with the run's kind and phase
+   while still holding an op of the culprit kernel.
+4. The smallest becomes RUN_DIR/minify/repro.py + inputs.pt, run once more from a copy in a fresh temporary
+   folder (verified), and RUN_DIR/minify/minify.json records sizes, counts, seconds and the outcome.
+"""
+from __future__ import annotations
+
+import enum
+import glob
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from ..files import read_log, write_file
+from .ddmin import ddmin, shrink_sizes, simplify_each
+from .graph import Candidate, Check, Graph
+from .search import Expected, Trials
+
+EXTRACT_CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "extract_child.py")
+RESULT = "minify.json"
+# Kinds where running the program is its own check (a crash or a check that raises inside the package).
+NAN_KINDS = ("nan_inf",)
+EAGER_KINDS = ("python_exception",)
+
+
+class Status(str, enum.Enum):
+    VERIFIED = "verified"  # repro.py fails alone, from a copy of its folder, as the run did
+    UNVERIFIED = "unverified"  # reduced, but the copy did not fail the same way when run once more
+    NOT_REPRODUCED = "not_reproduced"  # no standalone program of the graph fails as the run did (says why)
+    NO_PROGRAM = "no_program"  # the exported program or the failing inputs cannot be had
+
+
+EXIT_CODES = {Status.VERIFIED: 0, Status.UNVERIFIED: 1, Status.NOT_REPRODUCED: 1, Status.NO_PROGRAM: 125}
+
+
+@dataclass(frozen=True)
+class MinifyOptions:
+    jobs: int = 1
+    budget_s: float = 1800.0
+    max_candidates: int = 60
+    timeout_s: float = 300.0
+
+
+@dataclass(frozen=True)
+class MinifyResult:
+    status: Status
+    message: str  # one line for the terminal
+    repro: Optional[str] = None  # RUN_DIR/minify/repro.py
+    record: Optional[dict] = None  # what minify.json holds
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.status]
+
+
+def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> MinifyResult:
+    start = time.monotonic()
+    report = _load_report(run_dir)
+    signature = report.get("signature") or {}
+    if report.get("verdict") != "reproduced" or not signature.get("kind"):
+        return MinifyResult(Status.NOT_REPRODUCED, f"the run did not reproduce a failure "
+                                                   f"(verdict {report.get('verdict')!r}): nothing to minify")
+    out = os.path.join(os.path.realpath(run_dir), "minify")
+    # An earlier minify's candidates and result would mix with this one's (its capture is kept and reused).
+    for stale in ("candidates", "repro.py", "inputs.pt", "repro.pt2", RESULT):
+        path = os.path.join(out, stale)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            os.remove(path)
+    os.makedirs(out, exist_ok=True)
+    python = _python(report)
+    capture, problem = _find_capture(run_dir) or _capture(run_dir, out, report, options, say)
+    if capture is None:
+        return _finish(out, MinifyResult(Status.NO_PROGRAM, problem), {})
+    say(f"minify: program and inputs from {capture}")
+    problem = _extract(python, capture, out, options)
+    if problem:
+        return _finish(out, MinifyResult(Status.NO_PROGRAM, problem), {"capture": capture})
+    with open(os.path.join(out, "graph.json")) as f:
+        graph = Graph.from_json(json.load(f))
+    expected = _expected(report, graph)
+    trials = Trials(out, graph, expected, python, options, say)
+    record = {"capture": capture, "signature": {"kind": expected.kind, "phase": expected.phase},
+              "check": expected.check.value, "op_family": sorted(expected.family),
+              "nodes_before": len(graph.nodes), "eager_failure": graph.eager_failure}
+    custom = sorted({n.target for n in graph.nodes if n.custom})
+    if custom:
+        record["custom_ops"] = custom
+
+    whole = graph.order(n.name for n in graph.nodes)
+    seeds = list(dict.fromkeys((_cut(graph, report), whole)))
+    first = trials.first_failing([Candidate(s) for s in seeds])
+    if first is None:
+        why = trials.why_not()
+        if custom:
+            why += (f"; the graph calls custom ops ({', '.join(custom)}): the failure may need the custom op's "
+                    "state or registration, which only the repro's own code holds")
+        else:
+            why += ("; the failure needs state the graph does not hold: a graph pass or Inductor setting the "
+                    "script makes, or a package built from other code than this program")
+        return _finish(out, MinifyResult(Status.NOT_REPRODUCED, f"the failure does not reproduce in isolation: "
+                                                                f"{why}"), {**record, **trials.summary()})
+    seed = seeds[first]
+    # Before: the whole program written out the same way (the user's script may hide it behind imports).
+    record["lines_before"] = trials.lines_of(Candidate(whole))
+    say(f"minify: {len(seed)} node(s) reproduce alone; ddmin over them")
+    best = _reduce(graph, trials, seed)
+    kept = best.kept
+    source = trials.write_final(best, out)
+    verified, verify_sig = trials.verify(out)
+    record.update({"nodes_after": len(kept), "lines_after": source.text.count("\n"),
+                   "kept": list(kept), "zeros": list(best.zeros), "inputs": list(source.inputs),
+                   "shapes": {n: [graph.value(n)["shape"], best.shape(graph, n)] for n in graph.feeds(kept)
+                              if graph.value(n)["kind"] == "tensor"},
+                   "ops_after": sorted({graph.node(n).op for n in kept}), "verified": verified,
+                   "verify_signature": verify_sig, "seconds": round(time.monotonic() - start, 1),
+                   **trials.summary()})
+    if len(kept) > 5:
+        record["why_not_smaller"] = ("ddmin stopped at a 1-minimal set: removing any one node loses the failure"
+                                     if not trials.spent() else "the budget ran out first")
+    status = Status.VERIFIED if verified else Status.UNVERIFIED
+    message = (f"minified {record['nodes_before']} -> {len(kept)} node(s) in {record['candidates']} candidate "
+               f"run(s), {record['seconds']:.0f}s: {os.path.join(out, 'repro.py')} "
+               + ("fails alone as the run did" if verified else
+                  f"did NOT fail the same way when run alone from a copy ({verify_sig})"))
+    return _finish(out, MinifyResult(status, message, os.path.join(out, "repro.py")), record)
+
+
+def _reduce(graph: Graph, trials: Trials, seed: tuple[str, ...]) -> Candidate:
+    """ddmin over the nodes, then zeros for inputs, then smaller inputs: each step keeps what still fails."""
+    kept = ddmin(seed, lambda batch: trials.first_failing([Candidate(k) for k in batch]), trials.spent)
+    saved = [f for f in graph.feeds(kept) if graph.value(f)["kind"] == "tensor"]
+    zeros = simplify_each(saved, lambda z: trials.first_failing([Candidate(kept, z)]) == 0, trials.spent)
+    shapes = {f: tuple(graph.value(f)["shape"]) for f in saved}
+
+    def cut(sizes: dict) -> tuple:
+        return tuple((n, s) for n, s in sizes.items() if s != shapes[n])
+    sizes = shrink_sizes(shapes, lambda options: trials.first_failing([Candidate(kept, zeros, cut(o))
+                                                                       for o in options]), trials.spent)
+    return Candidate(kept, zeros, cut(sizes))
+
+
+def _finish(out: str, result: MinifyResult, record: dict) -> MinifyResult:
+    record = {"schema_version": 1, "status": result.status.value, "message": result.message,
+              "repro": result.repro, **record}
+    write_file(os.path.join(out, RESULT), json.dumps(record, indent=2) + "\n")
+    return MinifyResult(result.status, result.message, result.repro, record)
+
+
+def _load_report(run_dir: str) -> dict:
+    with open(os.path.join(run_dir, "report.json")) as f:
+        return json.load(f)
+
+
+def _python(report: dict) -> str:
+    """The repro's interpreter where its command names one; candidates need the same torch."""
+    argv = report.get("command") or []
+    if argv and os.path.basename(argv[0]).startswith("python") and os.path.isfile(argv[0]):
+        return argv[0]
+    return sys.executable
+
+
+def _find_capture(run_dir: str) -> Optional[tuple[str, None]]:
+    for folder in sorted(glob.glob(os.path.join(run_dir, "runs", "*", "capture"))
+                         + glob.glob(os.path.join(run_dir, "minify", "runs", "*", "capture"))):
+        if all(os.path.isfile(os.path.join(folder, f)) for f in ("program.pt2", "inputs.pt")):
+            return folder, None
+    return None
+
+
+def _capture(run_dir: str, out: str, report: dict, options: MinifyOptions,
+             say: Callable[[str], None]) -> tuple[Optional[str], str]:
+    """One more hooked run of the repro with capture on, through the harness (the same overlay as the ladder's
+    hooked stages); returns (capture folder, None) or (None, why not in one line)."""
+    from ..run.harness import Harness
+    from ..run.types import RunSpec
+
+    argv = tuple(report.get("command") or ())
+    if not argv:
+        return None, "report.json holds no command to rerun"
+    say("minify: no captured program in the run; running the repro once more to capture it")
+    harness = Harness(out, jobs=1, reuse="none", cache_root=os.path.join(out, "cache", "capture"))
+    result = harness.run(RunSpec(argv, "capture", 0, (("AOTI_BISECT_CAPTURE", "1"),), options.timeout_s,
+                                 hook=True))
+    folder = os.path.join(result.run_dir, "capture")
+    manifest = _read_json(os.path.join(folder, "capture.json"))
+    missing = [f for f in ("program.pt2", "inputs.pt") if not os.path.isfile(os.path.join(folder, f))]
+    if not missing:
+        return folder, None
+    why = manifest.get("program_problem") or manifest.get("inputs_problem")
+    if not manifest or (manifest.get("program") is None and not why):
+        why = ("the repro compiled no program in this process (a prebuilt package carries no exported "
+               "program to cut down)")
+    return None, f"cannot get the exported program of the failing call: {why} (see {result.log_path})"
+
+
+def _read_json(path: str) -> dict:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def _extract(python: str, capture: str, out: str, options: MinifyOptions) -> Optional[str]:
+    from ..run import process
+    from ..run.harness import CHILD_ENV
+
+    log = os.path.join(out, "extract.log")
+    exit = process.execute([python, EXTRACT_CHILD, os.path.join(capture, "program.pt2"),
+                            os.path.join(capture, "inputs.pt"), out], {**os.environ, **CHILD_ENV}, out, log,
+                           options.timeout_s)
+    if exit.returncode == 0 and os.path.isfile(os.path.join(out, "graph.json")):
+        return None
+    lines = [line.strip() for line in read_log(log).splitlines() if line.strip()]
+    ours = [line.split(": ", 1)[1] for line in lines if line.startswith("aoti-bisect minify: ")]
+    if ours:  # extract_child.py's own plain line (a custom op, an input kind it cannot feed)
+        return f"{ours[-1]} (see {log})"
+    last = lines[-1] if lines else f"exit {exit.returncode}"
+    return f"cannot load and run the captured program on its own: {last[:300]} (see {log})"
+
+
+def _expected(report: dict, graph: Graph) -> Expected:
+    signature = report["signature"]
+    culprit = report.get("culprit") or {}
+    origin = [n for n in ((culprit.get("origin") or {}).get("nodes") or []) if n in {x.name for x in graph.nodes}]
+    family = {graph.node(n).op for n in origin}
+    if not family and culprit.get("kernel"):
+        # No node names to go by: the fused ops a kernel name lists (cpp_fused_add_index_mul_sin_sum_0).
+        words = set(culprit["kernel"].split("_"))
+        family = {n.op for n in graph.nodes if n.op in words}
+    kind = signature["kind"]
+    check = Check.FINITE if kind in NAN_KINDS else Check.EAGER if kind in EAGER_KINDS else Check.RUN
+    first_bad = next((n for n in graph.nodes if n.op in family and n.value.get("finite") is False), None)
+    if check is Check.FINITE and first_bad is not None and first_bad.value.get("nan"):
+        # The culprit made a NaN when run eagerly: a candidate must make a NaN too, not merely an Inf.
+        check = Check.NAN
+    headline = f"{kind} in {signature['phase']}" + (f", culprit kernel {culprit['kernel']}"
+                                                    if culprit.get("kernel") else "")
+    return Expected(kind, signature["phase"], frozenset(family), check, headline)
+
+
+def _cut(graph: Graph, report: dict) -> tuple[str, ...]:
+    """The culprit's nodes and everything that feeds them (the whole graph when the report names none)."""
+    origin = (((report.get("culprit") or {}).get("origin") or {}).get("nodes")) or []
+    known = [n for n in origin if n in {x.name for x in graph.nodes}]
+    return graph.ancestors(known) if known else graph.order(n.name for n in graph.nodes)
+
+
+def markdown_section(run_dir: str) -> str:
+    """The report's "Minified repro" section, from minify/minify.json ('' when minify has not run)."""
+    record = _read_json(os.path.join(run_dir, "minify", RESULT))
+    if not record:
+        return ""
+    lines = ["", "## Minified repro", "", record.get("message", "")]
+    if "nodes_after" in record:
+        lines += ["", f"- graph nodes: {record['nodes_before']} -> {record['nodes_after']} "
+                      f"({', '.join(record.get('ops_after', []))})",
+                  f"- lines: {record.get('lines_before')} -> {record.get('lines_after')}",
+                  f"- candidates run: {record.get('candidates')}, {record.get('seconds')} s",
+                  f"- verified alone from a copy of its folder: {'yes' if record.get('verified') else 'no'}",
+                  f"- attach: `{os.path.dirname(record['repro'])}/` (repro.py + inputs.pt)"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,206 @@
+"""Runs candidates: each in its own folder minify/candidates/NNN/ (program.py, inputs.pt, output.log), in a
+fresh process, several at once (--jobs), within a budget of runs and seconds; a cache answers a candidate
+tried before. What counts as "fails the same way" is Expected.matches (kind and phase of the run's
+signature) plus the pure checks of `refuse` before anything runs.
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Optional
+
+from ..files import read_log, write_file
+from ..run import process
+from ..run.classify import classify
+from .graph import Candidate, Check, Graph, Source, render
+
+PROGRAM = "repro.py"
+INPUTS = "inputs.pt"
+
+
+@dataclass(frozen=True)
+class Expected:
+    kind: str
+    phase: str
+    family: frozenset  # op names of the culprit kernel's nodes; a candidate keeps at least one
+    check: Check
+    headline: str
+
+
+@dataclass(frozen=True)
+class Trial:
+    number: int
+    folder: str
+    kind: Optional[str]  # None: passed
+    phase: Optional[str]
+    seconds: float
+    interesting: bool
+
+
+def refuse(graph: Graph, candidate: Candidate, expected: Expected) -> Optional[str]:
+    """Why a candidate is not worth a run (None: run it). Pure."""
+    problem = graph.problem(candidate.kept)
+    if problem:
+        return problem
+    if expected.family and not any(graph.node(n).op in expected.family for n in candidate.kept):
+        return "keeps no op of the culprit kernel"
+    if expected.check in (Check.FINITE, Check.NAN):
+        # A NaN fed in from outside is not the NaN the culprit makes.
+        for name in graph.feeds(candidate.kept):
+            if name not in candidate.zeros and graph.value(name).get("finite") is False:
+                return f"input {name} is already non-finite"
+    return None
+
+
+class Trials:
+    def __init__(self, out: str, graph: Graph, expected: Expected, python: str, options, say) -> None:
+        self.out, self.graph, self.expected, self.python = out, graph, expected, python
+        self.options, self.say = options, say
+        self.start = time.monotonic()
+        self.cache: dict[Candidate, bool] = {}
+        self.trials: list[Trial] = []
+        self.refused = 0
+        self._lock = threading.Lock()
+        self._values = None
+        # One compile cache and TMPDIR per slot: AOTI rewrites its cache on every compile, so two processes
+        # never share one; a slot's later candidates reuse its precompiled headers.
+        self._slots: queue.Queue = queue.Queue()
+        for slot in range(max(1, options.jobs)):
+            self._slots.put(slot)
+
+    def spent(self) -> bool:
+        return (len(self.trials) >= self.options.max_candidates
+                or time.monotonic() - self.start > self.options.budget_s)
+
+    def first_failing(self, batch: list[Candidate]) -> Optional[int]:
+        """The first candidate in list order that fails the same way, trying up to --jobs at once."""
+        pending: list[tuple[int, Candidate]] = []
+        for i, candidate in enumerate(batch):
+            if self.cache.get(candidate):
+                # The ones before it still go first: the answer must not depend on --jobs.
+                hit = self._run_window(pending)
+                return hit if hit is not None else i
+            if candidate in self.cache:
+                continue
+            if refuse(self.graph, candidate, self.expected):
+                self.cache[candidate] = False
+                self.refused += 1
+                continue
+            pending.append((i, candidate))
+            if len(pending) == self.options.jobs:
+                hit = self._run_window(pending)
+                if hit is not None:
+                    return hit
+                pending = []
+        return self._run_window(pending)
+
+    def _run_window(self, window: list[tuple[int, Candidate]]) -> Optional[int]:
+        window = window[:self.options.max_candidates - len(self.trials)]  # never past --max-candidates
+        if not window or self.spent():
+            return None
+        with ThreadPoolExecutor(len(window)) as pool:
+            results = list(pool.map(lambda ic: self._try(ic[1]), window))
+        return next((i for (i, _), hit in zip(window, results) if hit), None)
+
+    def _try(self, candidate: Candidate) -> bool:
+        with self._lock:
+            number = len(self.trials)
+            self.trials.append(None)  # reserve the number
+        folder = os.path.join(self.out, "candidates", f"{number:03d}")
+        os.makedirs(folder, exist_ok=True)
+        self._write(candidate, folder)
+        slot = self._slots.get()
+        try:
+            exit, text = self._execute(folder, slot)
+        finally:
+            self._slots.put(slot)
+        outcome, signature = classify(text, exit)
+        interesting = (signature is not None and signature.kind == self.expected.kind
+                       and signature.phase == self.expected.phase)
+        trial = Trial(number, folder, signature and signature.kind, signature and signature.phase,
+                      round(exit.duration, 1), interesting)
+        write_file(os.path.join(folder, "trial.json"), json.dumps(
+            {"kept": list(candidate.kept), "zeros": list(candidate.zeros), "sizes": dict(candidate.sizes),
+             "outcome": outcome.value,
+             "signature": signature.to_json() if signature else None, "interesting": interesting,
+             "seconds": trial.seconds}, indent=2))
+        with self._lock:
+            self.trials[number] = trial
+            self.cache[candidate] = interesting
+        self.say(f"minify: [{number:03d}] {len(candidate.kept)} node(s), {len(candidate.zeros)} zeroed, "
+                 f"{len(candidate.sizes)} cut: "
+                 + (f"{trial.kind}/{trial.phase}" if trial.kind else "passed")
+                 + (" (kept)" if interesting else "") + f" in {trial.seconds:.0f}s")
+        return interesting
+
+    def _execute(self, folder: str, slot: int):
+        cache = os.path.join(self.out, "cache", f"slot{slot}")
+        tmp = os.path.join(cache, "tmp")
+        os.makedirs(tmp, exist_ok=True)
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1", "TMPDIR": tmp,
+               "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache, "inductor"),
+               "TRITON_CACHE_DIR": os.path.join(cache, "triton")}
+        log = os.path.join(folder, "output.log")
+        exit = process.execute([self.python, os.path.join(folder, PROGRAM)], env, folder, log,
+                               self.options.timeout_s)
+        return exit, read_log(log)
+
+    def _write(self, candidate: Candidate, folder: str) -> Source:
+        source = render(self.graph, candidate, self.expected.check, self.expected.headline)
+        write_file(os.path.join(folder, PROGRAM), source.text)
+        if source.inputs:
+            import torch  # only here: the search and the program text need none
+
+            with self._lock:
+                if self._values is None:
+                    self._values = torch.load(os.path.join(self.out, "values.pt"))
+            sizes = dict(candidate.sizes)
+            # A cut input is saved cut (and contiguous): inputs.pt holds only what the repro reads.
+            torch.save({name: self._values[name][tuple(slice(0, n) for n in sizes[name])].clone()
+                        if name in sizes else self._values[name] for name in source.inputs},
+                       os.path.join(folder, INPUTS))
+        return source
+
+    def lines_of(self, candidate: Candidate) -> int:
+        return render(self.graph, candidate, self.expected.check, self.expected.headline).text.count("\n")
+
+    def write_final(self, candidate: Candidate, out: str) -> Source:
+        for name in (PROGRAM, INPUTS):
+            if os.path.exists(os.path.join(out, name)):
+                os.remove(os.path.join(out, name))
+        return self._write(candidate, out)
+
+    def verify(self, out: str) -> tuple[bool, Optional[str]]:
+        """Runs repro.py once more from a copy of just its files in a fresh temporary folder."""
+        with tempfile.TemporaryDirectory(prefix="aoti-bisect-minify-") as tmp:
+            for name in (PROGRAM, INPUTS):
+                if os.path.isfile(os.path.join(out, name)):
+                    shutil.copy(os.path.join(out, name), tmp)
+            exit, text = self._execute(tmp, 0)
+            write_file(os.path.join(out, "verify.log"), text)
+        outcome, signature = classify(text, exit)
+        if signature is None:
+            return False, "passed"
+        ok = signature.kind == self.expected.kind and signature.phase == self.expected.phase
+        self.say(f"minify: verify from a copy: {signature.kind}/{signature.phase}")
+        return ok, f"{signature.kind}/{signature.phase}: {signature.message}"
+
+    def why_not(self) -> str:
+        ran = [t for t in self.trials if t is not None]
+        if not ran:
+            return "no candidate could be built or run"
+        seen = sorted({f"{t.kind}/{t.phase}" if t.kind else "passed" for t in ran})
+        return (f"expected {self.expected.kind}/{self.expected.phase}, the standalone programs gave "
+                f"{', '.join(seen)} (see {os.path.join(self.out, 'candidates')})")
+
+    def summary(self) -> dict:
+        ran = [t for t in self.trials if t is not None]
+        return {"candidates": len(ran), "refused_without_running": self.refused,
+                "candidate_seconds": round(sum(t.seconds for t in ran), 1)}

@@ -1,0 +1,118 @@
+"""The run directory's layout: runs/<stage>-NNN/{output.log,rerun.sh,spec.json,result.json,hook.json,cwd,tmp},
+cache/<key>/ per compile key, its slot copies and warm snapshot, cache/<key>.reuse/ (the flag set's packages,
+for runs under reuse: child/hook/reuse.py), and the files a run leaves for whoever reruns it.
+
+Parallel runs never share a writable compile cache: AOTI rewrites files in it on every compile, even a cached one
+(`extern_kernel_nodes.json` is truncated, then written), so a run packaging its model beside another one's
+compile can read a half-written file (seen: 2 of 40 runs of flaky_custom_op_crash at --jobs 2 failed to load
+their package with "attempting to parse an empty input"). Each slot s > 0 runs in cache/<key>.slot<s>, a copy of
+the snapshot (cache/<key>.warm) taken when the key's first run, which runs alone (run/scheduler.py), finished:
+one compile per key still serves every slot.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import threading
+from typing import Optional
+
+from ..aoti import flags
+from ..files import user_name, write_file
+from .types import RunResult, RunSpec
+
+
+def compile_key(env: dict[str, str]) -> str:
+    """Runs with the same compile-time flags may share a compile cache; others never do."""
+    items = sorted((k, v) for k, v in env.items() if k not in flags.RUNTIME)
+    if not items:
+        return "default"
+    return hashlib.sha1(json.dumps(items).encode()).hexdigest()[:10]
+
+
+def warm_key(spec: RunSpec) -> tuple:
+    # Two repros never warm each other's cache, even with the same flags.
+    return spec.argv, compile_key(spec.env_dict)
+
+
+class Layout:
+    def __init__(self, run_dir: str, cache_root: Optional[str] = None) -> None:
+        # Real paths: a run's folder is checked against them for links (see prepare).
+        self.run_dir = os.path.realpath(run_dir)
+        # Several sessions (a scenario check) may share one cache root: keys include the flags and the graph.
+        self.cache_root = os.path.realpath(cache_root or os.path.join(self.run_dir, "cache"))
+        self._warm: set[tuple] = set()
+        self._synced: set[tuple] = set()
+        self._lock = threading.Lock()
+
+    def run_path(self, spec: RunSpec) -> str:
+        return os.path.join(self.run_dir, "runs", spec.name)
+
+    def cache_dir(self, overlay: dict[str, str], slot: int = 0) -> str:
+        base = os.path.join(self.cache_root, compile_key(overlay))
+        return base if slot == 0 else f"{base}.slot{slot}"
+
+    def is_warm(self, spec: RunSpec) -> bool:
+        with self._lock:
+            return warm_key(spec) in self._warm
+
+    def mark_warm(self, spec: RunSpec) -> None:
+        with self._lock:
+            self._warm.add(warm_key(spec))
+
+    def prepare(self, spec: RunSpec, run_path: str, slot: int, reuse_dir: Optional[str]) -> None:
+        """Makes a run's folders and brings its slot's cache up to the key's snapshot."""
+        cwd = os.path.join(run_path, "cwd")
+        tmp = os.path.join(run_path, "tmp")
+        # An earlier run's child (or whoever filled the folder) may have put a link where this run's folders
+        # go: following it would write this run's files, and its child's, outside the run directory.
+        if any(os.path.realpath(d) != d for d in (cwd, tmp)):
+            raise OSError(f"a symbolic link lies on the way to {cwd} or {tmp}")
+        cache = self.cache_dir(spec.env_dict, slot)
+        self._sync_slot(spec, slot, cache)
+        headers = os.path.join(self.cache_root, "precompiled-headers")
+        for d in (cwd, tmp, os.path.join(cache, "inductor"), headers, reuse_dir):
+            if d is None:
+                continue
+            os.makedirs(d, exist_ok=True)
+        # Inductor keeps precompiled headers under $TMPDIR/torchinductor_<user>; a private TMPDIR would
+        # rebuild them (10-20 s) every run. Their names hash the header and the compiler flags, so one
+        # folder can serve every run and every flag set.
+        link = os.path.join(tmp, f"torchinductor_{user_name()}")
+        if not os.path.lexists(link):
+            os.symlink(headers, link)
+
+    def write_run_files(self, spec: RunSpec, run_path: str, overlay: dict[str, str]) -> None:
+        """spec.json and rerun.sh (the run exactly as it will go), and the empty output.log the child appends to."""
+        cwd = os.path.join(run_path, "cwd")
+        write_file(os.path.join(run_path, "spec.json"), json.dumps(
+            {"argv": list(spec.argv), "cwd": cwd, "env_overlay": overlay, "stage": spec.stage,
+             "timeout_s": spec.timeout}, indent=2))
+        lines = ["#!/bin/sh", f"# aoti-bisect run {spec.name}: rerun exactly as aoti-bisect ran it",
+                 f"cd {shlex.quote(cwd)} || exit 3"]
+        lines.append("env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(overlay.items()))
+                     + " \\\n  " + " ".join(shlex.quote(a) for a in spec.argv))
+        write_file(os.path.join(run_path, "rerun.sh"), "\n".join(lines) + "\n", executable=True)
+        write_file(os.path.join(run_path, "output.log"), "")  # refuses a link; the child appends to a file
+
+    def write_result(self, result: RunResult) -> None:
+        write_file(os.path.join(result.run_dir, "result.json"), json.dumps(result.to_json(), indent=2))
+
+    def _sync_slot(self, spec: RunSpec, slot: int, cache: str) -> None:
+        """Brings a slot's private cache up to the key's snapshot, once per repro and key; the slot is ours."""
+        key = warm_key(spec)
+        snapshot = self.cache_dir(spec.env_dict) + ".warm"
+        with self._lock:
+            due = key in self._warm and (key, slot) not in self._synced and os.path.isdir(snapshot)
+            self._synced.add((key, slot))
+        if due:
+            shutil.copytree(snapshot, cache, symlinks=True, dirs_exist_ok=True)
+
+    def snapshot_if_first(self, spec: RunSpec, slot: int) -> None:
+        # The first run of a key runs alone (run/scheduler.py), so nothing writes its cache while it is copied.
+        if self.is_warm(spec):
+            return
+        shutil.copytree(self.cache_dir(spec.env_dict, slot), self.cache_dir(spec.env_dict) + ".warm",
+                        symlinks=True, dirs_exist_ok=True)

@@ -1,0 +1,139 @@
+"""Which run goes when: up to `jobs` at a time, each holding a slot; the first run of a cold compile key alone;
+compile-only runs of later stages' flag sets in the slots that first run leaves idle."""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import queue
+import threading
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from typing import Callable, Iterable, Iterator, Optional
+
+from . import process
+from .layout import Layout, warm_key
+from .types import RunResult, RunSpec
+
+Run = Callable[[RunSpec, Optional[process.Cancel]], RunResult]
+
+
+class Scheduler:
+    def __init__(self, run: Run, layout: Layout, jobs: int, cancel: process.Cancel,
+                 reuse_dir: Callable[[RunSpec], Optional[str]]) -> None:
+        self._run = run
+        self._layout = layout
+        self._reuse_dir = reuse_dir
+        self.jobs = jobs
+        self.cancel = cancel
+        self._lock = threading.Lock()
+        # A run holds a slot while it runs: the slot names its private cache and, on a GPU host, its GPU.
+        self._slots: queue.Queue = queue.Queue()
+        for slot in range(self.jobs):
+            self._slots.put(slot)
+        self._ahead_queue: list[RunSpec] = []
+        self._ahead_running: set = set()
+        self._ahead_pool: Optional[ThreadPoolExecutor] = None
+        self._ahead_cancel = process.Cancel(self.cancel)
+        self.ahead_results: list[RunResult] = []  # the compile-only runs that ran, in the order they ended
+
+    @contextlib.contextmanager
+    def slot(self) -> Iterator[int]:
+        slot = self._slots.get()
+        try:
+            yield slot
+        finally:
+            self._slots.put(slot)
+
+    def run_many(self, specs: Iterable[RunSpec], on_result: Callable[[RunResult], None] = lambda r: None,
+                 stop: Callable[[list[RunResult]], bool] = lambda rs: False,
+                 on_start: Callable[[RunSpec], None] = lambda spec: None) -> list[RunResult]:
+        """Runs specs, up to `jobs` at a time, until all ran or `stop(results so far)` says enough.
+
+        The first run of a cold compile key runs alone: parallel runs would all compile the same thing. The
+        slots it leaves idle run the queued compile-only runs (`ahead`).
+        """
+        pending = list(specs)
+        results: list[RunResult] = []
+        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+            running = set()
+            try:
+                self._drive(pool, pending, running, results, on_result, stop, on_start)
+            except BaseException:
+                # Set before the pool's exit waits on its threads (an interrupt, or a full disk in another
+                # run): each one then kills its child tree instead of running on.
+                self.cancel.set()
+                raise
+        results.sort(key=lambda r: r.spec.index)
+        return results
+
+    def _drive(self, pool, pending, running, results, on_result, stop, on_start) -> None:
+        alone = None  # a cold key's first run
+        while (pending or running) and not self.cancel.is_set():
+            while pending and len(running) + len(self._ahead_running) < self.jobs and not stop(results):
+                cold = not self._layout.is_warm(pending[0])
+                if cold and running:
+                    break
+                self._drop_ahead(pending[0])
+                on_start(pending[0])
+                future = pool.submit(self._run, pending.pop(0), None)
+                running.add(future)
+                if cold:
+                    alone = future
+                    break
+            if alone in running:
+                self._start_ahead(len(running))
+            if not running:
+                break
+            done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
+            running -= done
+            for fut in sorted(done, key=id):
+                result = fut.result()
+                if result.exit.launch_error == "cancelled":
+                    continue
+                results.append(result)
+                on_result(result)
+
+    # -- compile-only runs for later stages ------------------------------------------------------------
+    def ahead(self, specs: Iterable[RunSpec]) -> None:
+        """Queues compile-only runs (RunSpec.compile_only) of flag sets that later stages will run, for the
+        slots a cold first run leaves idle. Only where a flag set's runs take its package (reuse) and there is
+        a slot to spare; a key that is warm, or queued already, is left out."""
+        if self.jobs < 2:
+            return
+        with self._lock:
+            for spec in specs:
+                key = warm_key(spec)
+                if (self._reuse_dir(spec) and not self._layout.is_warm(spec)
+                        and all(warm_key(s) != key for s in self._ahead_queue)):
+                    self._ahead_queue.append(dataclasses.replace(spec, compile_only=True))
+
+    def _drop_ahead(self, spec: RunSpec) -> None:
+        """A stage has come to run this key: its own first run compiles it, unless an ahead run already is."""
+        with self._lock:
+            self._ahead_queue = [s for s in self._ahead_queue if warm_key(s) != warm_key(spec)]
+
+    def _start_ahead(self, busy: int) -> None:
+        started = []
+        with self._lock:
+            while self._ahead_queue and busy + len(self._ahead_running) < self.jobs:
+                if self._ahead_pool is None:
+                    self._ahead_pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="ahead")
+                future = self._ahead_pool.submit(self._run, self._ahead_queue.pop(0), self._ahead_cancel)
+                self._ahead_running.add(future)
+                started.append(future)
+        for future in started:  # outside the lock: a future already done runs its callback here, at once
+            future.add_done_callback(self._ahead_done)
+
+    def _ahead_done(self, future) -> None:
+        with self._lock:
+            self._ahead_running.discard(future)
+            if not future.cancelled() and future.exception() is None:
+                self.ahead_results.append(future.result())
+
+    def finish_ahead(self) -> None:
+        """Drops the queued compile-only runs and kills the running ones: the ladder needs nothing more."""
+        with self._lock:
+            self._ahead_queue.clear()
+            pool = self._ahead_pool
+        self._ahead_cancel.set()
+        if pool is not None:
+            pool.shutdown(wait=True)

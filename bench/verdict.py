@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Issue #28: time to verdict of each scenario's bisection, with the default flags but --jobs.
+
+For each scenario of scenarios/manifest.toml of the chosen device (default cuda), `aoti-bisect SCRIPT --jobs J`
+with the manifest's --max-runs and --timeout (the adaptive baseline, every stage, the default reuse), from a
+cold cache. Printed per scenario, as each one ends:
+  verdict_s  report.json's seconds from the first run to the culprit (the baseline's rate may run on after it,
+             within --budget: the wall time includes that)
+  wall       the whole bisection, process start to exit
+  runs       every run of every stage (compile-ahead runs not counted), and how many failed
+  compiles   runs that compiled the model (hooked runs that reused a flag set's package did not)
+  right      whether verdict, kind and culprit match the manifest (scenarios.compare)
+--parallel P runs P bisections at once (one GPU, the host's cores shared): each one's times are then an upper
+bound of what it takes alone. --cap S kills a bisection after S seconds and says so (a `before` run of a
+version that may take far longer). The machine line names the machine, the date, the load and torch.
+
+Usage: python bench/verdict.py [--jobs 4] [--parallel 1] [--scenarios a,b] [--device cuda|cpu] [--cap 1800]
+       [--keep DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+from _common import clean_env, machine, table, timed, tool_argv
+
+from aoti_bisect.scenarios import Scenario, compare, load_manifest
+
+
+def bisect(s: Scenario, folder: str, jobs: int, cap: float) -> list[str]:
+    out = os.path.join(folder, s.name)
+    t = timed(tool_argv(s.path, *s.args, "--max-runs", str(max(s.runs, 10)), "--timeout", str(s.timeout),
+                        "--jobs", str(jobs), "-q", "--out", out), clean_env(), folder,
+              os.path.join(folder, f"{s.name}.log"), timeout=cap)
+    try:
+        with open(os.path.join(out, "report.json")) as f:
+            report = json.load(f)
+    except (OSError, ValueError):
+        return [s.name, "-", f"{t.seconds:.0f}" + (" (capped)" if t.timed_out else ""), "-", "-", "no report"]
+    runs = [st for st in report["stages"] if st["runs"]]
+    compiled = sum((st.get("compiles") or {}).get("compiled") or 0 for st in report["stages"])
+    unhooked = sum(st["runs"] for st in report["stages"] if st.get("compiles") and not st["compiles"]["hooked"])
+    problems = compare(s, report)
+    return [s.name, f"{report.get('verdict_s') or '-'}", f"{t.seconds:.0f}",
+            f"{sum(st['runs'] for st in runs)} ({sum(st['failures'] for st in runs)} failed)",
+            f"{compiled} hooked + {unhooked} unhooked",
+            "yes" if not problems else "NO: " + "; ".join(problems)]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--jobs", type=int, default=4)
+    p.add_argument("--parallel", type=int, default=1)
+    p.add_argument("--scenarios", default="")
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    p.add_argument("--cap", type=float, default=1800.0)
+    p.add_argument("--keep", help="Keep the run directories here.")
+    a = p.parse_args()
+    wanted = [n for n in a.scenarios.split(",") if n]
+    chosen = [s for s in load_manifest() if s.device == a.device and (not wanted or s.name in wanted)]
+    print(machine(), f"| --jobs {a.jobs}, {a.parallel} bisection(s) at once", flush=True)
+    folder = a.keep or tempfile.mkdtemp(prefix="verdict-")
+    os.makedirs(folder, exist_ok=True)
+    headers = ["scenario", "verdict_s", "wall_s", "runs", "compiles", "right"]
+    rows = []
+    with ThreadPoolExecutor(max_workers=a.parallel) as pool:
+        for row in pool.map(lambda s: bisect(s, folder, a.jobs, a.cap), chosen):
+            print(" | ".join(row), flush=True)
+            rows.append(row)
+    print(table(headers, rows))
+
+
+if __name__ == "__main__":
+    main()

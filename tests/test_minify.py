@@ -1,0 +1,332 @@
+"""aoti-bisect minify: the pure search (fakes, no torch), the graph model and its program text (a tiny FX
+graph, no compile), the candidate runner's batching (a fake run), and one real minification (slow)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from aoti_bisect.minify import MinifyOptions, extract_child
+from aoti_bisect.minify.ddmin import ddmin, sequential, shrink_sizes, simplify_each
+from aoti_bisect.minify.graph import Candidate, Check, Graph, render
+from aoti_bisect.minify.search import Expected, Trials, refuse
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# -- ddmin, with a fake test -------------------------------------------------------------------------------
+
+def _counting(predicate):
+    tried = []
+
+    def test(candidate):
+        tried.append(candidate)
+        return predicate(set(candidate))
+    return test, tried
+
+
+def test_ddmin_finds_the_one_item_that_fails():
+    test, tried = _counting(lambda s: 5 in s)
+    assert ddmin(range(10), sequential(test)) == (5,)
+    assert len(tried) < 20
+
+
+def test_ddmin_keeps_two_items_that_fail_only_together():
+    test, _ = _counting(lambda s: {1, 8} <= s)
+    assert ddmin(range(10), sequential(test)) == (1, 8)
+
+
+def test_ddmin_result_is_one_minimal():
+    test, _ = _counting(lambda s: {2, 3} <= s or {7} <= s and {9} <= s)
+    result = ddmin(range(10), sequential(test))
+    assert test(result)
+    assert not any(test(tuple(x for x in result if x != drop)) for drop in result)
+
+
+def test_ddmin_stops_when_the_budget_is_spent():
+    test, tried = _counting(lambda s: 5 in s)
+    # The budget is looked at between rounds: one round (two halves) ran, its answer stands.
+    assert ddmin(range(10), sequential(test), stop=lambda: len(tried) >= 2) == (5, 6, 7, 8, 9)
+    assert len(tried) == 2
+
+
+def test_ddmin_takes_the_first_failing_in_list_order():
+    # Both halves fail; the batch answer is the first one, whatever finished first.
+    assert ddmin((1, 2), lambda batch: 0 if len(batch) == 2 else None) == (1,)
+
+
+def test_simplify_each_keeps_the_choices_that_still_fail():
+    assert simplify_each(["a", "b", "c"], lambda chosen: "b" not in chosen) == ("a", "c")
+    assert simplify_each(["a", "b"], lambda chosen: True, stop=lambda: True) == ()
+
+
+def test_shrink_sizes_tries_one_then_halves_each_dimension():
+    tried = []
+
+    def first_failing(options):
+        tried.extend(options)
+        # fails while dim 0 of x stays at least 3 (so 16 -> 8 -> 4, not 2 or 1); y's one dim goes to 1 at once
+        return next((i for i, o in enumerate(options) if o["x"][0] >= 3), None)
+    assert shrink_sizes({"x": (16, 5), "y": (7,)}, first_failing) == {"x": (4, 1), "y": (1,)}
+    assert shrink_sizes({"x": (1,)}, first_failing) == {"x": (1,)}
+
+
+# -- the graph model and its program text --------------------------------------------------------------
+
+def _tensor(shape, dtype="float32", finite=True):
+    return {"kind": "tensor", "shape": shape, "dtype": dtype, "device": "cpu", "finite": finite}
+
+
+# x -> sub(x, 0.5) -> log -> relu -> mm(., w) ; size = sym_size(x, 0) -> view(mm, [size, -1]); then a node
+# after the eager failure (unknown).
+GRAPH = {
+    "placeholders": [{"name": "w", "user": False, "value": _tensor([4, 2])},
+                     {"name": "x", "user": True, "value": _tensor([3, 4])}],
+    "nodes": [
+        {"name": "sub", "target": "aten::sub.Tensor", "args": [{"ref": "x"}, 0.5], "kwargs": {},
+         "value": _tensor([3, 4])},
+        {"name": "log", "target": "aten::log.default", "args": [{"ref": "sub"}], "kwargs": {},
+         "value": _tensor([3, 4], finite=False)},
+        {"name": "relu", "target": "aten::relu.default", "args": [{"ref": "log"}], "kwargs": {},
+         "value": _tensor([3, 4], finite=False)},
+        {"name": "mm", "target": "aten::mm.default", "args": [{"ref": "relu"}, {"ref": "w"}], "kwargs": {},
+         "value": _tensor([3, 2], finite=False)},
+        {"name": "size", "target": "aten::sym_size.int", "args": [{"ref": "x"}, 0], "kwargs": {},
+         "value": {"kind": "literal", "py": "3"}},
+        {"name": "view", "target": "aten::view.default", "args": [{"ref": "mm"}, [{"ref": "size"}, -1]],
+         "kwargs": {}, "value": _tensor([3, 2], finite=False)},
+        {"name": "tail", "target": "aten::sum.dim_IntList", "args": [{"ref": "view"}, [1]],
+         "kwargs": {"dtype": {"py": "torch.float32"}}, "value": {"kind": "unknown"}},
+        {"name": "after", "target": "aten::neg.default", "args": [{"ref": "tail"}], "kwargs": {},
+         "value": {"kind": "unknown"}},
+    ],
+    "output": [{"ref": "after"}],
+}
+
+
+def test_graph_ancestors_feeds_and_sinks():
+    g = Graph.from_json(GRAPH)
+    assert g.ancestors(["mm"]) == ("sub", "log", "relu", "mm")
+    assert g.feeds(["log", "relu"]) == ("sub",)
+    assert g.feeds(["mm"]) == ("relu", "w")
+    assert g.sinks(["sub", "log", "relu"]) == ("relu",)
+    assert g.node("tail").op == "sum" and g.node("size").op == "sym_size"
+
+
+def test_a_candidate_cannot_read_a_value_the_eager_walk_never_had():
+    g = Graph.from_json(GRAPH)
+    assert g.problem(["after"]) == "reads tail, which has no saved value (unknown)"
+    assert g.problem(["tail", "after"]) is None
+    assert g.problem([]) == "no node kept"
+
+
+def test_refuse_needs_an_op_of_the_culprit_and_finite_inputs_for_nan():
+    g = Graph.from_json(GRAPH)
+    nan = Expected("nan_inf", "run", frozenset({"log"}), Check.FINITE, "")
+    assert refuse(g, Candidate(("relu",)), nan) == "keeps no op of the culprit kernel"
+    assert refuse(g, Candidate(("log", "relu")), nan) is None
+    # relu fed log's NaN from outside is not the culprit making it
+    anything = Expected("nan_inf", "run", frozenset(), Check.FINITE, "")
+    assert refuse(g, Candidate(("relu",)), anything) == "input log is already non-finite"
+    assert refuse(g, Candidate(("relu",), zeros=("log",)), anything) is None
+
+
+def test_render_writes_literals_inline_and_zeros_in_place_of_inputs():
+    g = Graph.from_json(GRAPH)
+    source = render(g, Candidate(("mm", "view"), zeros=("w",)), Check.FINITE, "nan_inf in run")
+    compile(source.text, "repro.py", "exec")
+    assert source.inputs == ("relu",) and source.nodes == 2
+    assert "view = torch.ops.aten.view.default(mm, [3, -1])" in source.text  # sym_size became its value
+    assert "torch.zeros([4, 2], dtype=torch.float32, device='cpu')" in source.text
+    assert "torch.isfinite" in source.text and 'inputs["relu"]' in source.text
+    assert "def forward(self, relu, w):" in source.text and "return (view,)" in source.text
+
+
+def test_render_cuts_zeros_inputs_to_their_smaller_shape():
+    g = Graph.from_json(GRAPH)
+    text = render(g, Candidate(("mm",), zeros=("w",), sizes=(("w", (4, 1)),)), Check.RUN, "").text
+    assert "torch.zeros([4, 1], dtype=torch.float32, device='cpu')" in text and "cut to [4, 1]" in text
+
+
+def test_saved_inputs_go_back_to_the_device_the_program_ran_on():
+    doc = json.loads(json.dumps(GRAPH))
+    doc["placeholders"][1]["value"]["device"] = "cuda:0"
+    text = render(Graph.from_json(doc), Candidate(("sub",)), Check.RUN, "").text
+    assert 'inputs["x"].to(\'cuda:0\'),' in text and "torch.cuda.synchronize()" in text
+
+
+def test_a_nan_check_is_not_met_by_an_inf():
+    g = Graph.from_json(GRAPH)
+    text = render(g, Candidate(("log",)), Check.NAN, "").text
+    assert "torch.isnan(o).any()" in text and "isfinite" not in text
+
+
+def test_render_of_a_crash_only_runs_and_of_wrong_values_compares_with_eager():
+    g = Graph.from_json(GRAPH)
+    crash = render(g, Candidate(("tail",)), Check.RUN, "").text
+    assert "torch.ops.aten.sum.dim_IntList(view, [1], dtype=torch.float32)" in crash
+    assert "isfinite" not in crash and "allclose" not in crash
+    assert "torch.allclose" in render(g, Candidate(("tail",)), Check.EAGER, "").text
+
+
+# -- a real (tiny) exported program: extract, render, run the module eagerly (no AOTI compile) -------------
+
+@pytest.fixture(scope="module")
+def extracted(tmp_path_factory):
+    import torch
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(4, 3))
+
+        def forward(self, x, idx):
+            h = torch.log(x - 0.5) * 2.0
+            return (torch.relu(h) @ self.w)[idx].sum(dim=0)
+
+    folder = tmp_path_factory.mktemp("extract")
+    x, idx = torch.rand(5, 4), torch.tensor([0, 2, 4])
+    torch.export.save(torch.export.export(M(), (x, idx)), str(folder / "program.pt2"))
+    torch.save({"call": 0, "args": [x, idx], "kwargs": {}}, str(folder / "inputs.pt"))
+    extract_child.main(str(folder / "program.pt2"), str(folder / "inputs.pt"), str(folder))
+    with open(folder / "graph.json") as f:
+        graph = Graph.from_json(json.load(f))
+    return graph, torch.load(str(folder / "values.pt")), M, folder
+
+
+def _module_of(source):
+    scope = {"__name__": "not_main", "__file__": "repro.py"}
+    exec(compile(source.text, "repro.py", "exec"), scope)
+    return scope["Repro"]()
+
+
+def test_the_whole_graph_renders_to_a_module_that_computes_what_the_program_did(extracted):
+    import torch
+
+    graph, values, _, _ = extracted
+    whole = Candidate(graph.order(n.name for n in graph.nodes))
+    source = render(graph, whole, Check.FINITE, "")
+    out = _module_of(source)(*(values[n] for n in source.inputs))
+    last = graph.sinks(whole.kept)[0]
+    torch.testing.assert_close(out[0], values[last], equal_nan=True, rtol=0, atol=0)
+    assert graph.eager_failure is None and not any(n.custom for n in graph.nodes)
+    assert next(n for n in graph.nodes if n.op == "log").value["nan"]  # what picks Check.NAN over FINITE
+
+
+def test_a_cut_graph_reads_the_removed_nodes_values(extracted):
+    import torch
+
+    graph, values, _, _ = extracted
+    log = next(n.name for n in graph.nodes if n.op == "log")
+    source = render(graph, Candidate((log,)), Check.FINITE, "")
+    assert len(source.inputs) == 1 and source.inputs[0] not in graph.inputs  # the sub node's value
+    out = _module_of(source)(values[source.inputs[0]])
+    torch.testing.assert_close(out[0], values[log], equal_nan=True, rtol=0, atol=0)
+
+
+def test_a_custom_op_only_the_repro_registers_is_said_plainly(tmp_path):
+    import torch
+
+    @torch.library.custom_op("minifytest::twice", mutates_args=())
+    def twice(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    twice.register_fake(lambda x: torch.empty_like(x))
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.sin(torch.ops.minifytest.twice(x))
+
+    x = torch.randn(3)
+    torch.export.save(torch.export.export(M(), (x,)), str(tmp_path / "program.pt2"))
+    torch.save({"call": 0, "args": [x], "kwargs": {}}, str(tmp_path / "inputs.pt"))
+    proc = subprocess.run([sys.executable, extract_child.__file__, str(tmp_path / "program.pt2"),
+                           str(tmp_path / "inputs.pt"), str(tmp_path)], capture_output=True, text=True)
+    assert proc.returncode == 3
+    assert proc.stderr.splitlines()[-1].startswith(
+        "aoti-bisect minify: the program calls the custom op torch.ops.minifytest.twice.default, which only")
+
+
+# -- the runner's batches, with a fake run ----------------------------------------------------------------
+
+class FakeTrials(Trials):
+    def __init__(self, graph, expected, fails, jobs):
+        super().__init__("/nonexistent", graph, expected, sys.executable, MinifyOptions(jobs=jobs), lambda s: None)
+        self.fails, self.ran = fails, []
+
+    def _try(self, candidate):
+        self.ran.append(candidate.kept)
+        self.trials.append(None)
+        self.cache[candidate] = self.fails(candidate.kept)
+        return self.cache[candidate]
+
+
+@pytest.mark.parametrize("jobs", [1, 2, 3])
+def test_the_runner_answers_the_same_whatever_the_jobs(jobs):
+    g = Graph.from_json(GRAPH)
+    expected = Expected("nan_inf", "run", frozenset({"log"}), Check.FINITE, "")
+    trials = FakeTrials(g, expected, lambda kept: "log" in kept and "sub" in kept, jobs)
+    kept = ddmin(g.ancestors(["mm"]), lambda b: trials.first_failing([Candidate(k) for k in b]), trials.spent)
+    assert kept == ("sub", "log")
+    assert all("log" in k for k in trials.ran)  # the others were refused without a run
+
+
+def test_the_runner_stops_at_max_candidates():
+    g = Graph.from_json(GRAPH)
+    expected = Expected("nan_inf", "run", frozenset(), Check.FINITE, "")
+    trials = FakeTrials(g, expected, lambda kept: False, 1)
+    trials.options = MinifyOptions(max_candidates=2)
+    assert trials.first_failing([Candidate((n,)) for n in ("sub", "log", "mm", "view")]) is None
+    assert len(trials.ran) == 2
+
+
+def test_a_window_of_jobs_stops_at_max_candidates_too():
+    g = Graph.from_json(GRAPH)
+    trials = FakeTrials(g, Expected("segfault", "run", frozenset(), Check.RUN, ""), lambda kept: False, 2)
+    trials.options = MinifyOptions(jobs=2, max_candidates=3)
+    trials.first_failing([Candidate((n,)) for n in ("sub", "log", "mm", "view")])
+    assert len(trials.ran) == 3
+
+
+def test_reduce_cuts_nodes_then_zeros_then_shapes():
+    from aoti_bisect.minify import _reduce
+
+    g = Graph.from_json(GRAPH)
+    # "fails" while log is kept and fed by the real sub (not zeros) with at least 2 rows
+    def fails(c):
+        return ("log" in c.kept and "sub" not in c.zeros and g.problem(c.kept) is None
+                and c.shape(g, "sub")[0] >= 2 if "sub" in g.feeds(c.kept) else False)
+    trials = FakeTrials(g, Expected("nan_inf", "run", frozenset({"log"}), Check.NAN, ""), None, 1)
+    trials.first_failing = lambda batch: next((i for i, c in enumerate(batch) if fails(c)), None)
+    # 3 rows: size 1 loses it and 3 // 2 is 1 too, so 3 stays; the columns go to 1
+    assert _reduce(g, trials, g.ancestors(["mm"])) == Candidate(("log",), (), (("sub", (3, 1)),))
+
+
+def test_minify_of_a_folder_without_a_report_is_a_usage_error(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", "minify", str(tmp_path)], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": REPO})
+    assert proc.returncode == 2 and "no report.json" in proc.stderr
+
+
+# -- end to end: a real CPU scenario, bisected then minified -----------------------------------------------
+
+@pytest.mark.slow
+def test_minify_cuts_index_oob_to_a_few_nodes_that_fail_alone(tmp_path):
+    run_dir = str(tmp_path / "run")
+    env = {**os.environ, "PYTHONPATH": REPO}
+    subprocess.run([sys.executable, "-m", "aoti_bisect", os.path.join(REPO, "scenarios/cpu/index_oob.py"),
+                    "--out", run_dir, "--runs", "1", "--jobs", "2", "--stages", "baseline,trace,inspect", "-q"],
+                   env=env, timeout=900, check=False, capture_output=True)
+    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", "minify", run_dir, "--jobs", "2",
+                           "--max-candidates", "4"], env=env, timeout=1200, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    record = json.load(open(os.path.join(run_dir, "minify", "minify.json")))
+    assert record["verified"] and record["nodes_after"] <= 5 and record["nodes_before"] == 6
+    assert "index" in record["ops_after"]
+    assert record["signature"] == {"kind": "index_out_of_bounds", "phase": "run"}
+    text = open(os.path.join(run_dir, "minify", "repro.py")).read()
+    assert "torch.ops.aten.index.Tensor" in text
+    report = subprocess.run([sys.executable, "-m", "aoti_bisect", "report", run_dir], env=env,
+                            capture_output=True, text=True)
+    assert "## Minified repro" in report.stdout
