@@ -251,3 +251,129 @@ def test_the_hook_reads_a_real_packages_constants_without_changing_the_run(tmp_p
     plain = reusing.run(RunSpec((sys.executable, script, package), "baseline", 0, (), 600.0))
     (load,) = read_hook(plain.run_dir).events
     assert plain.exit.returncode == 3 and load.constant_values is None
+
+
+# -- finite constants outside an op's domain (a negative running_var under batch norm's rsqrt) ---------------
+
+def test_the_hook_counts_negative_and_zero_elements_and_keeps_the_first_of_each():
+    torch = pytest.importorskip("torch")
+    row = hook_constants.stats(torch, torch.tensor([[1.0, 0.0], [-0.25, 2.0]]))
+    assert (row["negative"], row["first_negative"], row["zero"], row["first_zero"]) == \
+        (1, {"index": [1, 0], "value": -0.25}, 1, {"index": [0, 1], "value": 0.0})
+    assert hook_constants.stats(torch, torch.ones(3))["negative"] == 0
+    assert "negative" not in hook_constants.stats(torch, torch.ones(3, dtype=torch.bool))
+
+
+def _running_var(**kw):
+    from aoti_bisect.aoti.constants import ConstantValue
+    return ConstantValue("bn.running_var", "bn_running_var", "float32", (64,), 64, min=-0.3, max=1.0,
+                         **{"negative": 1, "first_negative": ((5,), -0.3), **kw})
+
+
+BN = "cpp_fused__native_batch_norm_legit_no_training_relu_1"
+
+
+def test_a_negative_running_var_breaks_batch_norms_domain_by_the_graph_or_by_the_kernels_name():
+    from aoti_bisect.aoti.hook_record import ConstantName
+    from aoti_bisect.diagnose.constants import violations
+    fed = ConstantName("bn.running_var", "buffer", "bn_running_var", (("batch_norm", "running_var"),))
+    (x,) = violations(_running_var(), fed, BN)
+    assert (x.index, x.element, x.count, x.seen_in, x.rule.op) == ((5,), -0.3, 1, "the exported graph", "batch_norm")
+    # The mean may be negative: the graph says it is not under the rsqrt.
+    mean = ConstantName("bn.running_mean", "buffer", "bn_running_mean", (("batch_norm", "running_mean"),))
+    assert violations(_running_var(), mean, BN) == []
+    # A package the run did not build: the kernel's op words and the buffer's own name stand in for the graph.
+    (x,) = violations(_running_var(), None, BN)
+    assert x.seen_in == "the kernel's name"
+    assert violations(_running_var(), None, "cpp_fused_add_relu_0") == []
+    assert violations(_running_var(negative=0, first_negative=None), None, BN) == []
+    # Without the graph a `div` or `log` in the name says nothing of which operand it takes: no conviction.
+    zero = _running_var(negative=0, first_negative=None, zero=2, first_zero=((3,), 0.0))
+    assert violations(zero, None, "cpp_fused_div_mul_0") == []
+    fed = ConstantName("bn.running_var", "buffer", "bn_running_var", (("div", "other"),))
+    (x,) = violations(zero, fed, "cpp_fused_div_mul_0")
+    assert (x.rule.op, x.index, x.count) == ("div", (3,), 2)
+
+
+def test_the_walks_kernel_gives_way_to_the_negative_buffer_it_reads(monkeypatch):
+    from aoti_bisect.aoti.hook_record import ConstantName
+    from aoti_bisect.aoti.constants import ConstantValues
+    from aoti_bisect.aoti.hook_record import HookRecord, PackageEvent
+    from aoti_bisect.diagnose import constants as dc
+    monkeypatch.setattr(dc, "readers", lambda graph, name: [BN] if name == "bn_running_var" else [])
+    fed = ConstantName("bn.running_var", "buffer", "bn_running_var", (("batch_norm", "running_var"),))
+    events = (PackageEvent("aoti_compile_and_package", "returned", None, None, True, constants=(fed,)),
+              PackageEvent("aoti_load_package", "returned", None, None, True,
+                           constant_values=ConstantValues("m.wrapper.so", (_running_var(),))))
+    walked = f"{BN} produced bad values from good inputs: buf2 ..."
+    from aoti_bisect.diagnose.facts import note
+    out = findings(Culprit("kernel", kernel=BN, evidence=[note(walked)]))
+    convict_constants(out, [HookRecord(events)], None, ["python", "repro.py"])
+    c = out.culprit
+    line = (f"buffer `bn.running_var` (bn_running_var): element [5] = -0.3 (1 of 64 negative) feeds "
+            f"rsqrt(running_var + eps) of batch_norm (per the exported graph), read by {BN}: outside the op's "
+            "domain, so finite inputs give NaN/Inf there")
+    assert (c.kind, c.input_name, c.user_name, render(c.summary)) == ("constant", "bn_running_var", "bn.running_var",
+                                                                      line)
+    assert render_all(c.evidence) == [walked, line]
+    assert out.constants["outside_domain"][0]["index"] == [5] and out.constants["outside_domain"][0]["element"] == -0.3
+    assert render(out.culprit.summary) in [r["finding"] for r in Report.from_findings(
+        "/nonexistent", ["python", "repro.py"], out).data["constants"]["outside_domain"]]
+
+
+# -- a constant changed on the module after the build: the package's copy is stale --------------------------
+
+def test_the_hook_compares_the_packages_copy_with_the_modules_tensor_now():
+    torch = pytest.importorskip("torch")
+    packaged = torch.ones(4)
+    assert hook_constants._stale(torch, packaged, torch.ones(4)) is None
+    assert hook_constants._stale(torch, packaged, torch.tensor([1.0, 1.0, 1.5, 0.75])) == \
+        {"differ": 2, "max_abs_diff": 0.5, "index": [2], "package": 1.0, "module": 1.5}
+    assert hook_constants._stale(torch, packaged, torch.ones(5)) == {"shape": [5], "dtype": "float32"}
+
+
+def test_with_nothing_pinned_a_wrong_output_convicts_the_stale_buffer():
+    from aoti_bisect.aoti.constants import ConstantValue, ConstantValues, Stale
+    from aoti_bisect.aoti.hook_record import HookRecord, PackageEvent
+    from aoti_bisect.diagnose.facts import note
+    scale = ConstantValue("scale", "scale", "float32", (64,), 64, min=1.0, max=1.0,
+                          stale=Stale(63, 0.5, (0,), 1.0, 0.5))
+    events = (PackageEvent("aoti_load_package", "returned", None, None, True,
+                           constant_values=ConstantValues("m.wrapper.so", (scale,))),)
+    out = findings(Culprit("unknown", evidence=[note("the eager run agrees with the package")]), "python_exception")
+    convict_constants(out, [HookRecord(events)], None, ["python", "repro.py"])
+    c = out.culprit
+    assert (c.kind, c.input_name, c.user_name) == ("constant", "scale", "scale")
+    assert render(c.summary) == ("constant `scale` is stale in the package: changed on the module after the build, 63 of "
+                                 "64 elements differ by up to 0.5 (first [0]: 1 packaged, 0.5 in the module now); no "
+                                 "launch in the wrapper reads it by name")
+    # A pinned culprit that does not read it keeps the conviction; the stale buffer is said beside it.
+    out = findings(Culprit("kernel", kernel="cpp_fused_log_0", evidence=[note("k")]), "python_exception")
+    convict_constants(out, [HookRecord(events)], None, ["python", "repro.py"])
+    assert out.culprit.kind == "kernel" and render_all(out.culprit.evidence)[-1].startswith("also: constant `scale`")
+
+
+def test_a_negative_running_var_inlined_into_the_kernel_is_judged_by_its_exported_value():
+    # Eight channels: Inductor makes the buffers literals of the batch-norm kernel, the package holds no copy, so
+    # the hook summarised the exported value at the compile.
+    from aoti_bisect.aoti.hook_record import parse
+    from aoti_bisect.diagnose.facts import note
+    from aoti_bisect.aoti.wrapper import Launch, WrapperGraph
+    event = {"call": "aoti_compile_and_package", "status": "returned", "program": {"inputs": [], "constants": [
+        {"fqn": "bn.running_var", "kind": "buffer", "placeholder": None, "uses": [["batch_norm", "running_var"]],
+         "values": {"dtype": "float32", "shape": [8], "numel": 8, "min": -0.3, "max": 1.0, "negative": 1,
+                    "first_negative": {"index": [5], "value": -0.3}, "zero": 0}},
+        {"fqn": "bn.running_mean", "kind": "buffer", "placeholder": None, "uses": [["batch_norm", "running_mean"]],
+         "values": {"dtype": "float32", "shape": [8], "numel": 8, "min": -1.0, "max": 1.0, "negative": 4,
+                    "first_negative": {"index": [0], "value": -1.0}, "zero": 0}}]}}
+    record = parse(json.dumps({"events": [event]}))
+    g = WrapperGraph("w.cpp", [Launch(0, "cpp_fused_0", 1, ("buf0",), (), ("buf0",)),
+                               Launch(1, BN, 2, ("buf2",), ("buf2",), ("buf2",))], ["arg7_1"], [], ["buf2"])
+    out = findings(Culprit("kernel", kernel=BN, evidence=[note(f"{BN} produced bad values from good inputs: buf2")]))
+    convict_constants(out, [record], g, ["python", "repro.py"])
+    c = out.culprit
+    assert (c.kind, c.user_name) == ("constant", "bn.running_var")
+    assert render(c.summary).startswith("buffer `bn.running_var` (inlined into its kernels by Inductor: the package "
+                                        "holds no copy; the exported value): element [5] = -0.3 (1 of 8 negative)")
+    assert render(c.summary).endswith(f"read by {BN}: outside the op's domain, so finite inputs give NaN/Inf there")
+    assert out.constants["read"] == 0 and len(out.constants["outside_domain"]) == 1

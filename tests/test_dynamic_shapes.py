@@ -160,3 +160,29 @@ def test_the_ladder_says_an_empty_batch_refused_by_the_input_check():
     assert render(out.culprit.summary) == ("model input 0: dim 0 of `arg0_1` is 0 at run time, outside its exported range "
                                    "2..64: a size outside the exported range (a zero-size dimension at run time)")
     assert stage(out, "trace").skipped == "culprit already pinned"
+
+
+def test_a_package_check_narrower_than_the_export_is_said_to_be_inductors():
+    # The package checks 2..64 (captured); an export that allowed 1..512 for that dimension means Inductor narrowed it.
+    g = wrapper.parse_wrapper(log(SYMBOLIC))
+    hit = checks.sanity_hit(log("cpu/symbolic_too_small.check_inputs.log"))
+    namer = Namer({"arg0_1": "table"}, placeholders=tuple(g.inputs), exported={("arg0_1", 0): (1, 512)})
+    c, _ = sanity_culprit(hit, g, namer)
+    assert c.kind == "model_input" and c.user_name == "table"
+    assert render(c.summary) == ("model input 0: dim 0 of `table` (arg0_1) is 1 at run time, inside the range the "
+                                 "export allows (1..512), but Inductor narrowed it to 2..64 while compiling the package "
+                                 "(its input check requires >= 2): a specialisation by the compiler, not a size "
+                                 "outside the exported range")
+    # The export's own range: the usual story.
+    for exported in ({("arg0_1", 0): (2, 64)}, {}):
+        c, _ = sanity_culprit(hit, g, Namer(placeholders=tuple(g.inputs), exported=exported))
+        assert "outside its exported range 2..64" in render(c.summary)
+
+
+def test_the_exports_ranges_the_hook_records_reach_the_namer():
+    import json
+    from aoti_bisect.aoti.hook_record import Names, parse
+    event = {"call": "aoti_compile_and_package", "status": "returned",
+             "program": {"inputs": [{"name": "x", "placeholder": "arg0_1", "dims": [[2, None], 4]}], "constants": []}}
+    names = Names.of([parse(json.dumps({"events": [event]}))])
+    assert names.inputs == {"arg0_1": "x"} and names.exported == {("arg0_1", 0): (2, None), ("arg0_1", 1): (4, 4)}

@@ -324,3 +324,28 @@ def test_a_run_reports_the_packages_its_hooked_stages_loaded(tmp_path, fake_torc
     assert not any(os.path.exists(out / "runs" / r / "hook.json") for r in os.listdir(out / "runs")
                    if r.startswith(("baseline", "determinism")))
     assert "## Packages" in (out / "report.md").read_text()
+
+
+# -- names of a package the run did not build (#29) --------------------------------------------------------
+
+KW_SPEC = ('[1, {"type": "builtins.tuple", "context": "null", "children_spec": [{"type": "builtins.tuple", "context": '
+           '"null", "children_spec": [{"type": null, "context": null, "children_spec": []}]}, {"type": "builtins.dict", '
+           '"context": "[\\"mask\\"]", "children_spec": [{"type": null, "context": null, "children_spec": []}]}]}]')
+
+
+def test_a_prebuilt_packages_keyword_inputs_are_named_from_its_call_spec():
+    from aoti_bisect.child.hook.recorder import call_names
+    assert call_names(KW_SPEC, ["arg2_1", "arg3_1"]) == [{"name": "mask", "placeholder": "arg3_1",
+                                                          "kind": "TensorArgument"}]
+    assert call_names(KW_SPEC, ["arg3_1"]) is None  # leaves and wrapper inputs do not line up
+    positional = KW_SPEC.replace('"[\\"mask\\"]"', '"[]"').replace(
+        '"children_spec": [{"type": null, "context": null, "children_spec": []}]}]}]', '"children_spec": []}]}]')
+    assert call_names(positional, ["arg2_1"]) is None  # a package holds no names for positional inputs
+
+
+def test_with_no_compile_seen_a_loads_names_name_the_findings():
+    event = {"call": "aoti_load_package", "status": "returned", "built_here": False,
+             "program": {"inputs": [{"name": "mask", "placeholder": "arg3_1"}],
+                         "constants": [{"fqn": "pos.weight", "kind": "constant", "placeholder": "pos_weight"}]}}
+    names = Names.of([parse(json.dumps({"events": [event]}))])
+    assert (names.inputs, names.constants) == ({"arg3_1": "mask"}, {"pos_weight": "pos.weight"})

@@ -89,7 +89,7 @@ class Seen:
     def hook(self, result):
         return HookRecord()
 
-    def kernel_source(self, kernel, results):
+    def kernel_source(self, kernel, results, max_lines=80):
         return ("kernel.cpp", f"void {kernel}(...)") if self.wrapper else None
 
     def fakecheck(self, result):

@@ -281,7 +281,7 @@ class Prebuilt:
     def level2(self, result, bound):
         return {}, {}
 
-    def kernel_source(self, kernel, results):
+    def kernel_source(self, kernel, results, max_lines=80):
         return None
 
 

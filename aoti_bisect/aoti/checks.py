@@ -84,3 +84,34 @@ def dim_rejected(what: str) -> Optional[DimRejected]:
     if m["dim"] is not None:
         return DimRejected(int(m["dim"]), int(m["got"]), f"{m['op']} {m['n']}")
     return DimRejected(int(m["sdim"]), int(m["sgot"]), f"== {m['sn']}")
+
+
+# A temporary's definition in a generated kernel: C++ `auto tmp7 = c10::convert<int64_t>(tmp6);`, Triton
+# `tmp7 = tmp6.to(tl.int64)`.
+_TMP_DEF = re.compile(r"^\s*(?:auto\s+)?(?P<tmp>tmp\d+)\s*=\s*(?P<expr>[^;\n]*)", re.M)
+_PARAM = re.compile(r"\b(in_ptr\d+|in_out_ptr\d+|ks\d+)\b")
+
+
+def index_operands(source: str, bound: IndexBound) -> tuple[str, ...]:
+    """The kernel parameters (`in_ptr2`) the checked index is computed from, read from the kernel's source:
+    which tensor the index into this bound comes from, when the kernel reads several integer tensors (token ids
+    for one table, positions for another). Each temporary's latest definition before its use is followed back;
+    () when the check or its definitions are not in the source."""
+    check = source.find(f"index out of bounds: 0 <= {bound.index} <")
+    if check < 0:
+        return ()
+    defs = [(m.start(), m["tmp"], m["expr"]) for m in _TMP_DEF.finditer(source, 0, check)]
+    found: dict[str, None] = {}
+    todo, seen = [(bound.index, check)], set()
+    while todo:
+        tmp, at = todo.pop()
+        if (tmp, at) in seen:
+            continue
+        seen.add((tmp, at))
+        where = next(((pos, expr) for pos, name, expr in reversed(defs) if name == tmp and pos < at), None)
+        if where is None:
+            continue
+        pos, expr = where
+        found.update(dict.fromkeys(p for p in _PARAM.findall(expr) if not p.startswith("ks")))
+        todo += [(t, pos) for t in re.findall(r"\btmp\d+\b", expr)]
+    return tuple(found)

@@ -9,6 +9,23 @@ from typing import Optional
 
 
 @dataclass(frozen=True)
+class Stale:
+    """The package's copy of a constant against the loading process's module at load: it changed after the build.
+    `differ` 0 with a shape: the module's tensor has another shape or dtype now."""
+    differ: int = 0
+    max_abs_diff: Optional[float] = None
+    index: tuple[int, ...] = ()
+    package: Optional[float] = None  # the first differing element, as packaged and as the module holds it now
+    module: Optional[float] = None
+    shape: Optional[tuple[int, ...]] = None
+
+    def to_json(self) -> dict:
+        return {"differ": self.differ, "max_abs_diff": self.max_abs_diff, "index": list(self.index),
+                "package": self.package, "module": self.module,
+                "shape": list(self.shape) if self.shape is not None else None}
+
+
+@dataclass(frozen=True)
 class ConstantValue:
     """One constant: its FQN (None: folded by Inductor, no FQN), the wrapper's name, and what it holds."""
     fqn: Optional[str]
@@ -23,6 +40,11 @@ class ConstantValue:
     max: Optional[float] = None
     mean: Optional[float] = None
     skipped: Optional[str] = None
+    negative: int = 0  # finite values outside an op's domain: how many, and the first one (index, value)
+    zero: int = 0
+    first_negative: Optional[tuple[tuple[int, ...], Optional[float]]] = None
+    first_zero: Optional[tuple[tuple[int, ...], Optional[float]]] = None
+    stale: Optional[Stale] = None  # None: equal to the module's, or no module to compare with
 
     @property
     def bad(self) -> bool:
@@ -44,7 +66,9 @@ class ConstantValue:
     def to_json(self) -> dict:
         return {"fqn": self.fqn, "wrapper": self.placeholder, "dtype": self.dtype, "shape": list(self.shape),
                 "numel": self.numel, "nan": self.nan, "posinf": self.posinf, "neginf": self.neginf,
-                "min": self.min, "max": self.max, "mean": self.mean, "skipped": self.skipped}
+                "min": self.min, "max": self.max, "mean": self.mean, "skipped": self.skipped,
+                "negative": self.negative, "zero": self.zero,
+                "stale": self.stale.to_json() if self.stale else None}
 
 
 @dataclass(frozen=True)
@@ -63,11 +87,27 @@ def _count(raw: dict, key: str) -> int:
     return value
 
 
-def _value(raw: dict) -> ConstantValue:
+def _element(raw: object) -> Optional[tuple[tuple[int, ...], Optional[float]]]:
+    if not raw:
+        return None
+    return tuple(int(i) for i in raw["index"]), raw.get("value")
+
+
+def parse_value(raw: dict) -> ConstantValue:
     return ConstantValue(raw.get("fqn") or None, str(raw["name"]), raw.get("dtype"),
                          tuple(int(d) for d in raw.get("shape") or ()), _count(raw, "numel"), _count(raw, "nan"),
                          _count(raw, "posinf"), _count(raw, "neginf"), raw.get("min"), raw.get("max"),
-                         raw.get("mean"), raw.get("skipped"))
+                         raw.get("mean"), raw.get("skipped"), _count(raw, "negative"), _count(raw, "zero"),
+                         _element(raw.get("first_negative")), _element(raw.get("first_zero")),
+                         _stale(raw.get("stale")))
+
+
+def _stale(raw: object) -> Optional[Stale]:
+    if not raw:
+        return None
+    return Stale(_count(raw, "differ"), raw.get("max_abs_diff"), tuple(int(i) for i in raw.get("index") or ()),
+                 raw.get("package"), raw.get("module"),
+                 tuple(int(d) for d in raw["shape"]) if raw.get("shape") is not None else None)
 
 
 def parse_values(raw: object) -> Optional[ConstantValues]:
@@ -75,7 +115,7 @@ def parse_values(raw: object) -> Optional[ConstantValues]:
     if raw is None:
         return None
     try:
-        return ConstantValues(raw.get("so"), tuple(_value(r) for r in raw.get("constants") or ()),
+        return ConstantValues(raw.get("so"), tuple(parse_value(r) for r in raw.get("constants") or ()),
                               raw.get("skipped"), _count(raw, "left_out"))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         return ConstantValues(skipped=f"the hook's constant values are damaged: {type(exc).__name__}: {exc}"[:300])

@@ -9,11 +9,11 @@ from __future__ import annotations
 import glob
 import json
 import os
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Optional, Union
 
 from ..child import contract
-from .constants import ConstantValues, parse_values
+from .constants import ConstantValue, ConstantValues, parse_value, parse_values
 from .provenance import ProgramNode, parse_program
 
 COMPILE = "aoti_compile_and_package"
@@ -25,6 +25,8 @@ class InputName:
     """A model input: the name the user's forward gives it, and what the generated wrapper calls it."""
     name: str
     placeholder: Optional[str]
+    # Per dimension as the export allows it: a static size, or (lo, hi) with None for an open end.
+    dims: tuple[Union[int, tuple[Optional[int], Optional[int]]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,9 @@ class ConstantName:
     fqn: str
     kind: str
     placeholder: Optional[str]
+    uses: tuple[tuple[str, str], ...] = ()  # the exported graph's ops it feeds, and as which argument
+    # No placeholder: the exported program's value (Inductor inlined or folded it; the package holds no copy).
+    values: Optional[ConstantValue] = None
 
 
 @dataclass(frozen=True)
@@ -77,11 +82,28 @@ class HookRecord:
     loaded: bool = False  # a process of the run installed the hook (its marker file exists)
 
 
+def _dims(raw: object) -> tuple:
+    if not isinstance(raw, list):
+        return ()
+    return tuple(d if isinstance(d, int) else (d[0], d[1]) for d in raw if isinstance(d, (int, list)) and
+                 (isinstance(d, int) or len(d) == 2))
+
+
+def _inlined(raw: dict) -> Optional[ConstantValue]:
+    """A constant's exported value, where the hook summarised one; damage loses it, not the record."""
+    try:
+        return parse_value({**raw["values"], "fqn": raw["fqn"], "name": raw["fqn"]}) if raw.get("values") else None
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
 def _event(raw: dict) -> PackageEvent:
     program = raw.get("program") or {}
-    inputs = tuple(InputName(str(i["name"]), i.get("placeholder")) for i in program.get("inputs") or ()
-                   if i.get("name"))
-    constants = tuple(ConstantName(str(c["fqn"]), str(c.get("kind")), c.get("placeholder"))
+    inputs = tuple(InputName(str(i["name"]), i.get("placeholder"), _dims(i.get("dims")))
+                   for i in program.get("inputs") or () if i.get("name"))
+    constants = tuple(ConstantName(str(c["fqn"]), str(c.get("kind")), c.get("placeholder"),
+                                   tuple((str(op), str(arg)) for op, arg in c.get("uses") or ()),
+                                   _inlined(c))
                       for c in program.get("constants") or () if c.get("fqn"))
     reuse = raw.get("reuse") or {}
     return PackageEvent(str(raw["call"]), str(raw.get("status")), raw.get("path"), raw.get("sha256"),
@@ -133,16 +155,23 @@ class Names:
     """Wrapper placeholders -> the user's names, where every compiled program agrees on them."""
     inputs: dict[str, str]  # arg3_1 -> x
     constants: dict[str, str]  # proj_weight -> proj.weight
+    # (arg3_1, dim) -> the range the export allows that dimension ((n, n): static), to compare with the package's
+    exported: dict[tuple[str, int], tuple[Optional[int], Optional[int]]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, records: list[HookRecord]) -> "Names":
         programs = {(e.inputs, e.constants) for r in records for e in r.events
                     if e.compiled and e.status == "returned" and (e.inputs or e.constants)}
+        # No compile seen: a prebuilt package's names as the hook read them at load (keyword inputs, FQNs).
+        programs = programs or {(e.inputs, e.constants) for r in records for e in r.events
+                                if not e.compiled and e.status == "returned" and (e.inputs or e.constants)}
         if len(programs) != 1:  # none, or several models whose argN_1 mean different things
             return cls({}, {})
         inputs, constants = programs.pop()
         return cls({i.placeholder: i.name for i in inputs if i.placeholder},
-                   {c.placeholder: c.fqn for c in constants if c.placeholder})
+                   {c.placeholder: c.fqn for c in constants if c.placeholder},
+                   {(i.placeholder, d): (r, r) if isinstance(r, int) else r
+                    for i in inputs if i.placeholder for d, r in enumerate(i.dims)})
 
 
 def package_rows(stage: str, records: list[HookRecord]) -> list[dict]:

@@ -14,6 +14,8 @@ _CALL = re.compile(
     r"(?P<fn>call_\w+|cpp_fused_\w+|cpp_\w+|triton_\w+|aoti_torch_(?:cpu|cuda|xpu|mps)_\w+|"
     r"aoti_torch_proxy_executor_call_function|aoti_torch_copy_)\((?P<args>.*)\)\)?;")
 _TOKEN = re.compile(r"\b(buf\d+|arg\d+_\d+)\b")
+# A fallback op's new output: `aoti_torch_cpu_cumsum(arg3_1, 1L, &var_0, &buf1_handle)` writes buf1.
+_OUT_HANDLE = re.compile(r"&(buf\d+)_handle\b")
 _WORD = re.compile(r"\b[A-Za-z_]\w*\b")
 _ALIAS = re.compile(r"^\s*(?:auto|RAIIAtenTensorHandle|AtenTensorHandle)\s+(?P<new>buf\d+)\s*(?:=|\()\s*"
                     r"(?:std::move\(|wrap_with_raii_handle_if_needed\(|reinterpret_tensor_wrapper\()?(?P<old>buf\d+)\b")
@@ -212,7 +214,11 @@ def parse_wrapper(text: str, path: str = "", extern_nodes: Optional[list[str]] =
         args: list[str] = []
         for token in call_args:
             args.extend(arrays.get(token) or _TOKEN.findall(token) + [w for w in _WORD.findall(token) if w in constants])
+        made = _OUT_HANDLE.findall(raw_args)
+        args += made
         reads, writes = _roles(name, raw_args, args, graph, written, triton.get(name))
+        reads = [r for r in reads if r not in made]
+        writes += [m for m in made if m not in writes]
         written.update(writes)
         launches.append(Launch(len(launches), name, lineno, tuple(dict.fromkeys(args)), tuple(reads),
                                tuple(writes), nodes, tuple(call_args), handle))

@@ -11,7 +11,8 @@ from typing import Mapping, Optional
 
 from ..aoti.checks import DimRejected, IndexBound
 from ..aoti.printer import TensorStats
-from ..aoti.wrapper import WrapperGraph
+from ..aoti.provenance import source_nodes
+from ..aoti.wrapper import Launch, WrapperGraph
 from .facts import Fact, FactKind, Namer, Subject, fact, kernel
 
 _WORD = re.compile(r"\b[A-Za-z_]\w*\b")
@@ -29,6 +30,34 @@ class DimRef:
 class BoundStory:
     lines: tuple[Fact, ...]  # evidence, one fact a line
     summary: Fact  # the verdict's sentence
+    origin: Optional[str] = None  # the model input a computed index derives from (the wrapper's variable)
+
+
+@dataclass(frozen=True)
+class IndexOrigin:
+    """Where a computed index comes from: the model inputs and constants it is made of, and the launch that
+    made it (an extern op such as aoti_torch_cpu_cumsum, or a kernel)."""
+    sources: tuple[str, ...]  # model inputs first, then constants
+    maker: Optional[Launch]
+
+
+def origin(graph: WrapperGraph, var: str, before: int) -> IndexOrigin:
+    """Follows `var` back through the launches that wrote it, and theirs, to the graph's inputs."""
+    maker = graph.producer(var, before)
+    found: dict[str, None] = {}
+    stack, seen = [(var, before)], set()
+    while stack:
+        cur, at = stack.pop()
+        if graph.is_model_input(cur) or graph.is_constant(cur):
+            found[graph.storage(cur)] = None
+            continue
+        p = graph.producer(cur, at)
+        if p is None or p.index in seen:
+            continue
+        seen.add(p.index)
+        stack += [(r, p.index) for r in p.reads]
+    ordered = sorted(found, key=lambda v: (not graph.is_model_input(v), v))
+    return IndexOrigin(tuple(ordered), maker)
 
 
 def bound_dims(bound: IndexBound, kernel: str, graph: WrapperGraph) -> list[DimRef]:
@@ -58,9 +87,10 @@ def run_time_size(ref: DimRef, inputs: Mapping[str, TensorStats]) -> Optional[in
 
 
 def explain(bound: IndexBound, kernel_name: str, graph: WrapperGraph, inputs: Mapping[str, TensorStats],
-            reads: list[TensorStats], namer: Optional[Namer] = None) -> BoundStory:
+            reads: list[TensorStats], namer: Optional[Namer] = None, operands: tuple[str, ...] = ()) -> BoundStory:
     """The story of a failed bound check in `kernel_name`. inputs: level 2's model-input stats by variable;
-    reads: level 2's stats of what the kernel read just before it faulted."""
+    reads: level 2's stats of what the kernel read just before it faulted; operands: the launch's variables the
+    checked index is computed from (from the kernel's source, checks.index_operands; () when unknown)."""
     namer = namer or Namer(placeholders=tuple(graph.inputs))
     k = kernel(kernel_name)
 
@@ -87,6 +117,10 @@ def explain(bound: IndexBound, kernel_name: str, graph: WrapperGraph, inputs: Ma
                           "it reads (an intermediate buffer's size)", value=bound.value, kernel=k))
     target = _target(refs, sizes, bound, value, dim)
     ints = [s for s in reads if not s.is_float and s.scalar is None and s.numel]
+    if operands:  # another integer tensor the kernel reads indexes another table: not this bound's suspect
+        mine = {graph.storage(o) for o in operands}
+        ints = [s for s in ints if graph.storage(s.arg) in mine]
+    came = _came_from(graph, kernel_name, operands, inputs, value, namer)
     sources = tuple(namer.var(s.arg) for s in ints)
     past = [s for s in ints if value is not None and s.max >= value]
     if past:
@@ -104,11 +138,49 @@ def explain(bound: IndexBound, kernel_name: str, graph: WrapperGraph, inputs: Ma
         sentence = fact(FactKind.INDEX, "index into {target} went out of range; {kernel} reads no integer tensor the "
                         "printer shows", target=target, kernel=k)
     held, checked = causes(graph, inputs, ints, value, namer)
+    if came is not None:  # a computed index: where it came from is the cause, whichever usual one held
+        lines += [*checked, sentence, came[0]]
+        return BoundStory(tuple(lines), fact(FactKind.INDEX, "{came}; {sentence}", came=came[0], sentence=sentence),
+                          came[1])
     lines += [*checked, sentence]  # the conclusion last: the inspect stage's finding quotes the last line
     summary = (fact(FactKind.INDEX, "{sentence}; held: {held}", sentence=sentence, held=tuple(held)) if held else
                fact(FactKind.INDEX, "{sentence}; none of the guide's usual causes held (zero-size dimension, "
                     "negative index, size outside the exported range)", sentence=sentence))
     return BoundStory(tuple(lines), summary)
+
+
+def _came_from(graph: WrapperGraph, kernel_name: str, operands: tuple[str, ...],
+               inputs: Mapping[str, TensorStats], value: Optional[int],
+               namer: Namer) -> Optional[tuple[Fact, Optional[str]]]:
+    """(the sentence, the model input) for an index computed from the graph's inputs rather than handed in: by an
+    earlier launch (`cumsum` of a mask, an extern op) or inside the faulting kernel itself (`(scores * 100).long()`
+    from a float input). None: the index is a model input as it stands, or its operands are unknown."""
+    hits = graph.by_name(kernel_name)
+    if not operands or not hits:
+        return None
+    launch = hits[0]
+    var = operands[0]
+    if graph.is_model_input(var) and not getattr(inputs.get(graph.storage(var)), "is_float", False):
+        return None  # an integer model input (or an unprinted one) is the index as it stands: the usual story
+    o = (IndexOrigin((graph.storage(var),), None) if graph.is_model_input(var) else
+         origin(graph, var, launch.index))
+    made = [i for i in o.sources if graph.is_model_input(i)]
+    if not made:
+        return None
+    source = made[0]
+    s = inputs.get(source)
+    maker = o.maker or launch
+    nodes = ", ".join(source_nodes(maker.source_nodes))
+    args = dict(input=namer.var(source), maker=kernel(maker.name), nodes=nodes,
+                bound="?" if value is None else value)
+    op = "{maker} ({nodes})" if nodes else "{maker}"  # the FX nodes it computes, where the wrapper names them
+    where = ("the index is computed, not handed in: " + op + " makes it from {input:phrase}" if o.maker
+             else "the index is computed inside " + op + " from {input:phrase}")
+    if s is not None:
+        return fact(FactKind.INDEX, where + ", which holds {lo:g}..{hi:g} at run time; that op takes it past "
+                    "the bound {bound}", lo=s.min, hi=s.max, **args), source
+    return fact(FactKind.INDEX, where + " (its run-time values were not printed); that op takes it past the bound "
+                "{bound}", **args), source
 
 
 def _target(refs: list[DimRef], sizes: list[Optional[int]], bound: IndexBound, value: Optional[int], dim) -> Fact:
@@ -182,6 +254,12 @@ def rejected_dim(rejected: DimRejected, var: str, graph: Optional[WrapperGraph],
     lo, hi = graph.ranges.get((var, rejected.dim), (None, None)) if graph else (None, None)
     zero = " (a zero-size dimension at run time)" if rejected.got == 0 else ""
     head = "dim {dim} of {input:quoted} is {got} at run time"
+    narrowed = _narrowed(rejected, namer.exported.get((var, rejected.dim)), lo, hi)
+    if narrowed is not None:
+        return fact(FactKind.INPUT_REJECTED, head + ", inside the range the export allows ({exported}), but Inductor "
+                    "narrowed it to {package} while compiling the package (its input check requires {expected}): a "
+                    "specialisation by the compiler, not a size outside the exported range" + zero,
+                    exported=narrowed[0], package=narrowed[1], expected=rejected.expected, **who)
     if rejected.expected.startswith("=="):
         return fact(FactKind.INPUT_REJECTED, head + ", but the package was compiled for a static size {size}" + zero,
                     size=rejected.expected[3:], **who)
@@ -190,3 +268,25 @@ def rejected_dim(rejected: DimRejected, var: str, graph: Optional[WrapperGraph],
                     "exported range" + zero, range=range_text(lo, hi), **who)
     return fact(FactKind.INPUT_REJECTED, head + ", but the package requires {expected}: a size outside the exported "
                 "range" + zero, expected=rejected.expected, **who)
+
+
+def _narrowed(rejected: DimRejected, exported: Optional[tuple[Optional[int], Optional[int]]], lo: Optional[int],
+              hi: Optional[int]) -> Optional[tuple[str, str]]:
+    """(the export's range, the package's) when the package's check is narrower than what the export allowed and
+    the rejected size lies inside the export's range: Inductor specialised the dimension while lowering."""
+    if exported is None:
+        return None
+    n = rejected.expected.split()[-1]
+    if rejected.expected.startswith("=="):
+        lo = hi = int(n)
+    elif rejected.expected.startswith(">=") and lo is None:
+        lo = int(n)
+    elif rejected.expected.startswith("<=") and hi is None:
+        hi = int(n)
+    ex_lo, ex_hi = exported
+    inside = (ex_lo is None or rejected.got >= ex_lo) and (ex_hi is None or rejected.got <= ex_hi)
+    narrower = (lo is not None and (ex_lo is None or lo > ex_lo)) or (hi is not None and (ex_hi is None or hi < ex_hi))
+    if not inside or not narrower:
+        return None
+    show = lambda a, b: str(a) if a is not None and a == b else range_text(a, b)  # noqa: E731
+    return show(ex_lo, ex_hi), show(lo, hi)

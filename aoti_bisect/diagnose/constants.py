@@ -1,18 +1,27 @@
-"""Constants convicted: a parameter or buffer that holds NaN/Inf, read from the package by the in-process hook.
+"""Constants convicted: a parameter or buffer that holds NaN/Inf, or finite values outside the domain of an op
+it feeds (a negative running_var under batch norm's rsqrt, a zero divisor), read from the package by the
+in-process hook.
 
 The level-2 printer never prints constants, so the walk ends at the kernel that reads a bad weight ("produced
 bad values from good inputs"). The hook read every constant of the loaded package (child/hook/constants.py);
 here a constant with non-finite values takes the conviction when the walk's kernel reads it, or when nothing
 else was convicted for a NaN/Inf failure. Either way it is reported: a non-finite weight is a finding of its own.
+A finite constant outside its op's domain takes the conviction from the walk's kernel that reads it: which op
+it feeds, and as which argument, comes from the exported graph the hook saw compiled (ConstantName.uses), or,
+for a package the run did not build, from the op words of the reading kernel's name.
 """
 from __future__ import annotations
 
+import enum
+import functools
+import re
 import zipfile
+from dataclasses import dataclass
 from typing import Optional
 
 from ..aoti import wrapper
 from ..aoti.constants import ConstantValue
-from ..aoti.hook_record import HookRecord
+from ..aoti.hook_record import ConstantName, HookRecord
 from ..verdict import Verdict
 from .advice import next_steps
 from .facts import Fact, FactKind, Namer, fact
@@ -65,18 +74,148 @@ def readers(graph: Optional[wrapper.WrapperGraph], placeholder: str) -> list[str
                               if any(graph.storage(a) == placeholder for a in l.args)))
 
 
+def _readers(graph: Optional[wrapper.WrapperGraph], inlined: set[str], names: dict[str, ConstantName],
+             v: ConstantValue) -> list[str]:
+    """The launches that take the constant; for one Inductor inlined into its kernels (no wrapper name), the
+    launches named after an op it feeds (`..._batch_norm_...` for a batch norm's running_var)."""
+    if v.placeholder not in inlined:
+        return readers(graph, v.placeholder)
+    ops = {op for op, _ in names[v.fqn].uses} if v.fqn in names else set()
+    return list(dict.fromkeys(l.name for l in (graph.launches if graph else ()) if any(op in l.name for op in ops)))
+
+
 def _first_read(graph: Optional[wrapper.WrapperGraph], by: list[str]) -> int:
     order = {l.name: l.index for l in reversed(graph.launches)} if graph else {}
     return min((order[name] for name in by if name in order), default=1 << 30)
 
 
-def describe(v: ConstantValue, kind: Optional[str], by: list[str]) -> Fact:
+def describe(v: ConstantValue, kind: Optional[str], by: list[str], inlined: bool = False) -> Fact:
     """'parameter `proj.bias` (wrapper proj_bias) holds NaN (3 of 16 elements); read by aoti_torch_cpu_addmm_out'"""
     subject = Namer(constants={v.placeholder: v.fqn} if v.fqn else {}).constant(v.placeholder)
-    template = "{kind} `{label}`" + (" (wrapper {name})" if v.fqn else " (folded by Inductor)") + " holds {holds}; " + (
+    template = "{kind} `{label}`" + (INLINED if inlined else " (wrapper {name})" if v.fqn else
+                                     " (folded by Inductor)") + " holds {holds}; " + (
         "read by {by:, }" if by else "no launch in the wrapper reads it by name")
     return fact(FactKind.CONSTANT, template, kind=kind or "constant", label=v.label, name=v.placeholder,
                 holds=v.holds(), by=tuple(by), constant=subject)
+
+
+class Outside(enum.Enum):
+    """What a domain-restricted argument must not hold."""
+    NEGATIVE = "negative"
+    ZERO = "zero"
+    NOT_POSITIVE = "negative or zero"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """An op argument with a restricted domain: `op` is a word of the aten op's name (and of the fused kernel's
+    name), `arg` the schema's argument name; `says` what the op computes of it."""
+    op: str
+    arg: str
+    outside: Outside
+    says: str
+
+
+RULES = (
+    Rule("batch_norm", "running_var", Outside.NEGATIVE, "rsqrt(running_var + eps) of batch_norm"),
+    Rule("rsqrt", "self", Outside.NOT_POSITIVE, "rsqrt"),
+    Rule("sqrt", "self", Outside.NEGATIVE, "sqrt"),
+    Rule("log", "self", Outside.NOT_POSITIVE, "log"),
+    Rule("log2", "self", Outside.NOT_POSITIVE, "log2"),
+    Rule("log10", "self", Outside.NOT_POSITIVE, "log10"),
+    Rule("pow", "self", Outside.NEGATIVE, "pow (a negative base to a fractional power is NaN)"),
+    Rule("div", "other", Outside.ZERO, "division"),
+    Rule("reciprocal", "self", Outside.ZERO, "reciprocal"),
+)
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A constant whose finite values an op it feeds cannot take: the first offending element and how many."""
+    value: ConstantValue
+    rule: Rule
+    index: tuple[int, ...]
+    element: Optional[float]
+    count: int
+    seen_in: str  # "the exported graph" | "the kernel's name"
+
+
+def _offending(v: ConstantValue, outside: Outside):
+    """(count, first offending element) of what `outside` forbids, or None."""
+    neg = (v.negative, v.first_negative) if v.negative and v.first_negative else None
+    zero = (v.zero, v.first_zero) if v.zero and v.first_zero else None
+    if outside is Outside.NEGATIVE:
+        return neg
+    if outside is Outside.ZERO:
+        return zero
+    if neg or zero:
+        return (v.negative + v.zero, (neg or zero)[1])
+    return None
+
+
+def _op_matches(rule: Rule, op: str) -> bool:
+    return op == rule.op or (rule.op == "batch_norm" and "batch_norm" in op)
+
+
+def violations(v: ConstantValue, name: Optional[ConstantName], kernel: Optional[str]) -> list[Violation]:
+    """The domain rules the constant breaks: by the ops the exported graph feeds it to where that is known (a
+    package this run compiled), else by the reading kernel's name (`cpp_fused__native_batch_norm_..._1`) for a
+    buffer named running_var."""
+    found = []
+    if name is not None and name.uses:
+        for rule in RULES:
+            if any(_op_matches(rule, op) and arg == rule.arg for op, arg in name.uses):
+                found.append((rule, "the exported graph"))
+    elif kernel:
+        # Only batch norm's rule: its argument is told by the buffer's own name. A `log` in a kernel's name says
+        # nothing of which operand it takes, and weights are often negative: that would convict innocent ones.
+        words = set(re.split(r"_+", kernel))
+        if "batch" in words and "norm" in words and v.label.rsplit(".", 1)[-1] == "running_var":
+            found.append((RULES[0], "the kernel's name"))
+    out = []
+    for rule, seen_in in found:
+        hit = _offending(v, rule.outside)
+        if hit is not None:
+            count, (index, element) = hit
+            out.append(Violation(v, rule, index, element, count, seen_in))
+    return out
+
+
+INLINED = " (inlined into its kernels by Inductor: the package holds no copy; the exported value)"
+
+
+def describe_violation(x: Violation, kind: Optional[str], by: list[str], inlined: bool = False) -> Fact:
+    """'buffer `bn.running_var` (bn_running_var): element [5] = -0.3 (1 of 8 negative) feeds rsqrt(running_var +
+    eps) of batch_norm, read by cpp_fused_...: outside the op's domain, so the kernel makes NaN from finite values'"""
+    v = x.value
+    subject = Namer(constants={v.placeholder: v.fqn} if v.fqn else {}).constant(v.placeholder)
+    return fact(FactKind.CONSTANT, "{kind} {constant:quoted}" + (INLINED if inlined else "") + ": element [{index}] = {element:.6g} ({count} of {numel} "
+                "{outside}) feeds {op} (per {seen_in}), " + ("read by {by:, }" if by else "read by no launch by "
+                "name") + ": outside the op's domain, so finite inputs give NaN/Inf there",
+                kind=kind or "constant", constant=subject, index=", ".join(map(str, x.index)),
+                element=x.element if x.element is not None else float("nan"), count=x.count, numel=v.numel,
+                outside=x.rule.outside.value, op=x.rule.says, seen_in=x.seen_in, by=tuple(by))
+
+
+def describe_stale(v: ConstantValue, kind: Optional[str], by: list[str]) -> Fact:
+    """'buffer `scale` (scale) is stale in the package: changed on the module after the build, 64 of 64 elements
+    differ by up to 0.5 (first [0]: 1 packaged, 1.5 in the module now); read by cpp_fused_mul_0'"""
+    x = v.stale
+    subject = Namer(constants={v.placeholder: v.fqn} if v.fqn else {}).constant(v.placeholder)
+    tail = "; " + ("read by {by:, }" if by else "no launch in the wrapper reads it by name")
+    if not x.differ:
+        return fact(FactKind.CONSTANT, "{kind} {constant:quoted} is stale in the package: the module's tensor has "
+                    "shape {shape} now, the package's {was}" + tail, kind=kind or "constant", constant=subject,
+                    shape=list(x.shape or ()), was=list(v.shape), by=tuple(by))
+    return fact(FactKind.CONSTANT, "{kind} {constant:quoted} is stale in the package: changed on the module after "
+                "the build, {differ} of {numel} elements differ by up to {diff:.6g} (first [{index}]: {package:.6g} "
+                "packaged, {module:.6g} in the module now)" + tail, kind=kind or "constant", constant=subject,
+                differ=x.differ, numel=v.numel, diff=x.max_abs_diff if x.max_abs_diff is not None else float("nan"),
+                index=", ".join(map(str, x.index)), package=_num(x.package), module=_num(x.module), by=tuple(by))
+
+
+def _num(v: Optional[float]) -> float:
+    return float("nan") if v is None else v
 
 
 def convict_constants(out: Findings, records: list[HookRecord], graph: Optional[wrapper.WrapperGraph],
@@ -84,36 +223,71 @@ def convict_constants(out: Findings, records: list[HookRecord], graph: Optional[
     """Fills out.constants (report.json's `constants`) and, where a bad constant explains the failure, makes it
     the culprit. graph: the launch graph a run compiled, for when the loaded package's own wrapper cannot be read."""
     values, not_read, package = gather(records)
+    names = {c.fqn: c for r in records for e in r.events for c in e.constants}
+    read = {v.fqn for v in values}
+    inlined = [c.values for c in names.values() if c.values is not None and c.fqn not in read]
+    values += inlined
     if not values and not not_read:
         return
     graph = package_graph(package) or graph  # what ran: the loaded package's own wrapper, where it is readable
-    kinds = {c.fqn: c.kind for r in records for e in r.events for c in e.constants}
+    kinds = {fqn: c.kind for fqn, c in names.items()}
+    read_by = functools.partial(_readers, graph, {v.placeholder for v in inlined}, names)
     # Launch order: with nothing else convicted, the bad constant read first is where the NaN enters.
-    bad = sorted(((v, readers(graph, v.placeholder)) for v in values if v.bad),
+    bad = sorted(((v, read_by(v)) for v in values if v.bad),
                  key=lambda vb: _first_read(graph, vb[1]))
-    lines = [describe(v, kinds.get(v.fqn or ""), by) for v, by in bad]
-    out.constants = {"read": sum(v.skipped is None for v in values), "not_read": not_read,
+    lines = [describe(v, kinds.get(v.fqn or ""), by, v in inlined) for v, by in bad]
+    c = out.culprit
+    walked = c.kernel if c is not None and c.kind == CulpritKind.KERNEL else None
+    # Outside the domain: judged for the walk's kernel where there is one (its name's op words stand in for a
+    # graph the hook did not see), else only by the exported graph's uses.
+    outside = []
+    for v in values:
+        by = read_by(v)
+        for kernel_name in ([walked] if walked in by else []) or by or [None]:
+            found = violations(v, names.get(v.fqn or ""), kernel_name)
+            if found:
+                outside.append((found[0], by))
+                break
+    outside_lines = [describe_violation(x, kinds.get(x.value.fqn or ""), by, x.value in inlined)
+                     for x, by in outside]
+    stale = [(v, read_by(v)) for v in values if v.stale is not None]
+    stale_lines = [describe_stale(v, kinds.get(v.fqn or ""), by) for v, by in stale]
+    out.constants = {"read": sum(v.skipped is None for v in values if v not in inlined), "not_read": not_read,
                      "skipped": [{"wrapper": v.placeholder, "fqn": v.fqn, "why": v.skipped}
                                  for v in values if v.skipped][:20],
                      "nonfinite": [v.to_json() | {"kind": kinds.get(v.fqn or ""), "readers": by, "finding": line}
-                                   for (v, by), line in zip(bad, lines)]}
-    if not bad or out.verdict is not Verdict.REPRODUCED:
+                                   for (v, by), line in zip(bad, lines)],
+                     "outside_domain": [x.value.to_json() | {"kind": kinds.get(x.value.fqn or ""), "readers": by,
+                                                             "op": x.rule.says, "index": list(x.index),
+                                                             "element": x.element, "finding": line}
+                                        for (x, by), line in zip(outside, outside_lines)],
+                     "stale": [v.to_json() | {"kind": kinds.get(v.fqn or ""), "readers": by, "finding": line}
+                               for (v, by), line in zip(stale, stale_lines)]}
+    if (not bad and not outside and not stale) or out.verdict is not Verdict.REPRODUCED:
         return
-    c = out.culprit
+    suspects = [(v, by, line) for (v, by), line in zip(bad, lines)] + \
+               [(x.value, by, line) for (x, by), line in zip(outside, outside_lines)] + \
+               [(v, by, line) for (v, by), line in zip(stale, stale_lines)]
     pick = None
-    if c is not None and c.kind == CulpritKind.KERNEL:
-        pick = next((i for i, (_, by) in enumerate(bad) if c.kernel in by), None)
+    if walked is not None:
+        pick = next((i for i, (_, by, _) in enumerate(suspects) if walked in by), None)
     elif (c is None or not c.pinned) and out.signature is not None and out.signature.kind == "nan_inf":
-        pick = 0
+        pick = 0 if bad else next((i for i, (x, _) in enumerate(outside) if x.seen_in == "the exported graph"),
+                                  None)
+    if pick is None and stale and (c is None or not c.pinned) and out.signature is not None and \
+            out.signature.kind in ("nan_inf", "python_exception"):
+        # A wrong or NaN output and nothing pinned: the package computes from values the module no longer holds
+        # (the eager reference, saved with the program at the build, holds the stale copy too and agrees).
+        pick = len(bad) + len(outside)
     if pick is None:
         if c is not None and c.kind != CulpritKind.CONSTANT:
-            c.evidence.extend(_also(line) for line in lines)
+            c.evidence.extend(_also(line) for _, _, line in suspects)
         return
-    v, _ = bad[pick]
+    v, _, line = suspects[pick]
     convicted = Culprit(CulpritKind.CONSTANT, input_name=v.placeholder, user_name=v.fqn,
-                        probes=c.probes if c else [], summary=lines[pick])
-    convicted.evidence = [*(c.evidence if c else []), lines[pick], *(_also(x) for i, x in enumerate(lines)
-                                                                      if i != pick)]
+                        probes=c.probes if c else [], summary=line)
+    convicted.evidence = [*(c.evidence if c else []), line, *(_also(x) for i, (_, _, x) in enumerate(suspects)
+                                                               if i != pick)]
     out.culprit = convicted
     out.source, out.source_nodes = None, ""  # the reader's source is not the culprit's
     out.next_steps = next_steps(argv, out.signature, convicted, cuda=bool(graph and graph.cuda))

@@ -50,7 +50,7 @@ class Evidence(Protocol):
     def graph(self, result: RunResult) -> Optional[wrapper.WrapperGraph]:
         """The launch graph of the wrapper the run compiled (None: it compiled none)."""
 
-    def kernel_source(self, kernel: str, results: list[RunResult]) -> Optional[tuple[str, str]]:
+    def kernel_source(self, kernel: str, results: list[RunResult], max_lines: int = 80) -> Optional[tuple[str, str]]:
         """(path, excerpt) of the kernel's generated source, from what these runs compiled."""
 
     def memcheck(self, result: RunResult, tool: str) -> sanitizer.SanitizerReport:
@@ -127,9 +127,9 @@ class RunEvidence:
                     break
         return self._graphs[cache]
 
-    def kernel_source(self, kernel: str, results: list[RunResult]) -> Optional[tuple[str, str]]:
+    def kernel_source(self, kernel: str, results: list[RunResult], max_lines: int = 80) -> Optional[tuple[str, str]]:
         roots = [root for r in results for root in self._roots(r)]
-        return wrapper.kernel_source(kernel, list(dict.fromkeys(roots)))
+        return wrapper.kernel_source(kernel, list(dict.fromkeys(roots)), max_lines)
 
     def memcheck(self, result: RunResult, tool: str) -> sanitizer.SanitizerReport:
         from ..run.checkers import read_report

@@ -132,6 +132,8 @@ class Namer:
     inputs: Mapping[str, str] = field(default_factory=dict)  # arg3_1 -> x
     constants: Mapping[str, str] = field(default_factory=dict)  # proj_weight -> proj.weight
     placeholders: tuple[str, ...] = ()  # the wrapper's model inputs in call order, where a graph is known
+    # (arg3_1, dim) -> the range the export allowed ((n, n): static): a narrower package check is Inductor's
+    exported: Mapping[tuple[str, int], tuple[Optional[int], Optional[int]]] = field(default_factory=dict)
 
     def input(self, index: int, name: str) -> Subject:
         return Subject(SubjectKind.INPUT, name, self.inputs.get(name), index)

@@ -144,7 +144,7 @@ class Ladder:
         self._records += [self.evidence.hook(r) for r in stage.results]
         names = Names.of(self._records)
         graph = next((g for s in self.stages if (g := self.graph(s)) is not None), None)
-        self.namer = Namer(names.inputs, names.constants, tuple(graph.inputs) if graph else ())
+        self.namer = Namer(names.inputs, names.constants, tuple(graph.inputs) if graph else (), names.exported)
 
     # -- the climb -------------------------------------------------------------------------------
     def run(self) -> Findings:

@@ -5,9 +5,11 @@ the repro with the level-2 printer filtered to those kernels and returns what th
 """
 from __future__ import annotations
 
+import math
+import re
 from typing import Callable, Optional
 
-from ..aoti.checks import IndexBound
+from ..aoti.checks import IndexBound, index_operands
 from ..aoti.printer import KernelView, Observation, TensorStats, is_bad
 from ..aoti.wrapper import Launch, WrapperGraph
 from .bounds import explain
@@ -15,6 +17,8 @@ from .facts import Fact, FactKind, Namer, Tensor, fact, kernel
 from .findings import Culprit, CulpritKind
 
 Observe = Callable[[list[str]], Observation]
+Source = Callable[[str], Optional[str]]  # a kernel's generated source, where it can be found
+_VAR = re.compile(r"\b(buf\d+|arg\d+_\d+)\b")
 
 
 def spread(items: list, k: int) -> list:
@@ -30,8 +34,10 @@ def spread(items: list, k: int) -> list:
 
 class _Walk:
     def __init__(self, graph: WrapperGraph, observe: Observe, bound: Optional[IndexBound], cap: int,
-                 namer: Namer) -> None:
+                 namer: Namer, source: Source) -> None:
         self.graph = graph
+        self.source = source
+        self._operands: dict[int, tuple[str, ...]] = {}  # launch index -> what its failed check indexes with
         self.namer = namer
         self.observe = observe
         self.check = bound
@@ -70,11 +76,23 @@ class _Walk:
             if self.graph.storage(var) in storages and (s := self.stats(launch, var, when)) is not None:
                 yield var, s
 
+    def bound_for(self, launch: Launch, var: str) -> Optional[int]:
+        """The bound a read is judged against: where the kernel's source says which tensor the failed check
+        indexes with, another integer tensor (token ids for their own, larger table) is not held to it."""
+        if self.bound is None:
+            return None
+        if launch.index not in self._operands:
+            self._operands[launch.index] = self.operands(launch)
+        mine = {self.graph.storage(o) for o in self._operands[launch.index]}
+        return self.bound if not mine or self.graph.storage(var) in mine else None
+
     def bad_inputs(self, launch: Launch) -> list[tuple[str, TensorStats]]:
-        return [(v, s) for v, s in self._arg_stats(launch, launch.reads, "before") if is_bad(s, self.bound)]
+        return [(v, s) for v, s in self._arg_stats(launch, launch.reads, "before")
+                if is_bad(s, self.bound_for(launch, v))]
 
     def good_inputs(self, launch: Launch) -> list[TensorStats]:
-        return [s for _, s in self._arg_stats(launch, launch.reads, "before") if not is_bad(s, self.bound)]
+        return [s for v, s in self._arg_stats(launch, launch.reads, "before")
+                if not is_bad(s, self.bound_for(launch, v))]
 
     def bad_outputs(self, launch: Launch) -> list[tuple[str, TensorStats]]:
         return [(v, s) for v, s in self._arg_stats(launch, launch.writes, "after") if is_bad(s, self.bound)]
@@ -94,16 +112,33 @@ class _Walk:
                                "index", arg=self.namer.var(s.arg), kernel=kernel(launch.name), max=s.max,
                                min=s.min, largest=max(dims)))
 
-    def explain_bound(self, launch: Launch) -> None:
-        """The failed bound check in the user's terms: the input dimension, its run-time size, the index."""
+    def explain_bound(self, launch: Launch) -> Optional[str]:
+        """The failed bound check in the user's terms: the input dimension, its run-time size, the index. Returns
+        the model input a computed index derives from, where there is one."""
         if self.check is None:
-            return
+            return None
         reads = [s for _, s in self._arg_stats(launch, launch.reads, "before")]
-        story = explain(self.check, launch.name, self.graph, self.inputs, reads, self.namer)
+        story = explain(self.check, launch.name, self.graph, self.inputs, reads, self.namer, self.operands(launch))
         for line in story.lines:
             self.note(line)
         self.culprit.summary = fact(FactKind.INDEX, "{kernel} faulted: {story}", kernel=kernel(launch.name),
                                     story=story.summary)
+        return story.origin
+
+    def operands(self, launch: Launch) -> tuple[str, ...]:
+        """The launch's variables the failed check's index is computed from, read from the kernel's source."""
+        text = self.source(launch.name) if self.check is not None else None
+        params = index_operands(text, self.check) if text else ()
+        found = [m for p in params for m in _VAR.findall(self.graph.size_argument(launch.name, p) or "")]
+        return tuple(dict.fromkeys(found))
+
+    def computed_indices(self, launch: Launch, bad: list[tuple[str, TensorStats]]) -> list[tuple[str, TensorStats]]:
+        """The bad reads of a kernel whose index check failed that are integer tensors an earlier launch made:
+        finite indices, past this bound only."""
+        if self.check is None:
+            return []
+        return [(v, s) for v, s in bad if not s.is_float and math.isfinite(s.max) and
+                not self.graph.is_model_input(v) and self.graph.producer(v, launch.index) is not None]
 
     def note(self, f: Fact) -> Fact:
         self.culprit.evidence.append(f)
@@ -114,7 +149,8 @@ class _Walk:
 
 
 def walk(graph: WrapperGraph, observe: Observe, start: Optional[str], crashed: bool,
-         bound: Optional[IndexBound] = None, cap: int = 8, namer: Optional[Namer] = None) -> Culprit:
+         bound: Optional[IndexBound] = None, cap: int = 8, namer: Optional[Namer] = None,
+         source: Source = lambda kernel_name: None) -> Culprit:
     """Find the first kernel whose inputs are good and whose outputs are bad.
 
     start: the suspect kernel's name (the trace's unfinished launch), or None to start from the graph's
@@ -122,7 +158,7 @@ def walk(graph: WrapperGraph, observe: Observe, start: Optional[str], crashed: b
     crashed: the suspect never finished, so it has no after_launch values; good inputs then convict it.
     """
     namer = namer or Namer(placeholders=tuple(graph.inputs))
-    w = _Walk(graph, observe, bound, cap, namer)
+    w = _Walk(graph, observe, bound, cap, namer, source)
     if start is None:
         producers = graph.output_producers()
         if not producers:
@@ -171,6 +207,16 @@ def walk(graph: WrapperGraph, observe: Observe, start: Optional[str], crashed: b
             current = first
             continue
         bad_in = w.bad_inputs(current)
+        computed = w.computed_indices(current, bad_in) if crashed and start == current.name else []
+        if computed:
+            # An index past this kernel's bound is bad only here: the op that made it made a valid tensor, so the
+            # walk stops at the fault and follows the index to its origin instead (bounds.py, explain_bound).
+            var, s = computed[0]
+            producer = graph.producer(var, current.index)
+            w.note(fact(FactKind.BAD_VALUE, "{kernel} faulted on an index past its bound, {var}: {tensor}, made by "
+                        "{producer}", kernel=kernel(current.name), var=namer.var(var), tensor=w.tensor(s),
+                        producer=kernel(producer.name)))
+            bad_in = [b for b in bad_in if b not in computed]
         if not bad_in:
             good = w.good_inputs(current)
             outs = w.bad_outputs(current)
@@ -191,9 +237,12 @@ def walk(graph: WrapperGraph, observe: Observe, start: Optional[str], crashed: b
                             "not print (constants and extern-kernel weights are never printed); a bad value there "
                             "would look exactly like this", kernel=kernel(current.name),
                             unseen=tuple(namer.var(v) for v in unseen)))
-            if faulted:
-                w.explain_bound(current)
+            came_from = w.explain_bound(current) if faulted else None
             w.culprit.kind, w.culprit.kernel = CulpritKind.KERNEL, current.name
+            if came_from is not None:  # a computed index: the model input it derives from is what to change
+                idx = graph.inputs.index(came_from)
+                w.culprit.kind, w.culprit.input_index, w.culprit.input_name = CulpritKind.MODEL_INPUT, idx, came_from
+                w.culprit.user_name = namer.input(idx, came_from).user_name
             return w.culprit
         var, s = bad_in[0]
         storage = graph.storage(var)

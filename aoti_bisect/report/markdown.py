@@ -53,12 +53,12 @@ def culprit_who(c: dict) -> str:
     name = c.get("input_name")
     if c.get("user_name"):
         name = f"`{c['user_name']}`, wrapper {name}"
+    if c.get("kind") == "model_input":  # before its kernel: an index computed from it faulted there
+        return f"model input {c.get('input_index')} ({name})"
     if c.get("kernel"):
         return c["kernel"]
     if c.get("op"):
         return c["op"]
-    if c.get("kind") == "model_input":
-        return f"model input {c.get('input_index')} ({name})"
     return name or "-"
 
 
@@ -183,7 +183,8 @@ def render_markdown(d: dict) -> str:
     if consts:
         out += ["", "## Constants", "", f"The hook read {consts['read']} constant(s) of the loaded package; "
                 f"holding NaN/Inf: {len(consts['nonfinite'])}.", ""]
-        out += [f"- {md_cell(x['finding'])}" for x in consts["nonfinite"]]
+        out += [f"- {md_cell(x['finding'])}" for x in [*consts["nonfinite"], *consts.get("outside_domain", ()),
+                                                          *consts.get("stale", ())]]
         out += [f"- not read: {md_cell(why)}" for why in consts.get("not_read") or ()]
     if c.get("evidence"):
         out += ["", "## Evidence chain", ""]

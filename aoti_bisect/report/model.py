@@ -201,7 +201,8 @@ def stage_json(stage) -> dict:
 def _constants(constants: dict) -> Optional[dict]:
     if not constants:
         return None
-    return {**constants, "nonfinite": [{**row, "finding": render(row["finding"])} for row in constants["nonfinite"]]}
+    return {**constants, **{key: [{**row, "finding": render(row["finding"])} for row in constants.get(key) or ()]
+                            for key in ("nonfinite", "outside_domain", "stale")}}
 
 
 def _read(path: str) -> str:

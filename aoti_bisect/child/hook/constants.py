@@ -23,10 +23,13 @@ MAX_CONSTANTS = 4096  # rows kept in hook.json, which is rewritten whole after e
 BUDGET_S = 60.0
 
 
-def read(path, data, model_name, scratch):
+def read(path, data, model_name, scratch, live=None):
     """{"so": member, "constants": [row...], "skipped": reason or None} for the package at path (or in data).
 
     scratch: a folder under the run folder for the private copy of the .so, removed before returning.
+    live: FQN -> the tensor the process's module holds now (the exported program this process compiled into
+    the package shares its parameters and buffers with the user's module): each constant is compared with it,
+    so a buffer changed after the build (the package keeps a stale copy) is named.
     """
     start = time.monotonic()
     torch = sys.modules.get("torch")
@@ -56,7 +59,7 @@ def read(path, data, model_name, scratch):
                       torch._C._aoti.AOTIModelContainerRunnerCuda(copy, 1, "cuda"))
             fqns = runner.get_constant_names_to_original_fqns()
             tensors = runner.extract_constants_map(False)
-            result = {"so": so.filename, "skipped": None, **_rows(torch, fqns, tensors)}
+            result = {"so": so.filename, "skipped": None, **_rows(torch, fqns, tensors, live or {})}
             del runner, tensors  # the second container's copy of the weights, on the device too
         except (RuntimeError, OSError, AttributeError) as exc:  # another torch's runner, a full disk
             return {"so": so.filename, "skipped": f"cannot open a runner on it: {type(exc).__name__}: {exc}"[:300]}
@@ -90,7 +93,7 @@ def _device(z, so_member):
     return meta.get("AOTI_DEVICE_KEY")
 
 
-def _rows(torch, fqns, tensors):
+def _rows(torch, fqns, tensors, live):
     """One row per constant the wrapper declares: the values of those the .so holds, or why not."""
     name_of = {fqn or name: name for name, fqn in fqns.items()}  # extract_constants_map is keyed by FQN
     keys = list(dict.fromkeys([*tensors, *name_of]))
@@ -104,13 +107,15 @@ def _rows(torch, fqns, tensors):
         elif time.monotonic() - start > BUDGET_S:
             row["skipped"] = f"time budget of {BUDGET_S:.0f} s spent"
         else:
-            row.update(_stats(torch, tensor))
+            row.update(stats(torch, tensor))
+            if key in live and "skipped" not in row:
+                row["stale"] = _stale(torch, tensor, live[key])
         rows.append(row)
     left = len(keys) - len(rows)
     return {"constants": rows, "left_out": left}
 
 
-def _stats(torch, tensor):
+def stats(torch, tensor):
     row = {"dtype": str(tensor.dtype).replace("torch.", ""), "shape": list(tensor.shape), "numel": tensor.numel()}
     if tensor.numel() > MAX_NUMEL:
         return {**row, "skipped": f"{tensor.numel()} elements (limit {MAX_NUMEL})"}
@@ -129,7 +134,40 @@ def _stats(torch, tensor):
         row.update(nan=nan, posinf=posinf, neginf=neginf)
         if finite.numel():
             row.update(min=_num(finite.min()), max=_num(finite.max()), mean=_num(finite.mean()))
+        if t.dtype != torch.bool:
+            # Finite but outside an op's domain (a negative variance under rsqrt, a zero divisor): the count and
+            # the first such element, so the report can say `bn.running_var[5] = -0.3`.
+            row.update(_first(torch, t, t < 0, "negative"), **_first(torch, t, t == 0, "zero"))
     return row
+
+
+def _stale(torch, packaged, current):
+    """How the package's copy differs from the module's tensor now: None where they are equal; else how many
+    elements differ, the largest difference and the first differing element's index and both values."""
+    with torch.no_grad():
+        now = current.detach()
+        if now.shape != packaged.shape or now.dtype != packaged.dtype:
+            return {"shape": list(now.shape), "dtype": str(now.dtype).replace("torch.", "")}
+        now = now.to(packaged.device)
+        differ = ~((now == packaged) | (torch.isnan(now) & torch.isnan(packaged))) if now.is_floating_point() \
+            else now != packaged
+        count = int(differ.sum())
+        if not count:
+            return None
+        flat = int(torch.nonzero(differ.reshape(-1))[0])
+        diff = (now.double() - packaged.double()).abs()
+        index = [int(i) for i in torch.unravel_index(torch.tensor(flat), now.shape)] if now.dim() else []
+        return {"differ": count, "max_abs_diff": _num(diff[differ].max()), "index": index,
+                "package": _num(packaged.reshape(-1)[flat]), "module": _num(now.reshape(-1)[flat])}
+
+
+def _first(torch, t, mask, what):
+    count = int(mask.sum())
+    if not count:
+        return {what: 0}
+    flat = int(torch.nonzero(mask.reshape(-1))[0])
+    index = [int(i) for i in torch.unravel_index(torch.tensor(flat), t.shape)] if t.dim() else []
+    return {what: count, f"first_{what}": {"index": index, "value": _num(t.reshape(-1)[flat])}}
 
 
 def _num(t):

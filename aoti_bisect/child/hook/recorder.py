@@ -18,6 +18,7 @@ import re
 import sys
 import threading
 import time
+import weakref
 import zipfile
 
 from . import capture, constants, contract, provenance, redirect, reuse, vecisa
@@ -30,6 +31,10 @@ PATCHES = {"torch._inductor": ("aoti_compile_and_package", "aoti_load_package"),
 
 _INPUT = re.compile(r'inputs_info_\[(\d+)\]\.name = "([^"]*)";')
 _CONSTANT = re.compile(r'constants_info_\[(\d+)\]\.(name|original_fqn) = "([^"]*)";')
+# package sha256 -> the ExportedProgram this process compiled into it: its parameters and buffers are the user's
+# module's own tensors, so at load they say whether the package's copy is stale.
+_EXPORTED = {}
+_MAX_INLINED = 1 << 16  # elements: Inductor inlines only small constants; a folded large one is not summarised
 _USER_KINDS = {"PARAMETER": "parameter", "BUFFER": "buffer", "CONSTANT_TENSOR": "constant"}
 
 
@@ -169,8 +174,9 @@ def program_names(ep, wrapper):
     buffers become constants whose original_fqn the wrapper records (a folded or inlined one has none).
     """
     specs = ep.graph_signature.input_specs
-    user = [{"name": getattr(s.arg, "name", None), "kind": type(s.arg).__name__}
-            for s in specs if s.kind.name == "USER_INPUT"]
+    dims = _export_dims(ep)
+    user = [{"name": getattr(s.arg, "name", None), "kind": type(s.arg).__name__,
+             "dims": dims.get(getattr(s.arg, "name", None))} for s in specs if s.kind.name == "USER_INPUT"]
     fed = [u for u in user if u["kind"] != "ConstantArgument"]
     placeholders = wrapper["inputs"] if wrapper else []
     naming = None
@@ -184,9 +190,65 @@ def program_names(ep, wrapper):
         for u, placeholder in zip(fed, placeholders):
             u["placeholder"] = placeholder
     by_fqn = {c["fqn"]: c["name"] for c in (wrapper or {}).get("constants", []) if c["fqn"]}
-    constants = [{"fqn": s.target, "kind": _USER_KINDS[s.kind.name], "ep_name": getattr(s.arg, "name", None),
-                  "placeholder": by_fqn.get(s.target)} for s in specs if s.kind.name in _USER_KINDS]
-    return {"inputs": user, "constants": constants, "naming_problem": naming}
+    uses = _uses(ep)
+    consts = [{"fqn": s.target, "kind": _USER_KINDS[s.kind.name], "ep_name": getattr(s.arg, "name", None),
+               "placeholder": by_fqn.get(s.target), "uses": uses.get(getattr(s.arg, "name", None), [])}
+              for s in specs if s.kind.name in _USER_KINDS]
+    torch = sys.modules.get("torch")
+    for c in consts:
+        # No placeholder: Inductor inlined the constant into a kernel (small buffers become literals) or folded
+        # it, so the package holds no copy to read at load. The exported program's value is what was compiled.
+        tensor = ep.state_dict.get(c["fqn"], ep.constants.get(c["fqn"]))
+        if c["placeholder"] is None and torch is not None and isinstance(tensor, torch.Tensor) and \
+                tensor.numel() <= _MAX_INLINED:
+            c["values"] = constants.stats(torch, tensor)
+    return {"inputs": user, "constants": consts, "naming_problem": naming}
+
+
+def _export_dims(ep):
+    """placeholder name -> per dimension, its static size or the [lo, hi] range the export allows (None: open),
+    from ep.range_constraints: what the package's input check is compared with, to tell a dimension Inductor
+    narrowed while compiling from one the run sized outside the export's own range."""
+    out = {}
+    for node in ep.graph.nodes:
+        shape = getattr(node.meta.get("val"), "shape", None) if node.op == "placeholder" else None
+        if shape is None:
+            continue
+        row = []
+        for d in shape:
+            if isinstance(d, int):
+                row.append(d)
+                continue
+            vr = ep.range_constraints.get(getattr(getattr(d, "node", None), "expr", None))
+            row.append([_finite(vr.lower), _finite(vr.upper)] if vr is not None else [None, None])
+        out[node.name] = row
+    return out
+
+
+def _finite(bound):
+    text = str(bound)  # sympy's int_oo (an open end) converts to no int, nor raises one error type
+    return int(text) if text.lstrip("-").isdigit() else None
+
+
+def _uses(ep, limit=8):
+    """placeholder name -> [[op, argument name], ...]: the ops each graph input feeds and as which argument
+    (`_native_batch_norm_legit_no_training`, `running_var`), so a constant can be checked against its op's
+    domain (a negative variance under the batch norm's rsqrt) without reading any kernel."""
+    out = {}
+    for node in ep.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        rows = []
+        for user in list(node.users)[:limit]:
+            schema = getattr(user.target, "_schema", None)
+            names = [a.name for a in schema.arguments] if schema is not None else []
+            op = getattr(user.target, "__name__", str(user.target)).split(".")[0]
+            for i, arg in enumerate(user.args):
+                if arg is node:
+                    rows.append([op, names[i] if i < len(names) else str(i)])
+            rows += [[op, key] for key, arg in user.kwargs.items() if arg is node]
+        out[node.name] = rows
+    return out
 
 
 @_quietly
@@ -205,6 +267,8 @@ def _end_compile(event, result, target, ep):
     RECORD.update(event, status="returned", path=path, sha256=digest)
     wrapper = wrapper_names(path, data) if path or data is not None else None
     RECORD.update(event, wrapper=wrapper, program=program_names(ep, wrapper) if ep is not None else None)
+    if digest and ep is not None:
+        _EXPORTED[digest] = weakref.ref(ep)
     capture.on_compile(ep, path)
     if ep is not None:
         RECORD.update(event, provenance=provenance.program_nodes(ep))
@@ -226,12 +290,48 @@ def _begin_load(call, target, model_name):
 
 @_quietly
 def _read_constants(event, target, model_name):
-    """The loaded package's constant values (constants.py), read once the repro holds its model."""
+    """The loaded package's constant values (constants.py), read once the repro holds its model, and compared
+    with the live module's where this process built the package from it."""
     if event is not None and os.environ.get(contract.CONSTANTS_ENV):
         path, data = package_file(target)
         if path or data is not None:
             scratch = os.path.dirname(RECORD.path)
-            RECORD.update(event, constant_values=constants.read(path, data, model_name, scratch))
+            ep = _EXPORTED.get(event.get("sha256"), lambda: None)()
+            live = {**ep.state_dict, **ep.constants} if ep is not None else None
+            RECORD.update(event, constant_values=constants.read(path, data, model_name, scratch, live))
+
+
+def call_names(spec_text, placeholders):
+    """The user's names of a loaded package's inputs, from its call spec (the pytree of the exported call), where
+    the program was exported with keyword inputs: their keys, in flattening order. A positional input has no name
+    in a package (the exported program's signature is not packaged), so it stays unnamed. None: the spec's leaves
+    and the wrapper's inputs do not line up one to one."""
+    _version, spec = json.loads(spec_text)
+    args, kwargs = spec["children_spec"]
+    names = [None] * len(args["children_spec"])
+    keys = json.loads(kwargs["context"] or "[]") if kwargs.get("type") == "builtins.dict" else []
+    for key, child in zip(keys, kwargs["children_spec"]):
+        names.append(key if not child["children_spec"] else None)
+        if child["children_spec"]:  # a nested structure under one key: its leaves are not named here
+            return None
+    if len(names) != len(placeholders) or not any(names):
+        return None
+    return [{"name": n, "placeholder": p, "kind": "TensorArgument"} for n, p in zip(names, placeholders) if n]
+
+
+@_quietly
+def _name_load(event, model):
+    """A package this process did not build: its inputs' names from the call spec, its constants' FQNs from the
+    wrapper, as `program` (the names of a compile) for aoti/hook_record.py's Names."""
+    wrapper = (event or {}).get("wrapper") or {}
+    if event is None or event.get("built_here") or "inputs" not in wrapper:
+        return
+    loader = getattr(model, "loader", None)
+    inputs = call_names(loader.get_call_spec()[0], wrapper["inputs"]) if loader is not None else None
+    RECORD.update(event, program={"inputs": inputs or [], "naming_problem": None if inputs else
+                                  "positional inputs: the package holds no names for them",
+                                  "constants": [{"fqn": c["fqn"], "kind": "constant", "placeholder": c["name"]}
+                                                for c in wrapper["constants"] if c.get("fqn")]})
 
 
 @_quietly
@@ -305,6 +405,7 @@ def _wrap_load(original, call):
             _end(event, "returned")
             _share_vec_isa()
             _read_constants(event, target, model_name or "model")
+            _name_load(event, result)
             _capture_load(result, target)
             return result
     return load

@@ -53,7 +53,13 @@ def run(ladder: "Ladder", out: Findings) -> None:
             kernels=tuple(kernel(k) for k in kernels), n=len(views))
         return views, inputs
 
-    culprit = walk(graph, observe, suspect, crashed, bound, ladder.opt.inspect_cap, ladder.namer)
+    def source(name: str):
+        """The whole kernel: a failed index check can lie far down it (checks.index_operands)."""
+        found = ladder.evidence.kernel_source(name, [s.results[0] for s in [*probes, trace] if s.results],
+                                              max_lines=1 << 20)
+        return found[1] if found else None
+
+    culprit = walk(graph, observe, suspect, crashed, bound, ladder.opt.inspect_cap, ladder.namer, source)
     culprit.evidence[:0] = ladder.clues.checker
     if not culprit.pinned and crashed and suspect:
         # The level-2 view could not convict anything, but the trace did name the faulting launch.

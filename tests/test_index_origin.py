@@ -1,0 +1,97 @@
+"""An index computed from the model's inputs, not handed in (#29): the kernel's source says which tensor its failed
+check indexes with, and the launch graph which model input and op made that tensor. Captured from the
+index_from_cumsum scenario (torch 2.13 CPU): positions = cumsum(mask) index a table of 16 rows beside token ids
+that index their own table of 100."""
+import os
+
+from aoti_bisect.aoti import wrapper
+from aoti_bisect.aoti.checks import IndexBound, index_operands
+from aoti_bisect.aoti.printer import KernelView, TensorStats
+from aoti_bisect.diagnose.facts import Namer
+from aoti_bisect.diagnose.walk import walk
+from aoti_bisect.report.facts import render, render_all
+
+DATA = os.path.join(os.path.dirname(__file__), "data", "index")
+KERNEL = "cpp_fused_add_embedding_0"
+
+
+def read(name):
+    with open(os.path.join(DATA, name)) as f:
+        return f.read()
+
+
+def stats(when, kernel, arg, lo, hi):
+    return TensorStats(when, kernel, arg, 48, "torch.int64", (lo + hi) / 2, lo, hi, "[2, 24]", "[24, 1]", "cpu")
+
+
+def observe(with_mask):
+    tokens = stats("input", "", "arg2_1", 0, 99)
+    inputs = {"arg2_1": tokens, **({"arg3_1": stats("input", "", "arg3_1", 1, 1)} if with_mask else {})}
+    before = {"arg2_1": stats("before_launch", KERNEL, "arg2_1", 0, 99),
+              "buf1": stats("before_launch", KERNEL, "buf1", 1, 24)}
+    return lambda kernels: ({KERNEL: KernelView(KERNEL, before, {})}, inputs)
+
+
+def test_the_failed_check_indexes_with_the_tensor_its_temporary_is_loaded_from():
+    source = read("index_from_cumsum.kernel.cpp")
+    assert index_operands(source, IndexBound("tmp7", "16")) == ("in_ptr2",)  # positions, for the table of 16
+    assert index_operands(source, IndexBound("tmp2", "100")) == ("in_ptr0",)  # token ids, for the table of 100
+    assert index_operands(source, IndexBound("tmp99", "16")) == ()
+
+
+def test_an_index_made_by_cumsum_convicts_the_mask_not_the_token_ids_in_range_for_their_own_table():
+    g = wrapper.parse_wrapper(read("index_from_cumsum.wrapper.cpp"))
+    namer = Namer(inputs={"arg2_1": "tokens", "arg3_1": "mask"}, placeholders=tuple(g.inputs))
+    c = walk(g, observe(True), KERNEL, True, IndexBound("tmp7", "16"), namer=namer,
+             source=lambda k: read("index_from_cumsum.kernel.cpp") if k == KERNEL else None)
+    assert (c.kind, c.input_index, c.input_name, c.user_name) == ("model_input", 1, "arg3_1", "mask")
+    came = ("the index is computed, not handed in: aoti_torch_cpu_cumsum (cumsum) makes it from model input 1 "
+            "(`mask`, wrapper arg3_1), which holds 1..1 at run time; that op takes it past the bound 16")
+    assert render(c.summary).startswith(f"{KERNEL} faulted: {came}; index into a dimension of size 16 reached 24; "
+                                        "the values come from `buf1`")
+    assert "tokens" not in render(c.summary)  # in range for its own table
+    assert came in render_all(c.evidence)
+
+
+def test_without_the_masks_printed_values_the_origin_still_names_it():
+    g = wrapper.parse_wrapper(read("index_from_cumsum.wrapper.cpp"))
+    c = walk(g, observe(False), KERNEL, True, IndexBound("tmp7", "16"),
+             source=lambda k: read("index_from_cumsum.kernel.cpp"))
+    assert c.kind == "model_input" and c.input_name == "arg3_1"
+    assert "makes it from model input 1 (arg3_1) (its run-time values were not printed)" in render(c.summary)
+
+
+def test_without_the_kernels_source_every_integer_read_is_held_to_the_bound_as_before():
+    g = wrapper.parse_wrapper(read("index_from_cumsum.wrapper.cpp"))
+    c = walk(g, observe(True), KERNEL, True, IndexBound("tmp7", "16"))
+    assert (c.kind, c.input_name) == ("model_input", "arg2_1")  # the token ids: the source would have cleared them
+
+
+SCORES_KERNEL = """extern "C" void cpp_fused_index_mul_0(const float* in_ptr0, const float* in_ptr1, float* out_ptr0)
+{
+    auto tmp0 = in_ptr0[x0];
+    auto tmp1 = static_cast<float>(100.0);
+    auto tmp2 = float(tmp0 * tmp1);
+    auto tmp3 = c10::convert<int64_t>(tmp2);
+    AOTI_TORCH_CHECK((0 <= tmp3) & (tmp3 < 16L), "index out of bounds: 0 <= tmp3 < 16L");
+    auto tmp4 = in_ptr1[x1 + 8L*tmp3];
+}
+"""
+
+
+def test_an_index_computed_inside_the_kernel_from_a_float_input_convicts_that_input():
+    # (scores * 100).long() fused into the gather: the kernel reads no integer tensor at all.
+    from aoti_bisect.aoti.wrapper import Launch, WrapperGraph
+    k = "cpp_fused_index_mul_0"
+    g = WrapperGraph("w.cpp", [Launch(0, k, 1, ("arg1_1", "table", "buf0"), ("arg1_1", "table"), ("buf0",),
+                                      "[mul, long, index]",
+                                      ("(const float*)(arg1_1.data_ptr())", "(const float*)(table.data_ptr())",
+                                       "(float*)(buf0.data_ptr())"))], ["arg1_1"], ["table"], ["buf0"],
+                     params={k: ["in_ptr0", "in_ptr1", "out_ptr0"]})
+    scores = TensorStats("before_launch", k, "arg1_1", 4, "torch.float32", 0.5, 0.0, 0.9, "[4]", "[1]", "cpu")
+    observe = lambda kernels: ({k: KernelView(k, {"arg1_1": scores}, {})}, {"arg1_1": scores})  # noqa: E731
+    c = walk(g, observe, k, True, IndexBound("tmp3", "16"), namer=Namer(inputs={"arg1_1": "scores"}),
+             source=lambda name: SCORES_KERNEL)
+    assert (c.kind, c.input_index, c.user_name) == ("model_input", 0, "scores")
+    assert ("the index is computed inside cpp_fused_index_mul_0 (mul, long, index) from model input 0 (`scores`, "
+            "wrapper arg1_1), which holds 0..0.9 at run time; that op takes it past the bound 16") in render(c.summary)
