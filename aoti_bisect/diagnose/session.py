@@ -96,9 +96,11 @@ class Session:
             self._probed.set()
 
     def _cannot_run(self, results: list[RunResult]) -> bool:
-        """Only infrastructure errors so far: wait for the probe, and stop if it found the repro cannot run here."""
-        if results and all(r.outcome is Outcome.INFRA_ERROR for r in results):
-            self._probed.wait(PROBE_WAIT_S)
+        """Only infrastructure errors so far: wait for the probe, and stop if it found the repro cannot run here. A
+        batch with a run that ran is not stopped: the probe's problem (a torch it cannot import) is not the runs'."""
+        if not results or not all(r.outcome is Outcome.INFRA_ERROR for r in results):
+            return False
+        self._probed.wait(PROBE_WAIT_S)
         return bool(self._probe.get("problem"))
 
     def execute(self) -> Report:
