@@ -17,7 +17,7 @@ from .exits import EXIT_BROKEN_PIPE, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_U
 from .files import claim_out, default_out, prepare_out, release_empty_claim
 from .repro import check_python_runs, repro_argv, unknown_word, validate_python
 from .stats import DEFAULT_MAX_RUNS
-from .validate import MAX_JOBS, MAX_RUNS, check_count, check_timeout
+from .validate import MAX_JOBS, MAX_RUNS, check_count, check_seconds, check_timeout
 
 EXIT_CODES_HELP = """\b
 Exit codes (a `git bisect run` predicate: 0 good, 1 bad, 125 skip, above 127 stop):
@@ -227,7 +227,7 @@ def minify_cmd(run_dir, jobs, budget, max_candidates, timeout, quiet):
     check_count("--jobs", jobs, MAX_JOBS)
     check_count("--max-candidates", max_candidates, MAX_RUNS)
     check_seconds("--budget", budget)
-    check_seconds("--timeout", timeout)
+    check_timeout("--timeout", timeout)
     if not os.path.isfile(os.path.join(run_dir, "report.json")):
         raise UsageFailure(f"{run_dir}: no report.json (not a finished aoti-bisect run directory)")
     global _run_dir
