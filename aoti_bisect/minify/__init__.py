@@ -217,7 +217,7 @@ def _read_json(path: str) -> dict:
 
 def _extract(python: str, capture: str, out: str, options: MinifyOptions) -> Optional[str]:
     from ..run import process
-    from ..run.harness import CHILD_ENV
+    from ..run.environment import CHILD_ENV
 
     log = os.path.join(out, "extract.log")
     exit = process.execute([python, EXTRACT_CHILD, os.path.join(capture, "program.pt2"),
