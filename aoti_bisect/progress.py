@@ -41,7 +41,8 @@ class Progress:
     def batch(self, specs) -> None:
         """Names each run's place in its batch: the live line says `run i/n`."""
         for i, spec in enumerate(specs, 1):
-            self._places[spec.name] = f"{spec.stage} run {i}/{len(specs)}"
+            at, of = spec.place if spec.place[1] else (i, len(specs))
+            self._places[spec.name] = f"{spec.stage} run {at}/{of}"
 
     def say(self, text: str) -> None:
         if self.verbosity >= 0 and not self.runs_only:

@@ -1,9 +1,10 @@
 """End to end on real AOTI compiles: every CPU scenario through `aoti-bisect scenarios check`.
 
-The scenarios run in two lanes at once, each one `scenarios check` with its own folder and cache (a compile
-cache is never written by two at once), balanced by each scenario's measured time. Three at once on 2 cores
-pushed cold builds past the hang and load-error scenarios' timeouts (seen 2026-11-23). Scenarios in HEAVY
-prove again what a default one proves (the source line, a NaN constant, the toolchain experiment):
+The scenarios run in lanes at once, each one `scenarios check` with its own folder and cache (a compile cache is
+never written by two at once): two lanes balanced by each scenario's measured time, and a third for the scenarios
+whose time is waiting (a hang sits out its timeouts on an idle core). Three CPU-bound lanes on 2 cores pushed cold
+builds past the hang and load-error scenarios' timeouts (seen 2026-11-23). Scenarios in HEAVY prove again what a
+default one proves (the source line, a NaN constant, the toolchain experiment):
 `python -m pytest -q -m heavy tests/test_e2e.py` runs them.
 """
 import json
@@ -19,37 +20,45 @@ from aoti_bisect.scenarios import load_manifest
 pytestmark = pytest.mark.slow
 
 CPU = [s for s in load_manifest() if s.device == "cpu"]
-# nan_after_matmul checks its source line too; prebuilt_nan_constant convicts a NaN constant as nan_constant does;
-# tests/test_toolchains.py runs the toolchain experiment of crashing_toolchain on a real package;
+# Each proves again what CI proves elsewhere, and runs with `-m heavy`: nan_source_line's source line is
+# nan_after_matmul's; nan_constant and prebuilt_nan_constant convict a NaN constant as tests/test_constants.py does
+# on a real package; tests/test_toolchains.py runs crashing_toolchain's experiment on a real package;
 # bn_negative_running_var_inlined proves the constant-domain check in the plain lane, and the other root-cause
-# scenarios of #29 kept here (a buffer read from the package, a stale buffer, a prebuilt package's names) have
-# their decisions tested on captured records (tests/test_constants.py, test_hook.py).
+# scenarios (a buffer read from the package, a stale buffer, a prebuilt package's names) have their decisions
+# tested on captured records (tests/test_constants.py, test_hook.py); symbolic_index_bound and empty_batch on
+# their captured logs (tests/test_dynamic_shapes.py); wrong_fake_custom_op's check runs on its real program in
+# tests/test_fakecheck.py. Keeping them out keeps `.ci/run` under 30 minutes on 2 cores.
 HEAVY = ["nan_source_line", "nan_constant", "crashing_toolchain", "bn_negative_running_var", "stale_buffer",
-         "prebuilt_named_inputs"]
+         "prebuilt_named_inputs", "prebuilt_nan_constant", "symbolic_index_bound", "empty_batch",
+         "wrong_fake_custom_op"]
 # CHECKED need valgrind (asked for with --sanitize, or a memory fault the memcheck stage pins): they run only where
 # it is installed.
 PLAIN = [s.name for s in CPU if not s.sanitize and s.stage != "memcheck" and s.name not in HEAVY]
 CHECKED = [s.name for s in CPU if s.sanitize or s.stage == "memcheck"]
 
 
-# Seconds each scenario took in its lane (scenarios-check.json's `seconds`; this 2-core VM, 2026-11-24). A hang
-# costs its timeouts in wall time, not CPU; valgrind costs both.
-# rare_oob_custom_op is an estimate (15 baseline runs and a valgrind run; not yet timed in a lane).
-COST = {"hang_custom_op": 450, "rare_oob_custom_op": 900, "silent_oob_custom_op": 205, "flaky_custom_op_crash": 153,
-        "nan_after_matmul": 84, "wrong_value_pass": 84, "index_oob": 73, "load_error": 72, "compile_error": 11,
-        # #29's, measured 2026-11-25 on this VM when other work had left it (load about 1).
-        "bn_negative_running_var": 42, "prebuilt_named_inputs": 42, "stale_buffer": 38, "index_from_cumsum": 30,
-        "bn_negative_running_var_inlined": 29, "narrowed_dynamic_dim": 25}
+# Seconds each scenario took in its lane (scenarios-check.json's `seconds`; this 2-core VM, 2026-11-25, a full
+# `.ci/run`). A hang costs its timeouts in wall time, not CPU; valgrind costs both.
+COST = {"rare_oob_custom_op": 355, "silent_oob_custom_op": 202, "flaky_custom_op_crash": 201, "load_error": 93,
+        "index_oob": 77, "wrong_value_pass": 74, "nan_after_matmul": 73, "fixed_path_cache": 68,
+        "prebuilt_package": 60, "prebuilt_nan_constant": 58, "wrong_fake_custom_op": 57, "passing_control": 57,
+        "symbolic_index_bound": 45, "index_from_cumsum": 38, "empty_batch": 38, "bn_negative_running_var_inlined": 36,
+        "input_mismatch": 35, "narrowed_dynamic_dim": 26, "compile_error": 15,
+        # HEAVY ones, measured 2026-11-25 on this VM at a load of about 1.
+        "bn_negative_running_var": 42, "prebuilt_named_inputs": 42, "stale_buffer": 38}
+# Wall time spent waiting, not computing: hang_custom_op's three runs each sit out the manifest's timeout.
+WAITING = {"hang_custom_op"}
 
 
 def lanes(valgrind: bool) -> list[list[str]]:
-    """Two lanes of about equal time: each scenario, longest first, joins the lane with less so far (a lane
-    then runs its scenarios in the manifest's order)."""
+    """The waiting scenarios in a lane of their own, then two lanes of about equal time: each scenario, longest
+    first, joins the lane with less so far (a lane then runs its scenarios in the manifest's order)."""
     cost = lambda name: COST.get(name, 60)  # noqa: E731
-    out, load = [[], []], [0, 0]
-    for name in sorted((CHECKED if valgrind else []) + PLAIN, key=cost, reverse=True):
+    names = (CHECKED if valgrind else []) + PLAIN
+    out, load = [[n for n in names if n in WAITING], [], []], [0, 0]
+    for name in sorted((n for n in names if n not in WAITING), key=cost, reverse=True):
         lane = load.index(min(load))
-        out[lane].append(name)
+        out[lane + 1].append(name)
         load[lane] += cost(name)
     return out
 
@@ -58,10 +67,9 @@ def run_checks(root, groups: list[list[str]], timeout: float):
     checks = []
     for i, names in enumerate(g for g in groups if g):
         out = root / f"group-{i}"
-        # One lane bisects with compile-ahead and one without, so that both are checked end to end on real
-        # AOTI. The lanes took about as long either way (2026-11-24: ahead in both, 932 s and 876 s; off in the
-        # hang's lane, 925 s and 838 s): the two lanes contend for the two cores whatever ahead does.
-        ahead = "--no-ahead" if "hang_custom_op" in names else "--ahead"
+        # The waiting lane bisects without compile-ahead and the others with it, so that both are checked end to end
+        # on real AOTI (2026-11-24, two lanes: ahead in both, 932 s and 876 s; off in one, 925 s and 838 s).
+        ahead = "--no-ahead" if WAITING & set(names) else "--ahead"
         checks.append((out, subprocess.Popen(
             [sys.executable, "-m", "aoti_bisect", "scenarios", "check", *names, "--device", "cpu", "--jobs", "2",
              ahead, "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))

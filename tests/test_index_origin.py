@@ -95,3 +95,69 @@ def test_an_index_computed_inside_the_kernel_from_a_float_input_convicts_that_in
     assert (c.kind, c.input_index, c.user_name) == ("model_input", 0, "scores")
     assert ("the index is computed inside cpp_fused_index_mul_0 (mul, long, index) from model input 0 (`scores`, "
             "wrapper arg1_1), which holds 0..0.9 at run time; that op takes it past the bound 16") in render(c.summary)
+
+
+GATHER_TRITON = '''@triton.jit
+def triton_poi_fused_add_embedding_1(in_ptr0, in_ptr1, in_ptr2, in_ptr3, out_ptr0, xnumel, XBLOCK : tl.constexpr):
+    tmp0 = tl.load(in_ptr0 + (x1), xmask, eviction_policy='evict_last')
+    tmp1 = tl.full([XBLOCK], 100, tl.int32)
+    tmp2 = tmp0 + tmp1
+    tmp3 = tmp0 < 0
+    tmp4 = tl.where(tmp3, tmp2, tmp0)
+    tl.device_assert(((0 <= tmp4) & (tmp4 < 100)) | ~(xmask), "index out of bounds: 0 <= tmp4 < 100")
+    tmp6 = tl.load(in_ptr1 + (x0 + 8*tmp4), xmask)
+    tmp7 = tl.load(in_ptr2 + (x1), xmask, eviction_policy='evict_last')
+    tmp8 = tl.full([XBLOCK], 16, tl.int32)
+    tmp9 = tmp7 + tmp8
+    tmp10 = tmp7 < 0
+    tmp11 = tl.where(tmp10, tmp9, tmp7)
+    tl.device_assert(((0 <= tmp11) & (tmp11 < 16)) | ~(xmask), "index out of bounds: 0 <= tmp11 < 16")
+'''
+
+
+def test_on_cuda_a_triton_cumsum_that_made_the_index_is_followed_to_the_mask_not_convicted():
+    # On CUDA cumsum is a Triton kernel the printer shows, not an extern op: its output, past the gather's bound,
+    # is a valid count; the mask it counts is the input to change.
+    from aoti_bisect.aoti.wrapper import Launch, WrapperGraph
+    scan, gather = "triton_per_fused_cumsum_0", "triton_poi_fused_add_embedding_1"
+    g = WrapperGraph("w.cpp", [
+        Launch(0, scan, 1, ("arg3_1", "buf0"), ("arg3_1",), ("buf0",), "[cumsum]", ("arg3_1", "buf0", "2L", "24L")),
+        Launch(1, gather, 2, ("arg2_1", "tok_weight", "buf0", "pos_weight", "buf1"),
+               ("arg2_1", "tok_weight", "buf0", "pos_weight"), ("buf1",), "[add, embedding]",
+               ("arg2_1", "tok_weight", "buf0", "pos_weight", "buf1", "384L"))],
+        ["arg2_1", "arg3_1"], ["tok_weight", "pos_weight"], ["buf1"], cuda=True,
+        params={scan: ["in_ptr0", "out_ptr0", "xnumel", "r0_numel"],
+                gather: ["in_ptr0", "in_ptr1", "in_ptr2", "in_ptr3", "out_ptr0", "xnumel"]})
+
+    def int_stats(when, k, arg, lo, hi):
+        return TensorStats(when, k, arg, 48, "torch.int64", (lo + hi) / 2, lo, hi, "[2, 24]", "[24, 1]", "cuda:0")
+
+    mask, tokens = int_stats("input", "", "arg3_1", 1, 1), int_stats("input", "", "arg2_1", 0, 99)
+    views = {scan: KernelView(scan, {"arg3_1": int_stats("before_launch", scan, "arg3_1", 1, 1)},
+                              {"buf0": int_stats("after_launch", scan, "buf0", 1, 24)}),
+             gather: KernelView(gather, {"arg2_1": int_stats("before_launch", gather, "arg2_1", 0, 99),
+                                         "buf0": int_stats("before_launch", gather, "buf0", 1, 24)}, {})}
+    c = walk(g, lambda kernels: (views, {"arg2_1": tokens, "arg3_1": mask}), gather, True,
+             IndexBound("tmp11", "16"), namer=Namer(inputs={"arg2_1": "tokens", "arg3_1": "mask"},
+                                                    placeholders=tuple(g.inputs)),
+             source=lambda k: GATHER_TRITON if k == gather else None)
+    assert (c.kind, c.input_index, c.user_name) == ("model_input", 1, "mask")
+    assert ("the index is computed, not handed in: triton_per_fused_cumsum_0 (cumsum) makes it from model input 1 "
+            "(`mask`, wrapper arg3_1), which holds 1..1 at run time") in render(c.summary)
+
+
+def test_an_ancestor_that_wrote_nan_is_still_followed_past_a_failed_index_check():
+    from aoti_bisect.aoti.wrapper import Launch, WrapperGraph
+    a, b = "triton_poi_fused_div_0", "triton_poi_fused_index_1"
+    g = WrapperGraph("w.cpp", [Launch(0, a, 1, ("arg0_1", "buf0"), ("arg0_1",), ("buf0",), "", ("arg0_1", "buf0")),
+                               Launch(1, b, 2, ("buf0", "buf1"), ("buf0",), ("buf1",), "", ("buf0", "buf1"))],
+                     ["arg0_1"], [], ["buf1"], cuda=True)
+
+    def f(when, k, arg, lo, hi):
+        return TensorStats(when, k, arg, 4, "torch.float32", lo, lo, hi, "[4]", "[1]", "cuda:0")
+
+    views = {a: KernelView(a, {"arg0_1": f("before_launch", a, "arg0_1", 0.0, 1.0)},
+                           {"buf0": f("after_launch", a, "buf0", float("nan"), float("nan"))}),
+             b: KernelView(b, {"buf0": f("before_launch", b, "buf0", float("nan"), float("nan"))}, {})}
+    c = walk(g, lambda kernels: (views, {}), b, True, IndexBound("tmp3", "16"))
+    assert (c.kind, c.kernel) == ("kernel", a)  # the NaN's maker, as before

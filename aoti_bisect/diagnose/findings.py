@@ -74,6 +74,7 @@ class Stage:
     finding: Optional[Fact] = None
     skipped: Optional[str] = None
     tool: Optional[str] = None  # the checker the runs ran under (memcheck), as a command prefix
+    planned: int = 0  # the runs the stage plans at most (progress says `run i/planned`); 0: each batch's own count
 
     @property
     def recompiled(self) -> bool:

@@ -90,9 +90,10 @@ class Ladder:
         """Up to n more runs of a stage already in self.stages; `stop` sees all of the stage's results."""
         env = tuple(sorted(stage.env.items()))
         argv = (*prefix, *self.argv)
-        specs = [RunSpec(argv, stage.name.value, self.counter + i, env, self.opt.timeout * slowdown, stage.hook)
-                 for i in range(n)]
         before = list(stage.results)
+        total = max(stage.planned, len(before) + n)
+        specs = [RunSpec(argv, stage.name.value, self.counter + i, env, self.opt.timeout * slowdown, stage.hook,
+                         place=(len(before) + i + 1, total)) for i in range(n)]
         self.run_batch(specs, stage.results.append, lambda rs: stop(before + rs))
         # Runs are started in index order and every started run lands, so the unused indices are reusable.
         self.counter += len(stage.results) - len(before)
@@ -113,7 +114,7 @@ class Ladder:
         """A later stage reads one failing run, so it stops at the first: later runs would cost, not inform. Its
         runs go in waves of about the runs one failure takes at the best rate seen (one, for a failure that never
         passed): parallel slots beyond that would run what the first failure makes moot."""
-        planned = self.repeat()
+        planned = stage.planned = self.repeat()
         wave = max(1, min(planned, math.ceil(1 / max(self.clues.likely, 1 / planned))))
         self.stages.append(stage)
         while len(stage.results) < planned and not stage.failures:

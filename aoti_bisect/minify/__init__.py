@@ -1,6 +1,6 @@
 """`aoti-bisect minify RUN_DIR`: cut the failing call's exported program down to a small standalone repro.
 
-1. The program and the failing call's inputs: a run's capture/ (the hook's AOTI_BISECT_CAPTURE=1), else one
+1. The program and the failing call's inputs: a run's capture/ (the hook's capture, child/contract.py CAPTURE_ENV), else one
    more hooked run of the repro that captures them into RUN_DIR/minify/runs/capture-000/.
 2. extract_child.py, in its own process, runs the graph eagerly node by node: graph.json + values.pt.
 3. The search (ddmin.py, pure) over candidates (graph.py, pure): first the culprit kernel's nodes and what
@@ -185,6 +185,7 @@ def _capture(run_dir: str, out: str, report: dict, options: MinifyOptions,
              say: Callable[[str], None]) -> tuple[Optional[str], str]:
     """One more hooked run of the repro with capture on, through the harness (the same overlay as the ladder's
     hooked stages); returns (capture folder, None) or (None, why not in one line)."""
+    from ..child.contract import CAPTURE_DIR, CAPTURE_ENV, CAPTURE_RECORD
     from ..run.harness import Harness
     from ..run.types import RunSpec
 
@@ -193,10 +194,10 @@ def _capture(run_dir: str, out: str, report: dict, options: MinifyOptions,
         return None, "report.json holds no command to rerun"
     say("minify: no captured program in the run; running the repro once more to capture it")
     harness = Harness(out, jobs=1, reuse="none", cache_root=os.path.join(out, "cache", "capture"))
-    result = harness.run(RunSpec(argv, "capture", 0, (("AOTI_BISECT_CAPTURE", "1"),), options.timeout_s,
+    result = harness.run(RunSpec(argv, "capture", 0, ((CAPTURE_ENV, "1"),), options.timeout_s,
                                  hook=True))
-    folder = os.path.join(result.run_dir, "capture")
-    manifest = _read_json(os.path.join(folder, "capture.json"))
+    folder = os.path.join(result.run_dir, CAPTURE_DIR)
+    manifest = _read_json(os.path.join(folder, CAPTURE_RECORD))
     missing = [f for f in ("program.pt2", "inputs.pt") if not os.path.isfile(os.path.join(folder, f))]
     if not missing:
         return folder, None

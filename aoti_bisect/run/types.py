@@ -30,6 +30,7 @@ class RunSpec:
     hook: bool = False  # run with the in-process hook (child/hook), which records packages in hook.json
     # Compiles for a later stage and stops at its first package load (Harness.ahead): it stands for no stage.
     compile_only: bool = False
+    place: tuple[int, int] = (0, 0)  # run i of the n its stage plans, for progress lines; (0, 0): not known
 
     @property
     def env_dict(self) -> dict[str, str]:

@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 def run(ladder: "Ladder") -> tuple[Findings, Optional[str]]:
     """The findings the baseline supports, and why the ladder stops here (None: it climbs on)."""
     opt = ladder.opt
-    stage = Stage(StageName.BASELINE, {})
     planned = opt.runs if opt.runs is not None else opt.max_runs
+    stage = Stage(StageName.BASELINE, {}, planned=planned)
     out = Findings(Verdict.REPRODUCED, None, stage.rate, ladder.stages)
     ladder.run_stage(stage, 1)
     if ladder.check_early(stage.results):
