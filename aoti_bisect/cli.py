@@ -108,10 +108,14 @@ _run_dir: Optional[str] = None
 @click.option("--sanitizer", metavar="PATH", help="compute-sanitizer to use (default: PATH, then CUDA_HOME/bin).")
 @click.option("--sanitizer-tools", default="memcheck", show_default=True,
               help="compute-sanitizer tools to run, comma-separated: memcheck, racecheck, initcheck, synccheck.")
+@click.option("--minify", "then_minify", is_flag=True,
+              help="After a reproduced verdict, cut the failing program down to a standalone repro in "
+                   "RUN_DIR/minify/ (as `aoti-bisect minify RUN_DIR` with its defaults); the exit code stays the "
+                   "verdict's.")
 @click.option("-q", "--quiet", count=True, help="Less on stderr.")
 @click.option("-v", "--verbose", count=True, help="More on stderr.")
 def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, cache_dir, as_json, jobs, reuse, ahead,
-            stages, budget, redact_paths, sanitize, sanitizer, sanitizer_tools, quiet, verbose):
+            stages, budget, redact_paths, sanitize, sanitizer, sanitizer_tools, then_minify, quiet, verbose):
     """Rerun a failing repro under the debugging ladder and localise the fault."""
     wanted = tuple(s.strip() for s in stages.split(",") if s.strip())
     unknown = [s for s in wanted if s not in STAGE_NAMES]
@@ -151,9 +155,29 @@ def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, cach
                        budget=budget)
     session = Session(config, Progress(verbose - quiet))
     report = session.execute()
+    if then_minify and report.data.get("verdict") == "reproduced":
+        _minify_after_verdict(run_dir, jobs, quiet, redact_paths)
     if as_json:
         print(json.dumps(report.data, indent=2))
     sys.exit(report.exit_code)
+
+
+def _minify_after_verdict(run_dir: str, jobs: int, quiet: int, redact_paths: bool) -> None:
+    """The --minify stage: its outcome is said on stderr and in report.md, never in the exit code, which answers
+    `git bisect run` about the repro, not about the reducer."""
+    from .files import atomic_write, read_own_text, valid_utf8
+    from .minify import MinifyOptions, markdown_section, minify
+    from .report.redact import Redactor
+
+    try:
+        result = minify(run_dir, MinifyOptions(jobs=jobs), _say(quiet))
+    except Exception as exc:  # a reducer's bug must not cost the verdict already reported
+        report_crash(exc, run_dir)
+        return
+    print(f"aoti-bisect: minify: {result.message}", file=sys.stderr)
+    path = os.path.join(run_dir, "report.md")
+    redact = Redactor.from_env(dict(os.environ), redact_paths)
+    atomic_write(path, read_own_text(path) + valid_utf8(redact(markdown_section(run_dir))))
 
 
 def _check_sanitizer(path: Optional[str]) -> None:

@@ -330,3 +330,30 @@ def test_minify_cuts_index_oob_to_a_few_nodes_that_fail_alone(tmp_path):
     report = subprocess.run([sys.executable, "-m", "aoti_bisect", "report", run_dir], env=env,
                             capture_output=True, text=True)
     assert "## Minified repro" in report.stdout
+
+
+
+def _run_with_minify(tmp_path, body):
+    """`aoti-bisect SCRIPT --minify` on a one-line script: (the finished process, its run directory)."""
+    script, run_dir = tmp_path / "repro.py", tmp_path / "run"
+    script.write_text(body)
+    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", str(script), "--stages", "baseline", "--runs", "1",
+                           "--minify", "--out", str(run_dir)], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": REPO})
+    return proc, run_dir
+
+
+def test_run_with_minify_reduces_after_the_verdict_and_keeps_its_exit_code(tmp_path):
+    # A failure with no compiled program: the --minify stage runs, says why it cannot reduce, and the run still
+    # answers git with the verdict's 1; report.md carries the reducer's answer.
+    proc, run_dir = _run_with_minify(tmp_path, "raise RuntimeError('the output differs from the reference')\n")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "aoti-bisect: minify: " in proc.stderr
+    record = json.load(open(run_dir / "minify" / "minify.json"))
+    assert record["status"] == "no_program"
+    assert "## Minified repro" in (run_dir / "report.md").read_text()
+
+
+def test_run_with_minify_leaves_a_run_that_did_not_reproduce_alone(tmp_path):
+    proc, run_dir = _run_with_minify(tmp_path, "print('ok')\n")
+    assert proc.returncode == 0 and not (run_dir / "minify").exists()

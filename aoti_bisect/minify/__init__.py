@@ -35,7 +35,7 @@ NAN_KINDS = ("nan_inf",)
 EAGER_KINDS = ("python_exception",)
 
 
-class Status(str, enum.Enum):
+class Status(enum.StrEnum):
     VERIFIED = "verified"  # repro.py fails alone, from a copy of its folder, as the run did
     UNVERIFIED = "unverified"  # reduced, but the copy did not fail the same way when run once more
     NOT_REPRODUCED = "not_reproduced"  # no standalone program of the graph fails as the run did (says why)
