@@ -203,8 +203,8 @@ def _capture(run_dir: str, out: str, report: dict, options: MinifyOptions,
         return folder, None
     why = manifest.get("program_problem") or manifest.get("inputs_problem")
     if not manifest or (manifest.get("program") is None and not why):
-        why = ("the repro compiled no program in this process (a prebuilt package carries no exported "
-               "program to cut down)")
+        why = ("the repro compiled no program in this process (it loads a prebuilt package, which carries no "
+               "exported program to cut down, or it compiles nothing with AOTI)")
     return None, f"cannot get the exported program of the failing call: {why} (see {result.log_path})"
 
 
