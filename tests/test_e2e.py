@@ -41,18 +41,19 @@ PLAIN = [s.name for s in CPU if not s.sanitize and s.stage != "memcheck" and s.n
 CHECKED = [s.name for s in CPU if (s.sanitize or s.stage == "memcheck") and s.name != RARE]
 
 
-# Seconds each scenario took in its lane (scenarios-check.json's `seconds`; this 2-core VM, 2026-11-25, a full
-# `.ci/run` with the waiting lane beside two busy ones). A hang costs its timeouts in wall time, not CPU; valgrind
-# costs both.
-COST = {"silent_oob_custom_op": 282, "flaky_custom_op_crash": 222, "index_oob": 131, "load_error": 106,
-        "passing_control": 103, "wrong_value_pass": 88, "prebuilt_package": 79, "fixed_path_cache": 78,
-        "nan_after_matmul": 74, "index_from_cumsum": 51, "bn_negative_running_var_inlined": 47, "input_mismatch": 42,
-        "narrowed_dynamic_dim": 36, "compile_error": 16,
+# Seconds each scenario took in its lane (scenarios-check.json's `seconds`; this 2-core VM, 2026-11-25, the mean of
+# two full `.ci/run`s with the waiting lane beside two busy ones). A hang costs its timeouts in wall time, not CPU;
+# valgrind costs both.
+COST = {"silent_oob_custom_op": 316, "flaky_custom_op_crash": 184, "load_error": 168, "passing_control": 95,
+        "prebuilt_package": 87, "index_oob": 80, "wrong_value_pass": 76, "fixed_path_cache": 65,
+        "nan_after_matmul": 58, "bn_negative_running_var_inlined": 50, "index_from_cumsum": 43, "input_mismatch": 41,
+        "narrowed_dynamic_dim": 42, "compile_error": 25,
         # heavy ones, measured 2026-11-25 in lanes of two at a load of about 1
         "rare_oob_custom_op": 355, "prebuilt_nan_constant": 58, "wrong_fake_custom_op": 57,
         "symbolic_index_bound": 45, "empty_batch": 38, "bn_negative_running_var": 42, "prebuilt_named_inputs": 42,
         "stale_buffer": 38}
-# Wall time spent waiting, not computing: hang_custom_op's three runs each sit out the manifest's timeout.
+# Wall time spent waiting, not computing: hang_custom_op's three runs each sit out the manifest's timeout (the
+# cold first run reached the op after 75 s beside the two busy lanes, 2026-11-25).
 WAITING = {"hang_custom_op"}
 
 
