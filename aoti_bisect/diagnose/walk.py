@@ -94,16 +94,10 @@ class _Walk:
         return [s for v, s in self._arg_stats(launch, launch.reads, "before")
                 if not is_bad(s, self.bound_for(launch, v))]
 
-    def bad_outputs(self, launch: Launch) -> list[tuple[str, TensorStats]]:
-        return [(v, s) for v, s in self._arg_stats(launch, launch.writes, "after") if is_bad(s, self.bound)]
-
-    def made_bad(self, launch: Launch, faulted_on_index: bool) -> list[tuple[str, TensorStats]]:
-        """An ancestor's bad outputs. Past a failed index check, a finite integer tensor beyond its bound is bad only
-        where it indexes: the launch that made it (a Triton `cumsum`) made a valid tensor, and computed_indices
-        follows it to its origin instead of convicting the maker."""
-        if not faulted_on_index:
-            return self.bad_outputs(launch)
-        return [(v, s) for v, s in self._arg_stats(launch, launch.writes, "after") if is_bad(s, None)]
+    def bad_outputs(self, launch: Launch, by_bound: bool = True) -> list[tuple[str, TensorStats]]:
+        """by_bound=False: non-finite values only, not integers past the bound."""
+        bound = self.bound if by_bound else None
+        return [(v, s) for v, s in self._arg_stats(launch, launch.writes, "after") if is_bad(s, bound)]
 
     def suspicious_indices(self, launch: Launch, inputs: list[TensorStats]) -> None:
         """Integer inputs holding values past every dimension the kernel touches: likely wild indices.
@@ -197,7 +191,9 @@ def walk(graph: WrapperGraph, observe: Observe, start: Optional[str], crashed: b
             return w.culprit
         current = hits[0]
     visited: set[int] = set()
-    faulted_on_index = crashed and start is not None and w.check is not None
+    # Past a failed index check, a finite integer tensor beyond its bound is bad only where it indexes: the ancestor
+    # that made it (a Triton `cumsum`) made a valid tensor, and computed_indices follows it to its origin instead.
+    ancestors_by_bound = not (crashed and start is not None and w.check is not None)
     while True:
         visited.add(current.index)
         w.ensure([current])
@@ -206,10 +202,10 @@ def walk(graph: WrapperGraph, observe: Observe, start: Optional[str], crashed: b
                         "compiles, or the failure did not reproduce under the printer", kernel=kernel(current.name)))
             return w.culprit
         earlier_bad = [a for a in graph.ancestors(current) if a.name in w.views
-                       and w.made_bad(a, faulted_on_index) and a.index not in visited]
+                       and w.bad_outputs(a, ancestors_by_bound) and a.index not in visited]
         if earlier_bad:
             first = earlier_bad[0]
-            var, s = w.made_bad(first, faulted_on_index)[0]
+            var, s = w.bad_outputs(first, ancestors_by_bound)[0]
             w.note(fact(FactKind.BAD_VALUE, "{first} (an ancestor of {current}) already writes bad {var}: {tensor}",
                         first=kernel(first.name), current=kernel(current.name), var=namer.var(var),
                         tensor=w.tensor(s)))

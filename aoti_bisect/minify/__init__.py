@@ -1,7 +1,7 @@
 """`aoti-bisect minify RUN_DIR`: cut the failing call's exported program down to a small standalone repro.
 
-1. The program and the failing call's inputs: a run's capture/ (the hook's capture, child/contract.py CAPTURE_ENV), else one
-   more hooked run of the repro that captures them into RUN_DIR/minify/runs/capture-000/.
+1. The program and the failing call's inputs: a run's capture/ (the hook's, child/contract.py CAPTURE_ENV), else
+   one more hooked run of the repro that captures them into RUN_DIR/minify/runs/capture-000/.
 2. extract_child.py, in its own process, runs the graph eagerly node by node: graph.json + values.pt.
 3. The search (ddmin.py, pure) over candidates (graph.py, pure): first the culprit kernel's nodes and what
    feeds them, then ddmin over those nodes, then inputs replaced by zeros one at a time, then each input's
@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from ..child.contract import CAPTURE_DIR, CAPTURE_ENV, CAPTURE_RECORD
 from ..files import read_log, write_file
 from .ddmin import ddmin, shrink_sizes, simplify_each
 from .graph import Candidate, Check, Graph
@@ -173,10 +174,15 @@ def _python(report: dict) -> str:
     return sys.executable
 
 
+def _missing(capture: str) -> list[str]:
+    """The files of a capture folder that minify needs and the hook did not write."""
+    return [f for f in ("program.pt2", "inputs.pt") if not os.path.isfile(os.path.join(capture, f))]
+
+
 def _find_capture(run_dir: str) -> Optional[tuple[str, None]]:
-    for folder in sorted(glob.glob(os.path.join(run_dir, "runs", "*", "capture"))
-                         + glob.glob(os.path.join(run_dir, "minify", "runs", "*", "capture"))):
-        if all(os.path.isfile(os.path.join(folder, f)) for f in ("program.pt2", "inputs.pt")):
+    for folder in sorted(glob.glob(os.path.join(run_dir, "runs", "*", CAPTURE_DIR))
+                         + glob.glob(os.path.join(run_dir, "minify", "runs", "*", CAPTURE_DIR))):
+        if not _missing(folder):
             return folder, None
     return None
 
@@ -185,7 +191,6 @@ def _capture(run_dir: str, out: str, report: dict, options: MinifyOptions,
              say: Callable[[str], None]) -> tuple[Optional[str], str]:
     """One more hooked run of the repro with capture on, through the harness (the same overlay as the ladder's
     hooked stages); returns (capture folder, None) or (None, why not in one line)."""
-    from ..child.contract import CAPTURE_DIR, CAPTURE_ENV, CAPTURE_RECORD
     from ..run.harness import Harness
     from ..run.types import RunSpec
 
@@ -198,8 +203,7 @@ def _capture(run_dir: str, out: str, report: dict, options: MinifyOptions,
                                  hook=True))
     folder = os.path.join(result.run_dir, CAPTURE_DIR)
     manifest = _read_json(os.path.join(folder, CAPTURE_RECORD))
-    missing = [f for f in ("program.pt2", "inputs.pt") if not os.path.isfile(os.path.join(folder, f))]
-    if not missing:
+    if not _missing(folder):
         return folder, None
     why = manifest.get("program_problem") or manifest.get("inputs_problem")
     if not manifest or (manifest.get("program") is None and not why):
