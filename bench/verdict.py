@@ -14,6 +14,8 @@ cold cache. Printed per scenario, as each one ends:
 bound of what it takes alone. --cap S kills a bisection after S seconds and says so (a `before` run of a
 version that may take far longer). The machine line names the machine, the date, the load and torch.
 
+--scenarios a,b picks scenarios and their order.
+
 Usage: python bench/verdict.py [--jobs 4] [--parallel 1] [--scenarios a,b] [--device cuda|cpu] [--cap 1800]
        [--budget 300] [--keep DIR]
 """
@@ -27,13 +29,18 @@ from concurrent.futures import ThreadPoolExecutor
 
 from _common import clean_env, machine, table, timed, tool_argv
 
-from aoti_bisect.scenarios import Scenario, compare, load_manifest
+from aoti_bisect.scenarios import Scenario, compare, load_manifest, run_setup
 
 
 def bisect(s: Scenario, folder: str, jobs: int, cap: float, budget: float) -> list[str]:
     out = os.path.join(folder, s.name)
-    t = timed(tool_argv(s.path, *s.args, "--max-runs", str(max(s.runs, 10)), "--timeout", str(s.timeout),
-                        "--jobs", str(jobs), "--budget", str(budget), "-q", "--out", out), clean_env(), folder,
+    setup = os.path.join(folder, "setup", s.name)
+    problem = run_setup(s, setup)  # a package built before the bisection: not part of its time
+    if problem:
+        return [s.name, "-", "-", "-", "-", problem]
+    args = [a.replace("{setup}", setup) for a in s.args]
+    t = timed(tool_argv(s.path, "--max-runs", str(max(s.runs, 10)), "--timeout", str(s.timeout), "--jobs", str(jobs),
+                        "--budget", str(budget), "-q", "--out", out, "--", *args), clean_env(), folder,
               os.path.join(folder, f"{s.name}.log"), timeout=cap)
     try:
         with open(os.path.join(out, "report.json")) as f:
@@ -61,7 +68,11 @@ def main() -> None:
     p.add_argument("--keep", help="Keep the run directories here.")
     a = p.parse_args()
     wanted = [n for n in a.scenarios.split(",") if n]
-    chosen = [s for s in load_manifest() if s.device == a.device and (not wanted or s.name in wanted)]
+    mine = {s.name: s for s in load_manifest() if s.device == a.device}
+    unknown = [n for n in wanted if n not in mine]
+    if unknown:
+        p.error(f"no {a.device} scenario named {', '.join(unknown)}")
+    chosen = [mine[n] for n in wanted] if wanted else list(mine.values())  # in the order asked: first come first
     print(machine(), f"| --jobs {a.jobs}, {a.parallel} bisection(s) at once", flush=True)
     folder = a.keep or tempfile.mkdtemp(prefix="verdict-")
     os.makedirs(folder, exist_ok=True)

@@ -152,9 +152,17 @@ def test_parallel_runs_kill_only_their_own_orphans(tmp_path, pidfile):
     assert [r.outcome for r in results] == [Outcome.TIMEOUT, Outcome.PASSED], read_log(results[1].log_path)
 
 
+def _from_a_shell():
+    # A test suite started in the background (`cmd &` in a script, nohup) hands its children SIGINT and SIGHUP
+    # ignored, and aoti-bisect rightly keeps ignoring them: these tests stand for a user at a terminal.
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def _start_cli(tmp_path, child):
     return subprocess.Popen([sys.executable, "-m", "aoti_bisect", child, "--runs", "1", "--out",
-                             str(tmp_path / "out")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             str(tmp_path / "out")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_from_a_shell)
 
 
 STUBBORN_TREE = f"""

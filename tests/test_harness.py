@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import spec
 
 from aoti_bisect.files import read_log
@@ -34,9 +36,12 @@ def test_flag_sets_get_separate_caches_and_rerun_script(tmp_path, write_script):
     assert out.stdout.split()[0] == cache_c
 
 
-def test_parallel_runs_compile_once_and_never_share_a_writable_cache(tmp_path, write_script):
+@pytest.mark.parametrize("reuse, compiles", [("all", 1), ("hooked", 3)])
+def test_parallel_runs_compile_once_and_never_share_a_writable_cache(tmp_path, write_script, reuse, compiles):
     # Stands in for AOTI: a cold cache "compiles" (slowly); every run then rewrites a file in the cache
-    # non-atomically and reads it back, as aoti_compile_and_package does with extern_kernel_nodes.json.
+    # non-atomically and reads it back, as aoti_compile_and_package does with extern_kernel_nodes.json. Runs that
+    # take the flag set's package wait for its first run; runs that compile the user's way anyway (the baseline's
+    # under --reuse hooked) fill the slots beside it, each in its own slot's cache, and later ones take the snapshot.
     child = write_script("compile.py", """
         import os, time
         cache = os.environ["TORCHINDUCTOR_CACHE_DIR"]
@@ -51,10 +56,10 @@ def test_parallel_runs_compile_once_and_never_share_a_writable_cache(tmp_path, w
         time.sleep(0.3)
         print(cache, start, time.time(), open(os.path.join(cache, "nodes.json")).read() or "EMPTY")
     """)
-    h = Harness(str(tmp_path / "run"), jobs=3)
+    h = Harness(str(tmp_path / "run"), jobs=3, reuse=reuse)
     results = h.run_many([spec(child, i) for i in range(9)])
     logs = [read_log(r.log_path) for r in results]
-    assert sum("compiled" in log for log in logs) == 1
+    assert sum("compiled" in log for log in logs) == compiles
     runs = [log.split()[-4:] for log in logs]
     assert all(body == "{}" for *_, body in runs)
     assert len({cache for cache, *_ in runs}) == 3

@@ -36,8 +36,10 @@ class World:
     def __init__(self, behave: Callable[[RunSpec], Optional[Signature]]) -> None:
         self.behave = behave
         self.specs: list[RunSpec] = []
+        self.asked: list[list[str]] = []  # the names of each batch's specs, as the ladder handed them over
 
     def run_batch(self, specs, on_result, stop) -> None:
+        self.asked.append([spec.name for spec in specs])
         done: list[RunResult] = []
         for spec in specs:
             if stop(done):
@@ -195,6 +197,30 @@ def test_determinism_is_skipped_on_cpu_and_compared_on_cuda():
     assert det.env == flags.DETERMINISM and not det.recompiled
     assert det.rate.failures == det.rate.runs >= 9 and "becomes deterministic" in render(det.finding)
     assert stage(cuda, "trace").env == {**flags.DETERMINISM, **flags.TRACE}  # what made it reproduce stays on
+
+
+def test_a_cuda_failure_seen_every_run_takes_one_baseline_wave_and_a_determinism_run_that_compiles_nothing():
+    assert_fail = sig("device_assert", "run", "index out of bounds: 0 <= tmp8 < 100")
+    world = always(assert_fail)
+    _, out = climb(world, Seen("cuda/wrapper_ima_user_triton.cpp"))
+    assert world.asked[0] == ["baseline-000", "baseline-001"]  # one wave, as wide as the adaptive rule stops at
+    assert stage(out, "baseline").rate.runs == 2
+    # No rate to compare: its one run carries the trace's compile-time flags and the hook, so it takes the
+    # package compiled ahead for the trace instead of compiling the user's way.
+    det = stage(out, "determinism")
+    assert det.env == {**flags.DETERMINISM, **flags.TRACE} and det.hook and det.rate.runs == 1
+    assert compile_key(det.env) == compile_key(stage(out, "trace").env)
+    assert stage(out, "trace").env == {**flags.DETERMINISM, **flags.TRACE}
+
+
+def test_a_cuda_trace_without_the_determinism_stage_still_launches_blocking():
+    # --stages without determinism: with asynchronous launches the last unfinished launch can be a later kernel
+    # (seen on an H100: device_assert_oob's trace then ended at the reduction after the faulting gather).
+    world = always(sig("device_assert", "run", "index out of bounds: 0 <= tmp8 < 100"))
+    _, out = climb(world, Seen("cuda/wrapper_ima_user_triton.cpp"), stages=("baseline", "trace", "inspect"))
+    assert stage(out, "trace").env == {**flags.DETERMINISM, **flags.TRACE}
+    _, cpu = climb(always(sig("segfault")), Seen("cpu/wrapper_index_oob_level3.cpp"), stages=("baseline", "trace"))
+    assert stage(cpu, "trace").env == flags.TRACE
 
 
 def test_the_unfinished_launch_is_the_suspect_and_good_inputs_convict_it():
@@ -442,6 +468,8 @@ def test_a_rare_memory_fault_is_convicted_by_the_checker_from_a_run_that_did_not
     out = ladder.run()
     # The first run passed, the checker went next, and its run passed too: it convicts without a crash.
     assert [s.stage for s in world.specs][:2] == ["baseline", "memcheck"]
+    assert world.asked[0] == ["baseline-000", "baseline-001"]  # the passing first run ended its wave
+    assert out.verdict_runs == 2  # one plain run, one checked: the rate's runs came after the verdict
     assert not any(r.failed for r in stage(out, "memcheck").results)
     assert out.verdict is Verdict.REPRODUCED and out.culprit.kind == "kernel" and out.culprit.kernel == "gather_rows_0"
     assert {s.name for s in out.stages if s.skipped == "culprit already pinned"} >= {"sanity", "trace", "inspect"}

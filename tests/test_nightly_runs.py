@@ -108,7 +108,8 @@ def test_ctrl_c_keeps_the_runs_that_finished(tmp_path):
     slow.write_text("import time\ntime.sleep(0.5)\nraise SystemExit(1)\n")
     set_path = manifest(tmp_path / "set.toml", {"slow": (str(slow), [])})
     job = subprocess.Popen([sys.executable, "-m", "aoti_bisect", "nightly", set_path, "--runs", "200", "--jobs", "1",
-                            "--out", "night", "--db", "h.sqlite3"], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+                            "--out", "night", "--db", "h.sqlite3"], cwd=tmp_path, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a shell
     records = tmp_path / "night" / "records" / "shard-0-of-1.jsonl"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (records.exists() and records.read_text().count('"type": "run"') >= 3):

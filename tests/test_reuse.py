@@ -383,6 +383,30 @@ def test_the_slot_a_cold_first_run_leaves_idle_compiles_a_later_stages_flag_set_
         assert "COMPILING" not in _log(r) and event.reuse == "reused"
 
 
+@pytest.mark.parametrize("jobs, twins", [(4, True), (2, False)])
+def test_runs_that_compile_anyway_start_beside_their_keys_first_run_in_slots_the_ahead_runs_leave(tmp_path, repro,
+                                                                                                 jobs, twins):
+    # The baseline's runs take no package under --reuse hooked: a twin started after the first run would compile
+    # the same thing, only later. With 4 slots and one compile-only run queued, two slots are left for twins.
+    h = harness(tmp_path, reuse="hooked", jobs=jobs, COMPILE_S="3", LOAD="1")
+    argv = (sys.executable, repro)
+    h.ahead([RunSpec(argv, "ahead-trace", 0, NAN, 300.0, True)])
+    base = h.run_many([RunSpec(argv, "baseline", i, (), 300.0, False) for i in range(3)])
+    h.finish_ahead()
+    (ahead,) = h.ahead_results
+    assert _stamp(ahead, "START") < _stamp(base[0], "END")  # the queued compile-only run keeps its slot
+    beside = [_stamp(r, "START") < _stamp(base[0], "END") for r in base[1:]]
+    assert beside == ([True, True] if twins else [False, False])
+    assert os.path.isdir(tmp_path / "run" / "cache" / "default.warm")
+
+
+def test_hooked_runs_of_a_cold_key_still_wait_for_its_first_run(tmp_path, repro):
+    h = harness(tmp_path, reuse="hooked", jobs=4, COMPILE_S="2", LOAD="1")
+    runs = h.run_many([RunSpec((sys.executable, repro), "trace", i, NAN, 300.0, True) for i in range(3)])
+    assert all(_stamp(r, "START") > _stamp(runs[0], "END") for r in runs[1:])
+    assert ["COMPILING" in _log(r) for r in runs] == [True, False, False]
+
+
 @pytest.mark.parametrize("jobs, reuse", [(1, "hooked"), (2, "none")])
 def test_nothing_compiles_ahead_without_a_spare_slot_or_without_reuse(tmp_path, repro, jobs, reuse):
     h = harness(tmp_path, reuse=reuse, jobs=jobs)

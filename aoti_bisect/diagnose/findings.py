@@ -75,6 +75,7 @@ class Stage:
     skipped: Optional[str] = None
     tool: Optional[str] = None  # the checker the runs ran under (memcheck), as a command prefix
     planned: int = 0  # the runs the stage plans at most (progress says `run i/planned`); 0: each batch's own count
+    hooked: Optional[bool] = None  # whether its runs carry the hook; None: by its name (UNHOOKED run the user's way)
 
     @property
     def recompiled(self) -> bool:
@@ -82,7 +83,7 @@ class Stage:
 
     @property
     def hook(self) -> bool:
-        return self.name not in UNHOOKED
+        return self.name not in UNHOOKED if self.hooked is None else self.hooked
 
     @property
     def rate(self) -> Rate:
@@ -108,6 +109,7 @@ class Findings:
     masked: Optional[Fact] = None  # how a fault that passes at baseline was shown anyway
     constants: dict = field(default_factory=dict)  # report.json's `constants` (diagnose/constants.py)
     verdict_s: Optional[float] = None  # seconds from the first run to the culprit; the rate may run on after it
+    verdict_runs: Optional[int] = None  # runs of every stage up to the verdict (compile-only runs not counted)
 
 
 def dominant(results: list[RunResult]) -> Optional[Signature]:

@@ -241,7 +241,8 @@ class Ladder:
         return Findings(verdict, sig, base, self.stages, summary=summary, interrupted=True)
 
     def _skip_rest(self, out: Findings, why: str) -> Findings:
-        out.verdict_s = out.verdict_s if out.verdict_s is not None else round(self.clock() - self.started, 1)
+        if out.verdict_s is None:
+            self._verdict_now(out)
         for name in REQUESTABLE[1:]:
             if not self.ran(StageName(name)):
                 self.skip(StageName(name), why)
@@ -303,12 +304,20 @@ class Ladder:
         return got.env, problems + got.problems
 
     def gpu_env(self) -> dict[str, str]:
-        """The determinism flags, where they made the failure show: later stages keep what reproduces it."""
+        """The determinism flags, where they made the failure show: later stages keep what reproduces it. A CUDA
+        repro whose determinism stage did not run (--stages) gets them too: with asynchronous launches, the
+        trace's last launch without its after_launch need not be the one that faulted."""
         det = next((s for s in self.stages if s.name == StageName.DETERMINISM and not s.skipped), None)
-        return dict(flags.DETERMINISM) if det and det.rate.failures else {}
+        if det is None:
+            return dict(flags.DETERMINISM) if self.is_cuda(default=False) else {}
+        return dict(flags.DETERMINISM) if det.rate.failures else {}
+
+    def _verdict_now(self, out: Findings) -> None:
+        out.verdict_s = round(self.clock() - self.started, 1)
+        out.verdict_runs = sum(len(s.results) for s in self.stages)
 
     def finish(self, out: Findings) -> None:
-        out.verdict_s = round(self.clock() - self.started, 1)
+        self._verdict_now(out)
         c = out.culprit
         early = out.signature is not None and out.signature.phase in ("export", "compile", "load")
         if c is None:

@@ -135,7 +135,8 @@ def render_markdown(d: dict) -> str:
             summary.append(("Convicted by", c["summary"]))
     summary.append(("Rates", _rates(d)))
     if d.get("verdict_s") is not None:
-        summary.append(("Time to verdict", f"{d['verdict_s']:g} s from the first run"))
+        runs = f", {d['verdict_runs']} run(s)" if d.get("verdict_runs") is not None else ""
+        summary.append(("Time to verdict", f"{d['verdict_s']:g} s from the first run{runs}"))
     if d.get("masked"):
         summary.append(("Masked", d["masked"]))
     for key, value in summary:

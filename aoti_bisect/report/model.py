@@ -94,6 +94,7 @@ class Report:
             "culprit": c_json or {"kind": None, "kernel": None, "evidence": []},
             "masked": render(outcome.masked) or None,
             "verdict_s": outcome.verdict_s,
+            "verdict_runs": outcome.verdict_runs,
             "packages": list(packages),
             "constants": _constants(outcome.constants),
             "reuse": reuse,

@@ -6,8 +6,8 @@ Parallel runs never share a writable compile cache: AOTI rewrites files in it on
 (`extern_kernel_nodes.json` is truncated, then written), so a run packaging its model beside another one's
 compile can read a half-written file (seen: 2 of 40 runs of flaky_custom_op_crash at --jobs 2 failed to load
 their package with "attempting to parse an empty input"). Each slot s > 0 runs in cache/<key>.slot<s>, a copy of
-the snapshot (cache/<key>.warm) taken when the key's first run, which runs alone (run/scheduler.py), finished:
-one compile per key still serves every slot.
+the snapshot (cache/<key>.warm) taken when the key's first run, which runs alone unless its runs compile anyway
+(run/scheduler.py), finished: one compile per key still serves every slot.
 """
 from __future__ import annotations
 
@@ -45,6 +45,7 @@ class Layout:
         self.cache_root = os.path.realpath(cache_root or os.path.join(self.run_dir, "cache"))
         self._warm: set[tuple] = set()
         self._synced: set[tuple] = set()
+        self._snapshots: dict[tuple, threading.Event] = {}  # set once the key's snapshot is whole
         self._lock = threading.Lock()
 
     def run_path(self, spec: RunSpec) -> str:
@@ -111,8 +112,21 @@ class Layout:
             shutil.copytree(snapshot, cache, symlinks=True, dirs_exist_ok=True)
 
     def snapshot_if_first(self, spec: RunSpec, slot: int) -> None:
-        # The first run of a key runs alone (run/scheduler.py), so nothing writes its cache while it is copied.
-        if self.is_warm(spec):
+        """The first run of a cold key to end leaves its slot's cache as the key's snapshot. Runs beside it (the
+        scheduler's twins) write only their own slots' caches, and wait here until the snapshot is whole: a slot
+        synced from a half-copied snapshot would hold half-written files."""
+        key = warm_key(spec)
+        with self._lock:
+            copying = self._snapshots.get(key)
+            first = copying is None and key not in self._warm
+            if first:
+                copying = self._snapshots[key] = threading.Event()
+        if not first:
+            if copying is not None:
+                copying.wait()
             return
-        shutil.copytree(self.cache_dir(spec.env_dict, slot), self.cache_dir(spec.env_dict) + ".warm",
-                        symlinks=True, dirs_exist_ok=True)
+        try:
+            shutil.copytree(self.cache_dir(spec.env_dict, slot), self.cache_dir(spec.env_dict) + ".warm",
+                            symlinks=True, dirs_exist_ok=True)
+        finally:
+            copying.set()

@@ -1,5 +1,6 @@
-"""Which run goes when: up to `jobs` at a time, each holding a slot; the first run of a cold compile key alone;
-compile-only runs of later stages' flag sets in the slots that first run leaves idle."""
+"""Which run goes when: up to `jobs` at a time, each holding a slot; the first run of a cold compile key alone
+(or beside runs of its key that compile anyway); compile-only runs of later stages' flag sets in the slots that
+first run leaves idle."""
 from __future__ import annotations
 
 import contextlib
@@ -49,7 +50,9 @@ class Scheduler:
         """Runs specs, up to `jobs` at a time, until all ran or `stop(results so far)` says enough.
 
         The first run of a cold compile key runs alone: parallel runs would all compile the same thing. The
-        slots it leaves idle run the queued compile-only runs (`ahead`).
+        slots it leaves idle run the queued compile-only runs (`ahead`). Runs that take no package (the baseline's,
+        compiling the user's way) compile the same thing whenever they go, so those beside a cold first run use
+        the slots left over after the queued compile-only runs.
         """
         pending = list(specs)
         results: list[RunResult] = []
@@ -66,19 +69,22 @@ class Scheduler:
         return results
 
     def _drive(self, pool, pending, running, results, on_result, stop, on_start) -> None:
-        alone = None  # a cold key's first run
+        alone, first = None, None  # a cold key's first run, and its spec
         while (pending or running) and not self.cancel.is_set():
             while pending and len(running) + len(self._ahead_running) < self.jobs and not stop(results):
-                cold = not self._layout.is_warm(pending[0])
-                if cold and running:
+                spec = pending[0]
+                cold = not self._layout.is_warm(spec)
+                twin = alone in running and self._twin(spec, first, len(running))
+                if cold and running and not twin:
                     break
-                self._drop_ahead(pending[0])
-                on_start(pending[0])
+                self._drop_ahead(spec)
+                on_start(spec)
                 future = pool.submit(self._run, pending.pop(0), None)
                 running.add(future)
-                if cold:
-                    alone = future
-                    break
+                if cold and not twin:
+                    alone, first = future, spec
+                    if self._reuse_dir(spec) is not None:
+                        break
             if alone in running:
                 self._start_ahead(len(running))
             if not running:
@@ -91,6 +97,12 @@ class Scheduler:
                     continue
                 results.append(result)
                 on_result(result)
+
+    def _twin(self, spec: RunSpec, first: Optional[RunSpec], busy: int) -> bool:
+        """Whether a run may start beside its cold key's first run: it takes no package, and a slot is left once
+        the queued compile-only runs have theirs."""
+        return (first is not None and warm_key(spec) == warm_key(first) and self._reuse_dir(spec) is None
+                and busy + len(self._ahead_running) + len(self._ahead_queue) < self.jobs)
 
     # -- compile-only runs for later stages ------------------------------------------------------------
     def ahead(self, specs: Iterable[RunSpec]) -> None:

@@ -20,7 +20,10 @@ def run(ladder: "Ladder") -> tuple[Findings, Optional[str]]:
     planned = opt.runs if opt.runs is not None else opt.max_runs
     stage = Stage(StageName.BASELINE, {}, planned=planned)
     out = Findings(Verdict.REPRODUCED, None, stage.rate, ladder.stages)
-    ladder.run_stage(stage, 1)
+    # The first wave is as wide as the rule below ever stops at: a failure seen every time is then known after
+    # one run's time where slots allow (the scheduler starts twins of a run that compiles anyway beside it). A
+    # run that passes ends the wave: a CUDA repro's checker goes right after it (check_early).
+    ladder.run_stage(stage, min(opt.min_runs, planned), stop=lambda rs: any(not r.failed for r in rs))
     if ladder.check_early(stage.results):
         memcheck.run(ladder, out, unmasking=True)  # no failure yet: as when un-masking, any error convicts
     # The verdict does not wait for the rate when a checker convicted, or when a flaky memory fault's checker is

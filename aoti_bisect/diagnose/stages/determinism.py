@@ -21,11 +21,16 @@ def run(ladder: "Ladder", out: Findings) -> None:
             "PYTORCH_NO_CUDA_MEMORY_CACHING and CUDA_LAUNCH_BLOCKING cannot change anything")))
         return
     base = ladder.stages[0].rate
-    # It measures a rate to compare with the baseline's: as many runs, planned from the point estimate. A baseline
-    # that failed every run leaves no rate to raise: one run says whether the flags keep the failure (the trace
-    # then carries them, so its last launch is the faulting one).
-    n = 1 if base.failures == base.runs else max(base.runs, ladder.repeat(base.value))
-    stage = ladder.run_stage(Stage(StageName.DETERMINISM, dict(flags.DETERMINISM)), n)
+    # It measures a rate to compare with the baseline's: as many runs, planned from the point estimate, the user's
+    # way. A baseline that failed every run leaves no rate to raise: one run says whether the flags keep the failure
+    # (the trace then carries them, so its last launch is the faulting one). That run carries the trace's flags
+    # and the hook: it takes the package compiled ahead for the trace (these flags are read at run time) instead
+    # of compiling the user's way, which would cost a whole compile on the way to the verdict.
+    if base.failures == base.runs:
+        stage = ladder.run_stage(Stage(StageName.DETERMINISM, {**flags.DETERMINISM, **flags.TRACE}, hooked=True), 1)
+    else:
+        n = max(base.runs, ladder.repeat(base.value))
+        stage = ladder.run_stage(Stage(StageName.DETERMINISM, dict(flags.DETERMINISM)), n)
     now = stage.rate
     p = fisher_exact(base.failures, base.runs, now.failures, now.runs)
     sig = dominant(stage.results)

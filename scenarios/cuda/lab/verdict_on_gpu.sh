@@ -2,7 +2,8 @@
 # Issue #28 on the lent GPU: `start` runs bench/verdict.py over the CUDA scenarios (--jobs 4, PARALLEL bisections
 # at once) and RATE_RUNS baseline runs of rare_ima_user_triton (its crash rate, with its 95% interval), each in its own session so that the
 # work outlives one device call; `wait` waits for them. Both copy what exists to $OUT: verdict.txt, rate.txt and
-# the reports (report.json/md of each bisection). CXX=g++: the image's default compiler makes every AOTI package
+# the reports (report.json/md of each bisection). MINIFY=NAME also bisects that CUDA scenario with `--minify` (issue
+# #31) beside them and keeps its minify/ folder (minify.txt, minify.tar.gz). BUDGET: verdict.py's --budget. CXX=g++: the image's default compiler makes every AOTI package
 # segfault on load (docs/gpu.md).
 set -u
 export CXX=g++ CUDA_HOME=/usr/local/cuda PYTHONPATH=$PWD PYTHONUNBUFFERED=1
@@ -10,6 +11,10 @@ w=/tmp/verdict
 collect() {
   cp $w/verdict.txt $w/rate.txt $w/device.txt $OUT/ 2>/dev/null
   cp $w/rate/report.json $OUT/rate-report.json 2>/dev/null
+  cp $w/minify.txt $OUT/ 2>/dev/null
+  [ -d $w/min ] && tar czf $OUT/minify.tar.gz -C $w/min --exclude=cache --exclude=cwd --exclude=tmp \
+     --exclude='*.so' --exclude='*.o' --exclude='*.bin' --exclude='*.pt2' --exclude='*.cubin' report.json report.md \
+     minify 2>/dev/null
   (cd $w/keep 2>/dev/null && find . -maxdepth 2 \( -name 'report.json' -o -name 'report.md' \) -print |
      tar czf $OUT/reports.tar.gz -T -) 2>/dev/null
   cat $w/device.txt $w/rate.txt $w/verdict.txt 2>/dev/null
@@ -18,8 +23,12 @@ if [ "${1:-wait}" = start ]; then
   rm -rf $w; mkdir -p $w/keep $w/rate
   { python3 -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0))";
     $CUDA_HOME/bin/compute-sanitizer --version | tail -n 1; nproc; } > $w/device.txt 2>&1
-  setsid nohup python3 bench/verdict.py --jobs 4 --parallel "${PARALLEL:-3}" --keep $w/keep \
+  setsid nohup python3 bench/verdict.py --jobs 4 --parallel "${PARALLEL:-3}" --keep $w/keep --budget "${BUDGET:-300}" \
     ${SCENARIOS:+--scenarios $SCENARIOS} > $w/verdict.txt 2>&1 < /dev/null &
+  if [ -n "${MINIFY:-}" ]; then
+    setsid nohup python3 -m aoti_bisect scenarios/cuda/$MINIFY.py --stages baseline,trace,inspect --runs 1 --jobs 4 \
+      --minify --out $w/min > $w/minify.txt 2>&1 < /dev/null &
+  fi
   if [ "${RATE_RUNS:-0}" -gt 0 ]; then
     setsid nohup python3 -m aoti_bisect scenarios/cuda/rare_ima_user_triton.py --runs "$RATE_RUNS" \
       --max-runs "$RATE_RUNS" --stages baseline --jobs "${RATE_JOBS:-4}" --timeout 400 --out $w/rate \
@@ -27,5 +36,5 @@ if [ "${1:-wait}" = start ]; then
   fi
 fi
 end=$((SECONDS + ${WAIT:-560}))
-while pgrep -f "bench/verdict.py|aoti_bisect scenarios/cuda/rare_ima" >/dev/null && [ $SECONDS -lt $end ]; do sleep 5; done
+while pgrep -f "bench/verdict.py|aoti_bisect scenarios/cuda/" >/dev/null && [ $SECONDS -lt $end ]; do sleep 5; done
 collect
