@@ -146,13 +146,18 @@ def cuda_visible(run_dir: str) -> bool:
     return exit.returncode == 0 and "Error" not in read_log(log)
 
 
+def in_setup(args: tuple[str, ...], folder: str) -> list[str]:
+    """A scenario's setup or args with `{setup}` naming its setup folder."""
+    return [a.replace("{setup}", folder) for a in args]
+
+
 def run_setup(s: Scenario, folder: str) -> Optional[str]:
     """Runs the scenario's setup step in `folder` (its compile cache and temporary files stay there); None when
     it succeeded or there is none, else why it failed, in one line."""
     if not s.setup:
         return None
     os.makedirs(os.path.join(folder, "tmp"), exist_ok=True)
-    argv = [sys.executable, os.path.join(SCENARIO_DIR, s.setup[0]), *(a.replace("{setup}", folder) for a in s.setup[1:])]
+    argv = [sys.executable, os.path.join(SCENARIO_DIR, s.setup[0]), *in_setup(s.setup[1:], folder)]
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(folder, "inductor"), "TMPDIR": os.path.join(folder, "tmp")}
     log = os.path.join(folder, "setup.log")
     exit = process.execute(argv, env, folder, log, s.timeout)
@@ -186,7 +191,7 @@ def check(scenarios: list[Scenario], run_dir: str, jobs: int = 1, stages: tuple[
             results.append({"name": s.name, "status": "mismatch", "problems": [problem]})
             print(f"scenario {s.name}: MISMATCH: {problem}", file=sys.stderr, flush=True)
             continue
-        args = [a.replace("{setup}", setup_dir) for a in s.args]
+        args = in_setup(s.args, setup_dir)
         config = RunConfig(os.path.join(run_dir, s.name), (sys.executable, s.path, *args), jobs=jobs,
                            runs=None if s.adaptive else s.runs, max_runs=s.runs if s.adaptive else max(s.runs, 10), timeout=s.timeout, stages=("baseline", *stages),
                            cache_root=os.path.join(run_dir, "cache"), sanitize=s.sanitize, reuse=reuse, ahead=ahead)

@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from _common import clean_env, machine, table, timed, tool_argv
 
-from aoti_bisect.scenarios import Scenario, compare, load_manifest, run_setup
+from aoti_bisect.scenarios import Scenario, compare, in_setup, load_manifest, run_setup
 
 
 def bisect(s: Scenario, folder: str, jobs: int, cap: float, budget: float) -> list[str]:
@@ -38,7 +38,7 @@ def bisect(s: Scenario, folder: str, jobs: int, cap: float, budget: float) -> li
     problem = run_setup(s, setup)  # a package built before the bisection: not part of its time
     if problem:
         return [s.name, "-", "-", "-", "-", problem]
-    args = [a.replace("{setup}", setup) for a in s.args]
+    args = in_setup(s.args, setup)
     t = timed(tool_argv(s.path, "--max-runs", str(max(s.runs, 10)), "--timeout", str(s.timeout), "--jobs", str(jobs),
                         "--budget", str(budget), "-q", "--out", out, "--", *args), clean_env(), folder,
               os.path.join(folder, f"{s.name}.log"), timeout=cap)
