@@ -37,7 +37,8 @@ def test_flag_sets_get_separate_caches_and_rerun_script(tmp_path, write_script):
 
 
 @pytest.mark.parametrize("reuse, compiles", [("all", 1), ("hooked", 3)])
-def test_parallel_runs_compile_once_and_never_share_a_writable_cache(tmp_path, write_script, reuse, compiles):
+def test_parallel_runs_never_share_a_writable_cache_and_those_taking_the_package_compile_once(tmp_path, write_script,
+                                                                                              reuse, compiles):
     # Stands in for AOTI: a cold cache "compiles" (slowly); every run then rewrites a file in the cache
     # non-atomically and reads it back, as aoti_compile_and_package does with extern_kernel_nodes.json. Runs that
     # take the flag set's package wait for its first run; runs that compile the user's way anyway (the baseline's

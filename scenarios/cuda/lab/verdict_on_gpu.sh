@@ -3,8 +3,8 @@
 # at once) and RATE_RUNS baseline runs of rare_ima_user_triton (its crash rate, with its 95% interval), each in its own session so that the
 # work outlives one device call; `wait` waits for them. Both copy what exists to $OUT: verdict.txt, rate.txt and
 # the reports (report.json/md of each bisection). MINIFY=NAME also bisects that CUDA scenario with `--minify` (issue
-# #31) beside them and keeps its minify/ folder (minify.txt, minify.tar.gz). BUDGET: verdict.py's --budget. CXX=g++: the image's default compiler makes every AOTI package
-# segfault on load (docs/gpu.md).
+# #31) beside them and keeps its minify/ folder (minify.txt, minify.tar.gz). BUDGET: verdict.py's --budget.
+# CXX=g++: the image's default compiler makes every AOTI package segfault on load (docs/gpu.md).
 set -u
 export CXX=g++ CUDA_HOME=/usr/local/cuda PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 w=/tmp/verdict
