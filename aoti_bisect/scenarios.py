@@ -193,8 +193,12 @@ def check(scenarios: list[Scenario], run_dir: str, jobs: int = 1, stages: tuple[
             continue
         args = in_setup(s.args, setup_dir)
         config = RunConfig(os.path.join(run_dir, s.name), (sys.executable, s.path, *args), jobs=jobs,
-                           runs=None if s.adaptive else s.runs, max_runs=s.runs if s.adaptive else max(s.runs, 10), timeout=s.timeout, stages=("baseline", *stages),
-                           cache_root=os.path.join(run_dir, "cache"), sanitize=s.sanitize, reuse=reuse, ahead=ahead)
+                           runs=None if s.adaptive else s.runs, max_runs=s.runs if s.adaptive else max(s.runs, 10),
+                           timeout=s.timeout, stages=("baseline", *stages),
+                           cache_root=os.path.join(run_dir, "cache"), sanitize=s.sanitize, reuse=reuse, ahead=ahead,
+                           # The check compares the verdict and the rate so far with the manifest; the rate a
+                           # user gets on after a checker's verdict (--budget) would only lengthen it.
+                           budget=0.0)
         session = Session(config, Progress(indent="  ", runs_only=True))
         report = session.execute().data
         problems = compare(s, report)

@@ -32,25 +32,25 @@ CPU = [s for s in load_manifest() if s.device == "cpu"]
 HEAVY = ["nan_source_line", "nan_constant", "crashing_toolchain", "bn_negative_running_var", "stale_buffer",
          "prebuilt_named_inputs", "prebuilt_nan_constant", "symbolic_index_bound", "empty_batch",
          "wrong_fake_custom_op", "flaky_custom_op_crash"]
-# rare_oob_custom_op (8 to 10 minutes in a CI lane: 8 plain runs, a valgrind run, the rate after the verdict) has a
-# heavy test of its own below: in a CI lane it took `.ci/run` to 30 minutes (2026-11-25). In CI, silent_oob_custom_op
-# proves valgrind's conviction of a custom op's line, and tests/test_ladder.py the checker-first plan on fakes.
-RARE = "rare_oob_custom_op"
+# silent_oob_custom_op (a silent read that only --sanitize's valgrind run sees) has a heavy test of its own below:
+# in CI, rare_oob_custom_op proves valgrind's conviction of a custom op's line from a run that did not crash, and
+# tests/test_ladder.py the --sanitize plan on fakes. Both in lanes took `.ci/run` past 30 minutes (2026-11-25).
+SILENT = "silent_oob_custom_op"
 # CHECKED need valgrind (asked for with --sanitize, or a memory fault the memcheck stage pins): they run only where
 # it is installed.
 PLAIN = [s.name for s in CPU if not s.sanitize and s.stage != "memcheck" and s.name not in HEAVY]
-CHECKED = [s.name for s in CPU if (s.sanitize or s.stage == "memcheck") and s.name != RARE]
+CHECKED = [s.name for s in CPU if (s.sanitize or s.stage == "memcheck") and s.name != SILENT]
 
 
 # Seconds each scenario took in its lane (scenarios-check.json's `seconds`; this 2-core VM, 2026-11-25, the last
 # full `.ci/run`, with the waiting lane beside two busy ones). A hang costs its timeouts in wall time, not CPU;
 # valgrind costs both.
-COST = {"silent_oob_custom_op": 316, "index_oob": 151, "wrong_value_pass": 121, "passing_control": 111,
+COST = {"rare_oob_custom_op": 603, "index_oob": 151, "wrong_value_pass": 121, "passing_control": 111,
         "load_error": 99, "fixed_path_cache": 78, "prebuilt_package": 72, "nan_after_matmul": 69,
         "bn_negative_running_var_inlined": 50, "input_mismatch": 45, "index_from_cumsum": 43,
         "narrowed_dynamic_dim": 25, "compile_error": 17,
         # heavy ones, measured 2026-11-25 in CI lanes or in lanes of two at a load of about 1
-        "rare_oob_custom_op": 603, "flaky_custom_op_crash": 224, "prebuilt_nan_constant": 58,
+        "silent_oob_custom_op": 316, "flaky_custom_op_crash": 224, "prebuilt_nan_constant": 58,
         "wrong_fake_custom_op": 57, "symbolic_index_bound": 45, "empty_batch": 38, "bn_negative_running_var": 42,
         "prebuilt_named_inputs": 42, "stale_buffer": 38}
 # Wall time spent waiting, not computing: hang_custom_op's three runs each sit out the manifest's timeout (the
@@ -155,11 +155,13 @@ def test_heavy_scenario_matches_manifest(tmp_path, name):
     assert results[name]["status"] == "ok", results[name].get("problems")
 
 
-def test_a_silent_out_of_bounds_read_in_a_custom_op_is_convicted_by_valgrind(check_run):
+@pytest.mark.heavy
+def test_a_silent_out_of_bounds_read_in_a_custom_op_is_convicted_by_valgrind(tmp_path):
     if shutil.which("valgrind") is None:
         pytest.skip("valgrind is not installed (apt-get install valgrind): the CPU memcheck stage cannot run")
-    _, results, _ = check_run
-    result = results["silent_oob_custom_op"]
+    outputs, results = run_checks(tmp_path, [[SILENT]], 1800)
+    assert outputs[0][0] == 0, outputs[0][1] + outputs[0][2][-4000:]
+    result = results[SILENT]
     assert result["status"] == "ok", result.get("problems")
     report = json.loads(open(os.path.join(result["run_dir"], "report.json")).read())
     assert report["reproduction"]["failures"] == 0 and report["masked"]  # every plain run passed
@@ -167,15 +169,32 @@ def test_a_silent_out_of_bounds_read_in_a_custom_op_is_convicted_by_valgrind(che
     assert [s["name"] for s in report["stages"] if s["runs"]] == ["baseline", "memcheck"]
 
 
-@pytest.mark.heavy
-def test_a_rare_crash_in_a_custom_op_is_convicted_by_valgrind_from_any_run(tmp_path):
+def test_a_rare_crash_in_a_custom_op_is_convicted_by_valgrind_from_any_run(check_run):
     if shutil.which("valgrind") is None:
         pytest.skip("valgrind is not installed (apt-get install valgrind): the CPU memcheck stage cannot run")
-    outputs, results = run_checks(tmp_path, [[RARE]], 1800)
-    assert outputs[0][0] == 0, outputs[0][1] + outputs[0][2][-4000:]
-    result = results[RARE]
+    _, results, _ = check_run
+    result = results["rare_oob_custom_op"]
     assert result["status"] == "ok", result.get("problems")
     report = json.loads(open(os.path.join(result["run_dir"], "report.json")).read())
     assert "rare_gather" in report["culprit"]["summary"] and "main.cpp:18" in report["culprit"]["summary"]
     # The bound: convicted within 15 runs of the default flags (the rate may run on after the verdict).
     assert report["verdict_runs"] <= 15
+    assert report["reproduction"]["failures"] < report["reproduction"]["runs"]  # most runs did not crash
+
+
+def test_minify_cuts_index_oob_to_a_few_nodes_that_fail_alone(check_run):
+    # The lane's bisection of index_oob, then `aoti-bisect minify` on its folder: a capture run, the walk, and up
+    # to 4 candidates, each a real AOTI compile in a fresh process.
+    _, results, _ = check_run
+    run_dir = results["index_oob"]["run_dir"]
+    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", "minify", run_dir, "--jobs", "2",
+                           "--max-candidates", "4"], timeout=1200, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    record = json.load(open(os.path.join(run_dir, "minify", "minify.json")))
+    assert record["verified"] and record["nodes_after"] <= 5 and record["nodes_before"] == 6
+    assert "index" in record["ops_after"]
+    assert record["signature"] == {"kind": "index_out_of_bounds", "phase": "run"}
+    text = open(os.path.join(run_dir, "minify", "repro.py")).read()
+    assert "torch.ops.aten.index.Tensor" in text
+    report = subprocess.run([sys.executable, "-m", "aoti_bisect", "report", run_dir], capture_output=True, text=True)
+    assert "## Minified repro" in report.stdout

@@ -1,5 +1,6 @@
 """aoti-bisect minify: the pure search (fakes, no torch), the graph model and its program text (a tiny FX
-graph, no compile), the candidate runner's batching (a fake run), and one real minification (slow)."""
+graph, no compile), the candidate runner's batching (a fake run), and a real minification of a custom op's crash
+(heavy). The real minification of a kernel's failure in CI is tests/test_e2e.py's, on the lane's index_oob run."""
 import json
 import os
 import subprocess
@@ -245,7 +246,65 @@ def test_a_custom_op_only_the_repro_registers_is_said_plainly(tmp_path):
                            str(tmp_path / "inputs.pt"), str(tmp_path)], capture_output=True, text=True)
     assert proc.returncode == 3
     assert proc.stderr.splitlines()[-1].startswith(
-        "aoti-bisect minify: the program calls the custom op torch.ops.minifytest.twice.default, which only")
+        "aoti-bisect minify: the program calls the custom op torch.ops.minifytest.twice.default, which the repro "
+        "defines in Python")
+
+
+CUSTOM = {
+    "placeholders": [{"name": "x", "value": {"kind": "tensor", "shape": [8, 4], "dtype": "float32",
+                                             "device": "cpu", "finite": True}},
+                     {"name": "shift", "value": {"kind": "tensor", "shape": [1], "dtype": "int64", "device": "cpu",
+                                                 "finite": True}}],
+    "nodes": [
+        {"name": "relu", "target": "aten::relu.default", "args": [{"ref": "x"}], "kwargs": {},
+         "value": {"kind": "tensor", "shape": [8, 4], "dtype": "float32", "device": "cpu", "finite": True}},
+        {"name": "gather", "target": "mylib::gather.default", "args": [{"ref": "relu"}, {"ref": "shift"}],
+         "kwargs": {}, "value": {"kind": "unknown"}, "fake": {"like": 0}},
+        {"name": "rows", "target": "mylib::rows.default", "args": [{"ref": "gather"}], "kwargs": {},
+         "value": {"kind": "unknown"}, "fake": {"shape": [8], "dtype": "float32"}},
+        {"name": "meta", "target": "mylib::has_meta.default", "args": [{"ref": "rows"}], "kwargs": {},
+         "value": {"kind": "unknown"}},
+    ],
+    "output": [{"ref": "meta"}],
+    "libraries": ["libmylib.so"],
+}
+
+
+def test_a_candidate_with_a_custom_op_loads_its_library_and_fakes_what_only_python_faked():
+    g = Graph.from_json(CUSTOM)
+    source = render(g, Candidate(("gather", "rows", "meta")), Check.RUN, "segfault in run")
+    compile(source.text, "repro.py", "exec")
+    assert source.libraries == ("libmylib.so",) and "reads inputs.pt and libmylib.so beside" in source.text
+    load = source.text.index('torch.ops.load_library(os.path.join(HERE, "libmylib.so"))')
+    assert load < source.text.index('@torch.library.register_fake("mylib::gather")') < source.text.index("class Repro")
+    assert "return torch.empty_like(args[0])" in source.text
+    assert "torch.empty([8], dtype=torch.float32, device=next(" in source.text
+    assert "mylib::has_meta" not in source.text.split("class Repro")[0]  # its library has a fake of its own
+    # Without a custom op kept, the program needs nothing but torch.
+    plain = render(g, Candidate(("relu",)), Check.RUN, "")
+    assert plain.libraries == () and "load_library" not in plain.text and "needs only torch;" in plain.text
+
+
+def test_a_custom_op_culprit_is_its_own_family():
+    from aoti_bisect.minify import _expected
+
+    report = {"signature": {"kind": "segfault", "phase": "run"},
+              "culprit": {"kind": "outside_instrumented_kernels", "kernel": "mylib::gather"}}
+    assert _expected(report, Graph.from_json(CUSTOM)).family == {"gather"}
+
+
+def test_a_capture_from_a_run_that_failed_comes_first(tmp_path):
+    from aoti_bisect.minify import _find_capture
+
+    for run, kind in (("baseline-000", None), ("fakecheck-004", "segfault"), ("fakecheck-005", None)):
+        capture = tmp_path / "runs" / run / "capture"
+        capture.mkdir(parents=True)
+        (capture / "program.pt2").write_text("")
+        (capture / "inputs.pt").write_text("")
+        (tmp_path / "runs" / run / "result.json").write_text(json.dumps(
+            {"signature": {"kind": kind, "phase": "run"} if kind else None}))
+    assert _find_capture(str(tmp_path), "segfault") == (str(tmp_path / "runs" / "fakecheck-004" / "capture"), None)
+    assert _find_capture(str(tmp_path), "nan_inf") == (str(tmp_path / "runs" / "baseline-000" / "capture"), None)
 
 
 # -- the runner's batches, with a fake run ----------------------------------------------------------------
@@ -309,30 +368,6 @@ def test_minify_of_a_folder_without_a_report_is_a_usage_error(tmp_path):
     assert proc.returncode == 2 and "no report.json" in proc.stderr
 
 
-# -- end to end: a real CPU scenario, bisected then minified -----------------------------------------------
-
-@pytest.mark.slow
-def test_minify_cuts_index_oob_to_a_few_nodes_that_fail_alone(tmp_path):
-    run_dir = str(tmp_path / "run")
-    env = {**os.environ, "PYTHONPATH": REPO}
-    subprocess.run([sys.executable, "-m", "aoti_bisect", os.path.join(REPO, "scenarios/cpu/index_oob.py"),
-                    "--out", run_dir, "--runs", "1", "--jobs", "2", "--stages", "baseline,trace,inspect", "-q"],
-                   env=env, timeout=900, check=False, capture_output=True)
-    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", "minify", run_dir, "--jobs", "2",
-                           "--max-candidates", "4"], env=env, timeout=1200, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    record = json.load(open(os.path.join(run_dir, "minify", "minify.json")))
-    assert record["verified"] and record["nodes_after"] <= 5 and record["nodes_before"] == 6
-    assert "index" in record["ops_after"]
-    assert record["signature"] == {"kind": "index_out_of_bounds", "phase": "run"}
-    text = open(os.path.join(run_dir, "minify", "repro.py")).read()
-    assert "torch.ops.aten.index.Tensor" in text
-    report = subprocess.run([sys.executable, "-m", "aoti_bisect", "report", run_dir], env=env,
-                            capture_output=True, text=True)
-    assert "## Minified repro" in report.stdout
-
-
-
 def _run_with_minify(tmp_path, body):
     """`aoti-bisect SCRIPT --minify` on a one-line script: (the finished process, its run directory)."""
     script, run_dir = tmp_path / "repro.py", tmp_path / "run"
@@ -357,3 +392,48 @@ def test_run_with_minify_reduces_after_the_verdict_and_keeps_its_exit_code(tmp_p
 def test_run_with_minify_leaves_a_run_that_did_not_reproduce_alone(tmp_path):
     proc, run_dir = _run_with_minify(tmp_path, "print('ok')\n")
     assert proc.returncode == 0 and not (run_dir / "minify").exists()
+
+
+def test_the_library_that_registers_a_namespace_is_the_mapped_file_that_names_it_and_its_ops(tmp_path):
+    import mmap
+    from types import SimpleNamespace
+
+    import torch
+
+    from aoti_bisect.child.hook import oplibs
+
+    lib = torch.library.Library("oplibstest", "DEF")  # noqa: F841 (the namespace lives while it does)
+    lib.define("gather(Tensor x) -> Tensor")
+    program = SimpleNamespace(graph=SimpleNamespace(nodes=[
+        SimpleNamespace(op="call_function", target=torch.ops.oplibstest.gather.default),
+        SimpleNamespace(op="call_function", target=torch.ops.aten.relu.default)]))
+    assert oplibs.custom_ops(program) == {"oplibstest": {"gather"}}
+    assert oplibs.libraries(program) == {}  # defined in Python: no file registers it
+    right, wrong = tmp_path / "libright.so", tmp_path / "libwrong.so"
+    right.write_bytes(b"\0oplibstest\0gather(Tensor x) -> Tensor\0" * 64)
+    wrong.write_bytes(b"\0oplibstest\0scatter\0" * 64)  # the namespace, but not the op
+    with open(right, "rb") as a, open(wrong, "rb") as b, \
+            mmap.mmap(a.fileno(), 0, access=mmap.ACCESS_READ), mmap.mmap(b.fileno(), 0, access=mmap.ACCESS_READ):
+        assert oplibs.libraries(program) == {"oplibstest": str(right)}
+
+
+# -- end to end: a custom op's crash kept in the reduced graph (heavy: a C++ extension build, then AOTI) ------
+
+@pytest.mark.slow
+@pytest.mark.heavy
+def test_a_custom_op_that_crashes_stays_in_a_reduced_repro_that_loads_its_library(tmp_path):
+    run_dir = str(tmp_path / "run")
+    env = {**os.environ, "PYTHONPATH": REPO, "FLAKY_CRASH_PERCENT": "100",
+           "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}
+    subprocess.run([sys.executable, "-m", "aoti_bisect", os.path.join(REPO, "scenarios/cpu/flaky_custom_op_crash.py"),
+                    "--out", run_dir, "--runs", "1", "--jobs", "2", "--stages", "baseline,trace", "-q"],
+                   env=env, timeout=900, check=False, capture_output=True)
+    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", "minify", run_dir, "--jobs", "2"],
+                          env=env, timeout=1800, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "walking again without running custom ops" in proc.stderr
+    record = json.load(open(os.path.join(run_dir, "minify", "minify.json")))
+    assert record["verified"] and record["signature"] == {"kind": "segfault", "phase": "run"}
+    assert record["nodes_after"] == 1 and record["ops_after"] == ["shifted_gather"]
+    assert record["libraries"] == ["bisectlab_flaky_gather.so"] and "keeps the custom op" in record["message"]
+    assert os.path.isfile(os.path.join(run_dir, "minify", "bisectlab_flaky_gather.so"))

@@ -27,13 +27,14 @@ from ..child.contract import CAPTURE_DIR, CAPTURE_ENV, CAPTURE_RECORD
 from ..files import read_log, write_file
 from .ddmin import ddmin, shrink_sizes, simplify_each
 from .graph import Candidate, Check, Graph
-from .search import Expected, Trials
+from .search import LIBS, Expected, Trials
 
 EXTRACT_CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "extract_child.py")
 RESULT = "minify.json"
 # Kinds where running the program is its own check (a crash or a check that raises inside the package).
 NAN_KINDS = ("nan_inf",)
 EAGER_KINDS = ("python_exception",)
+CAPTURE_TRIES = 5  # runs of the repro to capture a call that fails, for a failure that comes and goes
 
 
 class Status(enum.StrEnum):
@@ -75,7 +76,8 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
                                                    f"(verdict {report.get('verdict')!r}): nothing to minify")
     out = os.path.join(os.path.realpath(run_dir), "minify")
     # An earlier minify's candidates and result would mix with this one's (its capture is kept and reused).
-    for stale in ("candidates", "repro.py", "inputs.pt", "repro.pt2", RESULT):
+    for stale in ("candidates", LIBS, "repro.py", "inputs.pt", "repro.pt2", RESULT,
+                  *(os.path.basename(p) for p in glob.glob(os.path.join(out, "*.so")))):
         path = os.path.join(out, stale)
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path)
@@ -83,11 +85,13 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
             os.remove(path)
     os.makedirs(out, exist_ok=True)
     python = _python(report)
-    capture, problem = _find_capture(run_dir) or _capture(run_dir, out, report, options, say)
+    capture, problem = _find_capture(run_dir, signature["kind"]) or _capture(run_dir, out, report, options, say)
     if capture is None:
         return _finish(out, MinifyResult(Status.NO_PROGRAM, problem), {})
     say(f"minify: program and inputs from {capture}")
-    problem = _extract(python, capture, out, options)
+    if os.path.isdir(os.path.join(capture, LIBS)):
+        shutil.copytree(os.path.join(capture, LIBS), os.path.join(out, LIBS))
+    problem = _extract(python, capture, out, options, say)
     if problem:
         return _finish(out, MinifyResult(Status.NO_PROGRAM, problem), {"capture": capture})
     with open(os.path.join(out, "graph.json")) as f:
@@ -99,7 +103,7 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
               "nodes_before": len(graph.nodes), "eager_failure": graph.eager_failure}
     custom = sorted({n.target for n in graph.nodes if n.custom})
     if custom:
-        record["custom_ops"] = custom
+        record.update({"custom_ops": custom, "libraries": list(graph.libraries)})
 
     whole = graph.order(n.name for n in graph.nodes)
     seeds = list(dict.fromkeys((_cut(graph, report), whole)))
@@ -121,7 +125,7 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
     best = _reduce(graph, trials, seed)
     kept = best.kept
     source = trials.write_final(best, out)
-    verified, verify_sig = trials.verify(out)
+    verified, verify_sig = trials.verify(out, source)
     record.update({"nodes_after": len(kept), "lines_after": source.text.count("\n"),
                    "kept": list(kept), "zeros": list(best.zeros), "inputs": list(source.inputs),
                    "shapes": {n: [graph.value(n)["shape"], best.shape(graph, n)] for n in graph.feeds(kept)
@@ -132,11 +136,19 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
     if len(kept) > 5:
         record["why_not_smaller"] = ("ddmin stopped at a 1-minimal set: removing any one node loses the failure"
                                      if not trials.spent() else "the budget ran out first")
+    kept_custom = sorted({graph.node(n).target for n in kept if graph.node(n).custom})
+    if kept_custom:
+        # Said plainly: the file is only as standalone as the library, and one call cannot hold the op's state.
+        record["custom_ops_kept"] = (
+            f"keeps the custom op(s) {', '.join(kept_custom)}, loaded from "
+            f"{', '.join(source.libraries) or 'no library'} beside repro.py (the repro's build, not its source); "
+            "a failure that needs what the op kept from earlier calls does not reproduce from this one call")
     status = Status.VERIFIED if verified else Status.UNVERIFIED
     message = (f"minified {record['nodes_before']} -> {len(kept)} node(s) in {record['candidates']} candidate "
                f"run(s), {record['seconds']:.0f}s: {os.path.join(out, 'repro.py')} "
                + ("fails alone as the run did" if verified else
-                  f"did NOT fail the same way when run alone from a copy ({verify_sig})"))
+                  f"did NOT fail the same way when run alone from a copy ({verify_sig})")
+               + (f"; it {record['custom_ops_kept']}" if kept_custom else ""))
     return _finish(out, MinifyResult(status, message, os.path.join(out, "repro.py")), record)
 
 
@@ -179,12 +191,18 @@ def _missing(capture: str) -> list[str]:
     return [f for f in ("program.pt2", "inputs.pt") if not os.path.isfile(os.path.join(capture, f))]
 
 
-def _find_capture(run_dir: str) -> Optional[tuple[str, None]]:
-    for folder in sorted(glob.glob(os.path.join(run_dir, "runs", "*", CAPTURE_DIR))
-                         + glob.glob(os.path.join(run_dir, "minify", "runs", "*", CAPTURE_DIR))):
-        if not _missing(folder):
-            return folder, None
-    return None
+def _failed_as(run_folder: str, kind: str) -> bool:
+    return ((_read_json(os.path.join(run_folder, "result.json")).get("signature") or {}).get("kind")) == kind
+
+
+def _find_capture(run_dir: str, kind: str) -> Optional[tuple[str, None]]:
+    """A whole capture of the run, one from a run that failed as the run did first: the inputs of a flaky
+    failure's passing call would only pass again."""
+    folders = [f for f in sorted(glob.glob(os.path.join(run_dir, "runs", "*", CAPTURE_DIR))
+                                 + glob.glob(os.path.join(run_dir, "minify", "runs", "*", CAPTURE_DIR)))
+               if not _missing(f)]
+    folders.sort(key=lambda f: not _failed_as(os.path.dirname(f), kind))
+    return (folders[0], None) if folders else None
 
 
 def _capture(run_dir: str, out: str, report: dict, options: MinifyOptions,
@@ -197,11 +215,17 @@ def _capture(run_dir: str, out: str, report: dict, options: MinifyOptions,
     argv = tuple(report.get("command") or ())
     if not argv:
         return None, "report.json holds no command to rerun"
-    say("minify: no captured program in the run; running the repro once more to capture it")
+    say("minify: no captured program in the run; running the repro again to capture it")
     harness = Harness(out, jobs=1, reuse="none", cache_root=os.path.join(out, "cache", "capture"))
-    result = harness.run(RunSpec(argv, "capture", 0, ((CAPTURE_ENV, "1"),), options.timeout_s,
-                                 hook=True))
-    folder = os.path.join(result.run_dir, CAPTURE_DIR)
+    kind = report["signature"]["kind"]
+    for index in range(CAPTURE_TRIES):
+        result = harness.run(RunSpec(argv, "capture", index, ((CAPTURE_ENV, "1"),), options.timeout_s,
+                                     hook=True))
+        folder = os.path.join(result.run_dir, CAPTURE_DIR)
+        # A flaky failure: only a call that failed holds inputs that fail.
+        if (result.signature and result.signature.kind == kind) or _missing(folder):
+            break
+        say(f"minify: capture run {index + 1} did not fail as the run did; trying again")
     manifest = _read_json(os.path.join(folder, CAPTURE_RECORD))
     if not _missing(folder):
         return folder, None
@@ -220,16 +244,22 @@ def _read_json(path: str) -> dict:
         return {}
 
 
-def _extract(python: str, capture: str, out: str, options: MinifyOptions) -> Optional[str]:
+def _extract(python: str, capture: str, out: str, options: MinifyOptions,
+             say: Callable[[str], None]) -> Optional[str]:
     from ..run import process
     from ..run.environment import CHILD_ENV
 
     log = os.path.join(out, "extract.log")
-    exit = process.execute([python, EXTRACT_CHILD, os.path.join(capture, "program.pt2"),
-                            os.path.join(capture, "inputs.pt"), out], {**os.environ, **CHILD_ENV}, out, log,
-                           options.timeout_s)
-    if exit.returncode == 0 and os.path.isfile(os.path.join(out, "graph.json")):
-        return None
+    for custom in ("run", "skip"):
+        exit = process.execute([python, EXTRACT_CHILD, os.path.join(capture, "program.pt2"),
+                                os.path.join(capture, "inputs.pt"), out, custom], {**os.environ, **CHILD_ENV},
+                               out, log, options.timeout_s)
+        if exit.returncode == 0 and os.path.isfile(os.path.join(out, "graph.json")):
+            return None
+        if exit.signal is None or not os.path.isdir(os.path.join(capture, LIBS)):
+            break
+        # Killed by a signal with custom ops loaded: most likely the op's own crash, the failure itself.
+        say(f"minify: the eager walk died of signal {exit.signal}; walking again without running custom ops")
     lines = [line.strip() for line in read_log(log).splitlines() if line.strip()]
     ours = [line.split(": ", 1)[1] for line in lines if line.startswith("aoti-bisect minify: ")]
     if ours:  # extract_child.py's own plain line (a custom op, an input kind it cannot feed)
@@ -247,6 +277,9 @@ def _expected(report: dict, graph: Graph) -> Expected:
         # No node names to go by: the fused ops a kernel name lists (cpp_fused_add_index_mul_sin_sum_0).
         words = set(culprit["kernel"].split("_"))
         family = {n.op for n in graph.nodes if n.op in words}
+    if culprit.get("kernel"):
+        # A custom op named as the culprit (outside the instrumented kernels): bisectlab::shifted_gather
+        family |= {n.op for n in graph.nodes if n.custom and n.target.split(".", 1)[0] == culprit["kernel"]}
     kind = signature["kind"]
     check = Check.FINITE if kind in NAN_KINDS else Check.EAGER if kind in EAGER_KINDS else Check.RUN
     first_bad = next((n for n in graph.nodes if n.op in family and n.value.get("finite") is False), None)

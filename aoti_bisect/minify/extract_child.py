@@ -7,7 +7,11 @@ its value). The walk runs on the CPU whatever device the program runs on; values
 graph.json each value's device in the compiled program. A crash here kills only this process; the minifier
 says so and stops.
 
-usage: python extract_child.py PROGRAM.pt2 INPUTS.pt OUT_DIR
+A custom op is loaded from the library the capture carried beside the program (libs/) and run like any node;
+`skip` as a fourth argument leaves custom ops unrun (after a walk that crashed in one). graph.json records, for
+each custom op without a fake of its own, how a fake can make its output (fake_rule).
+
+usage: python extract_child.py PROGRAM.pt2 INPUTS.pt OUT_DIR [run|skip]
 """
 import json
 import logging
@@ -79,6 +83,34 @@ class _Errors(logging.Handler):
             self.exceptions.append(record.exc_info[1])
 
 
+def load_libraries(program):
+    """Loads each library the capture carried (capture/libs/, the hook's copy of what registers the program's
+    custom ops); returns their file names."""
+    folder = os.path.join(os.path.dirname(os.path.abspath(program)), "libs")
+    names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+    for name in names:
+        torch.ops.load_library(os.path.join(folder, name))
+    return names
+
+
+def fake_rule(node):
+    """How a fake of a custom op that has none can make its output from its arguments, judged from the output the
+    program recorded: {"like": i} (the i-th argument's shape, dtype and device) or {"shape", "dtype"}. None where
+    the op has a Meta kernel of its own (or a composite one), or returns anything but one tensor."""
+    name = f"{node.target.namespace}::{node.target._opname}"
+    if any(torch._C._dispatch_has_kernel_for_dispatch_key(name, key)
+           for key in ("Meta", "CompositeImplicitAutograd", "CompositeExplicitAutograd")):
+        return None
+    out = node.meta.get("val")
+    if not isinstance(out, torch.Tensor):
+        return None
+    for i, arg in enumerate(node.args):
+        val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+        if isinstance(val, torch.Tensor) and val.shape == out.shape and val.dtype == out.dtype:
+            return {"like": i}
+    return {"shape": [int(d) for d in out.shape], "dtype": str(out.dtype).replace("torch.", "")}
+
+
 def _load(program):
     """torch.export.load, or one plain line and exit 3 where the program calls a custom op nobody registered."""
     errors = _Errors()
@@ -93,13 +125,14 @@ def _load(program):
             todo += [c for c in (cause.__cause__, cause.__context__) if c is not None]
         if not ops:
             raise
-        print(f"aoti-bisect minify: the program calls the custom op {ops[0]}, which only the repro's own code "
-              "registers: the failure may need that op's state, and its graph cannot be cut in a process of "
-              "its own", file=sys.stderr)
+        print(f"aoti-bisect minify: the program calls the custom op {ops[0]}, which the repro defines in Python "
+              "(no shared library in its process registers it): its graph cannot be cut in a process of its own",
+              file=sys.stderr)
         raise SystemExit(3)
 
 
-def main(program, inputs_path, out):
+def main(program, inputs_path, out, custom="run"):
+    libraries = load_libraries(program)
     ep = _load(program)
     captured = torch.load(inputs_path, weights_only=False)
     flat_user, _ = pytree.tree_flatten((tuple(captured["args"]), dict(captured["kwargs"])))
@@ -134,6 +167,12 @@ def main(program, inputs_path, out):
         record = {"name": node.name, "target": target_name(node.target), "args": encode(node.args),
                   "kwargs": {k: encode(v) for k, v in node.kwargs.items()},
                   "value": {"kind": "unknown"}}
+        if isinstance(node.target, torch._ops.OpOverload) and not torch._library.utils.is_builtin(node.target):
+            record["fake"] = fake_rule(node)
+            if custom == "skip" and failed is None:
+                # The first walk died inside a custom op (a crash of the op is the failure, often): its value
+                # and everything after it stay unknown.
+                failed = f"{node.name}: not run eagerly (a custom op, and the walk that ran it crashed)"
         if failed is None:
             try:
                 args = pytree.tree_map(_on_cpu, torch.fx.node.map_arg(node.args, lambda n: env[n.name]))
@@ -149,8 +188,8 @@ def main(program, inputs_path, out):
     torch.save(tensors, os.path.join(out, "values.pt"))
     with open(os.path.join(out, "graph.json"), "w") as f:
         json.dump({"placeholders": placeholders, "nodes": nodes, "output": encode(output.args[0]),
-                   "eager_failure": failed}, f, indent=1)
+                   "eager_failure": failed, "libraries": libraries}, f, indent=1)
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:5])

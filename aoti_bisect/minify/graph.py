@@ -34,6 +34,7 @@ class Node:
     args: Any
     kwargs: dict
     value: dict  # {"kind": "tensor"|"literal"|"other"|"unknown", ...}: what it computed on the failing call
+    fake: Optional[dict] = None  # a custom op without a fake of its own: {"like": i} or {"shape", "dtype"}
 
     @property
     def namespace(self) -> str:
@@ -56,14 +57,15 @@ class Graph:
     nodes: tuple[Node, ...]
     output: Any
     eager_failure: Optional[str] = None
+    libraries: tuple[str, ...] = ()  # files of the shared libraries that register its custom ops
     _by_name: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_json(cls, doc: dict) -> "Graph":
-        nodes = tuple(Node(n["name"], n["target"], n["args"], n.get("kwargs") or {}, n["value"])
+        nodes = tuple(Node(n["name"], n["target"], n["args"], n.get("kwargs") or {}, n["value"], n.get("fake"))
                       for n in doc["nodes"])
         graph = cls({p["name"]: p["value"] for p in doc["placeholders"]}, nodes, doc["output"],
-                    doc.get("eager_failure"))
+                    doc.get("eager_failure"), tuple(doc.get("libraries") or ()))
         graph._by_name.update({n.name: n for n in nodes})
         return graph
 
@@ -144,6 +146,7 @@ class Source:
     text: str
     inputs: tuple[str, ...]  # the saved tensors it loads from inputs.pt, by name
     nodes: int
+    libraries: tuple[str, ...] = ()  # the library files it loads from beside itself
 
 
 def _ident(name: str) -> str:
@@ -208,6 +211,33 @@ CHECKS = {
 }
 
 
+def _custom_lines(graph: Graph, kept: tuple[str, ...]) -> list[str]:
+    """Loads the custom ops' libraries (copied beside the file) and gives each op without a fake of its own one
+    that makes the output the program recorded; the repro's own fake is Python code this file does not have."""
+    if not any(graph.node(n).custom for n in kept):
+        return []
+    lines = ["# The custom ops' shared libraries, copied from the repro's process (its code built them)"]
+    lines += [f'torch.ops.load_library(os.path.join(HERE, "{lib}"))' for lib in graph.libraries]
+    fakes = {}
+    for name in kept:
+        node = graph.node(name)
+        if node.custom and node.fake:
+            fakes.setdefault(node.target.rsplit(".", 1)[0], node.fake)
+    for op, rule in fakes.items():
+        if "like" in rule:
+            made, like = f"torch.empty_like(args[{rule['like']}])", f"like its argument {rule['like']}"
+        else:
+            device = "next(a.device for a in args if isinstance(a, torch.Tensor))"
+            made, like = (f"torch.empty({rule['shape']}, dtype=torch.{rule['dtype']}, device={device})",
+                          f"{rule['dtype']} {rule['shape']}")
+        lines += ["", "", f"# No fake for {op} in its library (the repro's own is Python code):",
+                  f"# this one makes the output the program recorded ({like}).",
+                  f'@torch.library.register_fake("{op}")',
+                  f"def _fake_{op.split('::')[-1]}(*args, **kwargs):",
+                  f"    return {made}"]
+    return lines + ["", ""]
+
+
 def render(graph: Graph, candidate: Candidate, check: Check, headline: str) -> Source:
     """The standalone program of one candidate: build, export, compile, load, run, check."""
     kept = graph.order(candidate.kept)
@@ -222,11 +252,15 @@ def render(graph: Graph, candidate: Candidate, check: Check, headline: str) -> S
     notes = [f"    #   {_ident(p)}: {_describe(graph, p)}" + ("" if p in saved else "; zeros fail the same")
              + (f"; cut to {candidate.shape(graph, p)}" if candidate.shape(graph, p) != graph.value(p)["shape"]
                 else "") for p in params]
+    custom = _custom_lines(graph, kept)
+    libraries = graph.libraries if custom else ()
     uses_operator = any(graph.node(n).namespace == "operator" and graph.node(n).target != "operator.getitem"
                         for n in kept)
     lines = [
         f'"""Minified AOTInductor repro (aoti-bisect minify): {headline}',
         "",
+        f"Run: python repro.py  (needs only torch; reads inputs.pt and {', '.join(libraries)} beside this file)"
+        if libraries else
         "Run: python repro.py  (needs only torch; reads inputs.pt beside this file)",
         '"""',
         *(["import operator"] if uses_operator else []),
@@ -237,6 +271,7 @@ def render(graph: Graph, candidate: Candidate, check: Check, headline: str) -> S
         "HERE = os.path.dirname(os.path.abspath(__file__))",
         "",
         "",
+        *custom,
         "class Repro(torch.nn.Module):",
         f"    def forward(self, {', '.join(_ident(p) for p in params)}):",
         *body,
@@ -264,4 +299,4 @@ def render(graph: Graph, candidate: Candidate, check: Check, headline: str) -> S
         "    main()",
         "",
     ]
-    return Source("\n".join(lines), saved, len(kept))
+    return Source("\n".join(lines), saved, len(kept), libraries)

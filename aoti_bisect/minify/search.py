@@ -23,6 +23,7 @@ from .graph import Candidate, Check, Graph, Source, render
 
 PROGRAM = "repro.py"
 INPUTS = "inputs.pt"
+LIBS = "libs"  # minify/libs/: the capture's custom-op libraries, copied beside each program that calls one
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,9 @@ class Trials:
     def _write(self, candidate: Candidate, folder: str) -> Source:
         source = render(self.graph, candidate, self.expected.check, self.expected.headline)
         write_file(os.path.join(folder, PROGRAM), source.text)
+        for lib in source.libraries:
+            if not os.path.exists(os.path.join(folder, lib)):
+                shutil.copyfile(os.path.join(self.out, LIBS, lib), os.path.join(folder, lib))
         if source.inputs:
             import torch  # only here: the search and the program text need none
 
@@ -172,15 +176,15 @@ class Trials:
         return render(self.graph, candidate, self.expected.check, self.expected.headline).text.count("\n")
 
     def write_final(self, candidate: Candidate, out: str) -> Source:
-        for name in (PROGRAM, INPUTS):
+        for name in (PROGRAM, INPUTS, *self.graph.libraries):
             if os.path.exists(os.path.join(out, name)):
                 os.remove(os.path.join(out, name))
         return self._write(candidate, out)
 
-    def verify(self, out: str) -> tuple[bool, Optional[str]]:
+    def verify(self, out: str, source: Source) -> tuple[bool, Optional[str]]:
         """Runs repro.py once more from a copy of just its files in a fresh temporary folder."""
         with tempfile.TemporaryDirectory(prefix="aoti-bisect-minify-") as tmp:
-            for name in (PROGRAM, INPUTS):
+            for name in (PROGRAM, INPUTS, *source.libraries):
                 if os.path.isfile(os.path.join(out, name)):
                     shutil.copy(os.path.join(out, name), tmp)
             exit, text = self._execute(tmp, 0)

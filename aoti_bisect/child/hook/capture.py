@@ -7,7 +7,9 @@ AOTI_BISECT_CAPTURE=1 writes, under <run folder>/capture/ (the folder of AOTI_BI
   inputs.pt     torch.save({"call": n, "args": [...], "kwargs": {...}}) of the compiled model's latest call
                 (n counts from 0), written BEFORE the call runs: a call that dies leaves its inputs
   outputs.pt    torch.save({"call": n, "outputs": ...}) once that call returned (absent: it raised or died)
+  libs/         a copy of each shared library that registers a custom op the program calls (oplibs.py)
   capture.json  {"schema_version": 1, "program": "program.pt2" | null, "program_problem": str | null,
+                 "libraries": {namespace: "libs/<file>"},
                  "calls": n + 1, "inputs": "inputs.pt" | null, "inputs_problem": ..., "outputs": ...,
                  "outputs_problem": ...}: which files hold what, and in one line why one is missing
 Each file is written under a temporary name and renamed, so a reader sees a whole file (a later call's, or the
@@ -29,9 +31,10 @@ import os
 import sys
 import weakref
 
-from . import contract, eagerwalk, fakecheck
+from . import contract, eagerwalk, fakecheck, oplibs
 
 SCHEMA_VERSION = 1
+LIBS = "libs"  # capture/libs/: the shared libraries that register the program's custom ops
 
 _state = {"program": None, "calls": 0, "manifest": None, "eager": None, "walk": None}
 _programs = {}  # package realpath -> the ExportedProgram compiled into it
@@ -126,10 +129,33 @@ def on_compile(ep, package_path):
         try:
             torch.export.save(ep, tmp)
             os.replace(tmp, path)
-            _write_manifest(program="program.pt2", program_problem=None)
+            _write_manifest(program="program.pt2", program_problem=None, libraries=_copy_libraries(ep))
         except Exception as exc:
             _write_manifest(program=None, program_problem=f"torch.export.save failed: {type(exc).__name__}: "
                                                           f"{exc}"[:300])
+
+
+def _copy_libraries(ep):
+    """Copies the library of each custom-op namespace the program calls into capture/libs/ (oplibs.py);
+    returns {namespace: "libs/<file>"}."""
+    import shutil
+
+    copied = {}
+    try:
+        found = oplibs.libraries(ep)
+    except Exception:
+        return copied
+    for namespace, path in found.items():
+        folder = os.path.join(_folder(), LIBS)
+        os.makedirs(folder, exist_ok=True)
+        name = os.path.basename(path)
+        try:
+            if not os.path.exists(os.path.join(folder, name)):
+                shutil.copyfile(path, os.path.join(folder, name))
+        except OSError:
+            continue
+        copied[namespace] = f"{LIBS}/{name}"
+    return copied
 
 
 def on_load(model, package_path):

@@ -2,8 +2,9 @@
 # Issue #28 on the lent GPU: `start` runs bench/verdict.py over the CUDA scenarios (--jobs 4, PARALLEL bisections
 # at once) and RATE_RUNS baseline runs of rare_ima_user_triton (its crash rate, with its 95% interval), each in its own session so that the
 # work outlives one device call; `wait` waits for them. Both copy what exists to $OUT: verdict.txt, rate.txt and
-# the reports (report.json/md of each bisection). MINIFY=NAME also bisects that CUDA scenario with `--minify` (issue
-# #31) beside them and keeps its minify/ folder (minify.txt, minify.tar.gz). BUDGET: verdict.py's --budget.
+# the reports (report.json/md of each bisection). MINIFY=NAME also bisects that CUDA
+# scenario (stages baseline, trace, inspect) beside them and then minifies it (issue #31) within MINIFY_BUDGET seconds,
+# keeping its minify/ folder (minify.txt, minify.tar.gz). BUDGET: verdict.py's --budget.
 # CXX=g++: the image's default compiler makes every AOTI package segfault on load (docs/gpu.md).
 set -u
 export CXX=g++ CUDA_HOME=/usr/local/cuda PYTHONPATH=$PWD PYTHONUNBUFFERED=1
@@ -26,8 +27,9 @@ if [ "${1:-wait}" = start ]; then
   setsid nohup python3 bench/verdict.py --jobs 4 --parallel "${PARALLEL:-3}" --keep $w/keep --budget "${BUDGET:-300}" \
     ${SCENARIOS:+--scenarios $SCENARIOS} > $w/verdict.txt 2>&1 < /dev/null &
   if [ -n "${MINIFY:-}" ]; then
-    setsid nohup python3 -m aoti_bisect scenarios/cuda/$MINIFY.py --stages baseline,trace,inspect --runs 1 --jobs 4 \
-      --minify --out $w/min > $w/minify.txt 2>&1 < /dev/null &
+    setsid nohup sh -c "python3 -m aoti_bisect scenarios/cuda/$MINIFY.py --stages baseline,trace,inspect --runs 1 \
+      --jobs 4 --out $w/min; python3 -m aoti_bisect minify $w/min --jobs 4 --budget ${MINIFY_BUDGET:-900}" \
+      > $w/minify.txt 2>&1 < /dev/null &
   fi
   if [ "${RATE_RUNS:-0}" -gt 0 ]; then
     setsid nohup python3 -m aoti_bisect scenarios/cuda/rare_ima_user_triton.py --runs "$RATE_RUNS" \
