@@ -42,13 +42,13 @@ PLAIN = [s.name for s in CPU if not s.sanitize and s.stage != "memcheck" and s.n
 CHECKED = [s.name for s in CPU if (s.sanitize or s.stage == "memcheck") and s.name != SILENT]
 
 
-# Seconds each scenario took in its lane (scenarios-check.json's `seconds`; this 2-core VM, 2026-11-25, the last
+# Seconds each scenario took in its lane (scenarios-check.json's `seconds`; this 2-core VM, 2026-11-25 evening, a
 # full `.ci/run`, with the waiting lane beside two busy ones). A hang costs its timeouts in wall time, not CPU;
 # valgrind costs both.
-COST = {"rare_oob_custom_op": 603, "index_oob": 151, "wrong_value_pass": 121, "passing_control": 111,
-        "load_error": 99, "fixed_path_cache": 78, "prebuilt_package": 72, "nan_after_matmul": 69,
-        "bn_negative_running_var_inlined": 50, "input_mismatch": 45, "index_from_cumsum": 43,
-        "narrowed_dynamic_dim": 25, "compile_error": 17,
+COST = {"rare_oob_custom_op": 363, "nan_after_matmul": 134, "load_error": 126, "passing_control": 96,
+        "wrong_value_pass": 91, "prebuilt_package": 76, "index_oob": 74, "fixed_path_cache": 66,
+        "bn_negative_running_var_inlined": 59, "index_from_cumsum": 46, "input_mismatch": 43,
+        "narrowed_dynamic_dim": 42, "compile_error": 22,
         # heavy ones, measured 2026-11-25 in CI lanes or in lanes of two at a load of about 1
         "silent_oob_custom_op": 316, "flaky_custom_op_crash": 224, "prebuilt_nan_constant": 58,
         "wrong_fake_custom_op": 57, "symbolic_index_bound": 45, "empty_batch": 38, "bn_negative_running_var": 42,

@@ -17,7 +17,7 @@ from aoti_bisect.diagnose.stages import baseline
 from aoti_bisect.aoti.eagerwalk import EagerWalk, read_eager_walk
 from aoti_bisect.aoti.fakecheck import FakeCheck
 from aoti_bisect.aoti.provenance import read_kernel_information
-from aoti_bisect.aoti.sanitizer import parse_compute_sanitizer
+from aoti_bisect.aoti.sanitizer import parse as parse_sanitizer, parse_compute_sanitizer
 from aoti_bisect.run.checkers import Checker, Missing
 from aoti_bisect.run.classify import fingerprint
 from aoti_bisect.run.layout import compile_key
@@ -433,6 +433,28 @@ def test_a_cpu_repro_that_passes_is_not_unmasked_unless_asked():
     _, asked = climb(always(None), Seen("cpu/wrapper_index_oob_level3.cpp"), checkers=CHECKERS, max_runs=3,
                      sanitize=True)
     assert stage(asked, "memcheck").skipped == "no CPU checker here"
+
+
+class SeenOnCpu(Seen):
+    def memcheck(self, result, tool):
+        assert tool == "valgrind" and result.spec.argv[0] == "valgrind"
+        return parse_sanitizer("valgrind", _text(self.memcheck_log))
+
+
+VALGRIND = Checker("valgrind", "cpu", ("valgrind", "--tool=memcheck"), (("PYTHONMALLOC", "malloc"),), slowdown=30.0,
+                   cost=20.0)
+
+
+def test_sanitize_convicts_a_cpu_custom_op_whose_every_run_passes_from_valgrinds_line():
+    # silent_oob_custom_op's shape (its scenario check is heavy): every plain run passes, --sanitize asks for the
+    # checker, and valgrind's report (captured from the real scenario) names the op's function and line.
+    world = always(None)
+    seen = SeenOnCpu(memcheck_log="cpu/valgrind-silent_oob_custom_op.log")
+    _, out = climb(world, seen, checkers=(("cpu", (VALGRIND,)),), max_runs=2, runs=2, sanitize=True)
+    assert out.verdict is Verdict.REPRODUCED and render(out.masked).startswith("passes at baseline (0/2")
+    assert "window_sum(at::Tensor const&) (main.cpp:19)" in render(out.culprit.summary)
+    assert [s.name for s in out.stages if s.results] == ["baseline", "memcheck"]
+    assert stage(out, "memcheck").results[0].spec.timeout == 600.0 * VALGRIND.slowdown
 
 
 def test_the_checker_cross_checks_the_trace_and_the_walk_keeps_its_lines():
