@@ -177,7 +177,7 @@ def test_a_rare_crash_in_a_custom_op_is_convicted_by_valgrind_from_any_run(check
     assert result["status"] == "ok", result.get("problems")
     report = json.loads(open(os.path.join(result["run_dir"], "report.json")).read())
     assert "rare_gather" in report["culprit"]["summary"] and "main.cpp:18" in report["culprit"]["summary"]
-    # The bound: convicted within 15 runs of the default flags (the rate may run on after the verdict).
+    # The bound: convicted within 15 runs of the default flags (a check stops the rate at the verdict).
     assert report["verdict_runs"] <= 15
     assert report["reproduction"]["failures"] < report["reproduction"]["runs"]  # most runs did not crash
 

@@ -38,6 +38,7 @@ HOOK_RECORD = "hook.json"  # beside output.log; a second recording process write
 HOOK_LOADED = "hook.loaded"  # left when the hook installs: its absence says it never ran
 CAPTURE_DIR = "capture"  # the program, the calls' inputs, and CAPTURE_RECORD
 CAPTURE_RECORD = "capture.json"
+CAPTURE_LIBS = "libs"  # in CAPTURE_DIR: a copy of each shared library that registers a custom op of the program
 FAKECHECK_RESULT = "fakecheck.json"
 DIFFERENTIAL_RESULT = "differential.json"  # the package's outputs of the first call against eager's
 EAGER_WALK_RESULT = "eager_walk.json"

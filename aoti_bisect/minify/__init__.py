@@ -23,11 +23,11 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from ..child.contract import CAPTURE_DIR, CAPTURE_ENV, CAPTURE_RECORD
+from ..child.contract import CAPTURE_DIR, CAPTURE_ENV, CAPTURE_LIBS, CAPTURE_RECORD
 from ..files import read_log, write_file
 from .ddmin import ddmin, shrink_sizes, simplify_each
 from .graph import Candidate, Check, Graph
-from .search import LIBS, Expected, Trials
+from .search import Expected, Trials
 
 EXTRACT_CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "extract_child.py")
 RESULT = "minify.json"
@@ -76,8 +76,7 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
                                                    f"(verdict {report.get('verdict')!r}): nothing to minify")
     out = os.path.join(os.path.realpath(run_dir), "minify")
     # An earlier minify's candidates and result would mix with this one's (its capture is kept and reused).
-    for stale in ("candidates", LIBS, "repro.py", "inputs.pt", "repro.pt2", RESULT,
-                  *(os.path.basename(p) for p in glob.glob(os.path.join(out, "*.so")))):
+    for stale in ("candidates", "repro.py", "inputs.pt", "repro.pt2", RESULT, *glob.glob(os.path.join(out, "*.so"))):
         path = os.path.join(out, stale)
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path)
@@ -89,15 +88,13 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
     if capture is None:
         return _finish(out, MinifyResult(Status.NO_PROGRAM, problem), {})
     say(f"minify: program and inputs from {capture}")
-    if os.path.isdir(os.path.join(capture, LIBS)):
-        shutil.copytree(os.path.join(capture, LIBS), os.path.join(out, LIBS))
     problem = _extract(python, capture, out, options, say)
     if problem:
         return _finish(out, MinifyResult(Status.NO_PROGRAM, problem), {"capture": capture})
     with open(os.path.join(out, "graph.json")) as f:
         graph = Graph.from_json(json.load(f))
     expected = _expected(report, graph)
-    trials = Trials(out, graph, expected, python, options, say)
+    trials = Trials(out, graph, expected, python, options, say, os.path.join(capture, CAPTURE_LIBS))
     record = {"capture": capture, "signature": {"kind": expected.kind, "phase": expected.phase},
               "check": expected.check.value, "op_family": sorted(expected.family),
               "nodes_before": len(graph.nodes), "eager_failure": graph.eager_failure}
@@ -125,7 +122,7 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
     best = _reduce(graph, trials, seed)
     kept = best.kept
     source = trials.write_final(best, out)
-    verified, verify_sig = trials.verify(out, source)
+    verified, verify_sig = trials.verify(out)
     record.update({"nodes_after": len(kept), "lines_after": source.text.count("\n"),
                    "kept": list(kept), "zeros": list(best.zeros), "inputs": list(source.inputs),
                    "shapes": {n: [graph.value(n)["shape"], best.shape(graph, n)] for n in graph.feeds(kept)
@@ -250,13 +247,14 @@ def _extract(python: str, capture: str, out: str, options: MinifyOptions,
     from ..run.environment import CHILD_ENV
 
     log = os.path.join(out, "extract.log")
+    libraries = os.path.join(capture, CAPTURE_LIBS)
     for custom in ("run", "skip"):
         exit = process.execute([python, EXTRACT_CHILD, os.path.join(capture, "program.pt2"),
-                                os.path.join(capture, "inputs.pt"), out, custom], {**os.environ, **CHILD_ENV},
-                               out, log, options.timeout_s)
+                                os.path.join(capture, "inputs.pt"), out, custom, libraries],
+                               {**os.environ, **CHILD_ENV}, out, log, options.timeout_s)
         if exit.returncode == 0 and os.path.isfile(os.path.join(out, "graph.json")):
             return None
-        if exit.signal is None or not os.path.isdir(os.path.join(capture, LIBS)):
+        if exit.signal is None or not os.path.isdir(libraries):
             break
         # Killed by a signal with custom ops loaded: most likely the op's own crash, the failure itself.
         say(f"minify: the eager walk died of signal {exit.signal}; walking again without running custom ops")

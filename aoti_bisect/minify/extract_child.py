@@ -7,11 +7,11 @@ its value). The walk runs on the CPU whatever device the program runs on; values
 graph.json each value's device in the compiled program. A crash here kills only this process; the minifier
 says so and stops.
 
-A custom op is loaded from the library the capture carried beside the program (libs/) and run like any node;
-`skip` as a fourth argument leaves custom ops unrun (after a walk that crashed in one). graph.json records, for
-each custom op without a fake of its own, how a fake can make its output (fake_rule).
+A custom op is loaded from the library the capture carried (LIB_DIR, the capture's libs/) and run like any
+node; `skip` leaves custom ops unrun (after a walk that crashed in one). graph.json records, for each custom op
+without a fake of its own, how a fake can make its output (fake_rule).
 
-usage: python extract_child.py PROGRAM.pt2 INPUTS.pt OUT_DIR [run|skip]
+usage: python extract_child.py PROGRAM.pt2 INPUTS.pt OUT_DIR [run|skip] [LIB_DIR]
 """
 import json
 import logging
@@ -83,11 +83,10 @@ class _Errors(logging.Handler):
             self.exceptions.append(record.exc_info[1])
 
 
-def load_libraries(program):
-    """Loads each library the capture carried (capture/libs/, the hook's copy of what registers the program's
-    custom ops); returns their file names."""
-    folder = os.path.join(os.path.dirname(os.path.abspath(program)), "libs")
-    names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+def load_libraries(folder):
+    """Loads each library the capture carried (the hook's copy of what registers the program's custom ops);
+    returns their file names."""
+    names = sorted(os.listdir(folder)) if folder and os.path.isdir(folder) else []
     for name in names:
         torch.ops.load_library(os.path.join(folder, name))
     return names
@@ -131,8 +130,8 @@ def _load(program):
         raise SystemExit(3)
 
 
-def main(program, inputs_path, out, custom="run"):
-    libraries = load_libraries(program)
+def main(program, inputs_path, out, custom="run", libs=None):
+    libraries = load_libraries(libs)
     ep = _load(program)
     captured = torch.load(inputs_path, weights_only=False)
     flat_user, _ = pytree.tree_flatten((tuple(captured["args"]), dict(captured["kwargs"])))
@@ -192,4 +191,4 @@ def main(program, inputs_path, out, custom="run"):
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:5])
+    main(*sys.argv[1:6])

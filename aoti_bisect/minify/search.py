@@ -23,7 +23,6 @@ from .graph import Candidate, Check, Graph, Source, render
 
 PROGRAM = "repro.py"
 INPUTS = "inputs.pt"
-LIBS = "libs"  # minify/libs/: the capture's custom-op libraries, copied beside each program that calls one
 
 
 @dataclass(frozen=True)
@@ -61,9 +60,11 @@ def refuse(graph: Graph, candidate: Candidate, expected: Expected) -> Optional[s
 
 
 class Trials:
-    def __init__(self, out: str, graph: Graph, expected: Expected, python: str, options, say) -> None:
+    def __init__(self, out: str, graph: Graph, expected: Expected, python: str, options, say,
+                 libraries: str = "") -> None:
         self.out, self.graph, self.expected, self.python = out, graph, expected, python
         self.options, self.say = options, say
+        self.libraries = libraries  # the capture's folder of custom-op libraries, copied beside each program
         self.start = time.monotonic()
         self.cache: dict[Candidate, bool] = {}
         self.trials: list[Trial] = []
@@ -158,7 +159,7 @@ class Trials:
         write_file(os.path.join(folder, PROGRAM), source.text)
         for lib in source.libraries:
             if not os.path.exists(os.path.join(folder, lib)):
-                shutil.copyfile(os.path.join(self.out, LIBS, lib), os.path.join(folder, lib))
+                shutil.copyfile(os.path.join(self.libraries, lib), os.path.join(folder, lib))
         if source.inputs:
             import torch  # only here: the search and the program text need none
 
@@ -181,10 +182,10 @@ class Trials:
                 os.remove(os.path.join(out, name))
         return self._write(candidate, out)
 
-    def verify(self, out: str, source: Source) -> tuple[bool, Optional[str]]:
+    def verify(self, out: str) -> tuple[bool, Optional[str]]:
         """Runs repro.py once more from a copy of just its files in a fresh temporary folder."""
         with tempfile.TemporaryDirectory(prefix="aoti-bisect-minify-") as tmp:
-            for name in (PROGRAM, INPUTS, *source.libraries):
+            for name in (PROGRAM, INPUTS, *self.graph.libraries):
                 if os.path.isfile(os.path.join(out, name)):
                     shutil.copy(os.path.join(out, name), tmp)
             exit, text = self._execute(tmp, 0)

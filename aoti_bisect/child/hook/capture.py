@@ -34,7 +34,6 @@ import weakref
 from . import contract, eagerwalk, fakecheck, oplibs
 
 SCHEMA_VERSION = 1
-LIBS = "libs"  # capture/libs/: the shared libraries that register the program's custom ops
 
 _state = {"program": None, "calls": 0, "manifest": None, "eager": None, "walk": None}
 _programs = {}  # package realpath -> the ExportedProgram compiled into it
@@ -145,16 +144,16 @@ def _copy_libraries(ep):
         found = oplibs.libraries(ep)
     except Exception:
         return copied
+    folder = os.path.join(_folder(), contract.CAPTURE_LIBS)
     for namespace, path in found.items():
-        folder = os.path.join(_folder(), LIBS)
-        os.makedirs(folder, exist_ok=True)
         name = os.path.basename(path)
         try:
+            os.makedirs(folder, exist_ok=True)
             if not os.path.exists(os.path.join(folder, name)):
                 shutil.copyfile(path, os.path.join(folder, name))
         except OSError:
             continue
-        copied[namespace] = f"{LIBS}/{name}"
+        copied[namespace] = f"{contract.CAPTURE_LIBS}/{name}"
     return copied
 
 
