@@ -4,9 +4,9 @@ import os
 
 from aoti_bisect.report.facts import render, render_all
 from aoti_bisect.aoti import wrapper
-from aoti_bisect.aoti.eagerwalk import Pair, Saved, parse, read_eager_walk
+from aoti_bisect.aoti.eagerwalk import EagerWalk, Pair, Saved, parse, read_eager_walk
 from aoti_bisect.aoti.provenance import SourceMap, read_kernel_information
-from aoti_bisect.diagnose.eagerwalk import judge, walk_eager
+from aoti_bisect.diagnose.eagerwalk import Reference, extern_op, judge, reference, walk_eager
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "eagerwalk")
 WRAPPER = f"{DATA}/wrong_value_pass.wrapper.cpp"
@@ -53,7 +53,11 @@ def test_a_kernel_whose_outputs_all_agree_is_passed_over():
             pair[2] = True
     graph = real_graph()
     culprit = walk_eager(graph, parse(json.dumps(doc)), nodes_of(graph))
-    assert culprit.kind == "unknown" and "outside them" in render_all(culprit.evidence)[-1]
+    lines = render_all(culprit.evidence)
+    assert culprit.kind == "unknown" and "outside them" in lines[-2]
+    assert lines[-1].startswith("gap from eager, launch by launch: cpp_fused_mul_tanh_0 wrote buf0 ([4, 16] float32) "
+                                "= eager `mul` (max abs 0); ")
+    assert "aoti_torch_cpu_addmm_out wrote buf2 ([4, 8] float32) = eager `linear` (max abs 0)" in lines[-1]
 
 
 def test_outputs_that_agree_on_every_call_say_so_instead_of_walking():
@@ -73,17 +77,47 @@ def saved(*pairs, dropped=0):
 
 
 def test_judge_holds_a_buffer_against_its_kernels_nodes_first():
-    assert judge(saved(("x", 0.0, True), ("mul", 2.0, False)), ("mul",)).state == "differs"
-    assert judge(saved(("mul", 0.0, True)), ("mul",)).state == "agrees"
+    assert judge(saved(("x", 0.0, True), ("mul", 2.0, False)), Reference(("mul",))).state == "differs"
+    assert judge(saved(("mul", 0.0, True)), Reference(("mul",))).state == "agrees"
     # Provenance names no node of this shape: an intermediate that equals some eager value agrees ...
-    assert judge(saved(("x", 0.0, True)), ("amax",)).state == "agrees"
+    assert judge(saved(("x", 0.0, True)), Reference(("amax",))).state == "agrees"
     # ... and one that equals none is not convicted on a guess
-    assert judge(saved(("x", 1.0, False)), ("amax",)).state == "unjudged"
+    assert judge(saved(("x", 1.0, False)), Reference(("amax",))).state == "unjudged"
     # with no provenance at all, a buffer unlike every eager value of its shape differs
-    assert judge(saved(("x", 1.0, False)), ()).state == "differs"
-    assert judge(saved(("x", 1.0, False), dropped=3), ()).state == "unjudged"
-    assert judge(None, ("mul",)).state == "unjudged"
+    assert judge(saved(("x", 1.0, False)), Reference(())).state == "differs"
+    assert judge(saved(("x", 1.0, False), dropped=3), Reference(())).state == "unjudged"
+    assert judge(None, Reference(("mul",))).state == "unjudged"
 
+
+def test_an_extern_is_held_only_against_what_it_computes_whole():
+    # The shape of issue #37's CUDA false conviction: Inductor runs `linear` as an extern mm and adds the bias in
+    # the next kernel, so the mm's output misses eager `linear` by the bias.
+    walk = EagerWalk("differs", targets={"linear": "aten.linear.default", "linear:mm": "aten.linear.default:mm",
+                                         "relu": "aten.relu.default", "add": "aten.add.Tensor"})
+    mm = wrapper.Launch(0, "aoti_torch_cuda_mm_out", 1, ("buf0",), (), ("buf0",))
+    addmm = wrapper.Launch(0, "aoti_torch_cpu_addmm_out", 1, ("buf0",), (), ("buf0",))
+    assert extern_op(mm.name) == "mm" and extern_op("bisectlab::pad_double") == "pad_double"
+    assert extern_op("cpp_fused_relu_0") is None and extern_op("triton_poi_fused_addmm_relu_0") is None
+    assert reference(walk, mm, ("linear",)).nodes == ("linear:mm",)  # the part the hook computed alone
+    assert reference(walk, addmm, ("linear",)).nodes == ("linear",)  # addmm computes a linear whole
+    # an extern whose provenance names a node it computes part of, with no part kept: by value only, never convicted
+    part = reference(walk, addmm, ("add",))
+    assert part.nodes == () and "computes aten addmm, only part of eager `add` (aten.add.Tensor)" in render(part.why)
+    missed = judge(saved(("linear", 0.1248, False)), part, walk)
+    assert missed.state == "unjudged" and "only part of eager `add`" in render(missed.describe(None))
+    held = judge(saved(("linear:mm", 0.0, True, 0.0), ("linear", 0.1248, False, 0.5)), reference(walk, mm, ("linear",)))
+    assert held.state == "agrees"
+    assert render(held.describe(None)) == "([4, 8] float32) = eager the mm part of `linear` (max abs 0, max rel 0)"
+
+
+def test_a_miss_within_an_unstable_references_own_error_convicts_nothing():
+    walk = EagerWalk("differs", unstable={"sub": 0.05})
+    shaky = judge(saved(("sub", 0.2, False, 0.01)), Reference(("sub",)), walk)
+    assert shaky.state == "unjudged"
+    assert "the eager reference `sub` is itself unstable: float32 and float64 eager differ by up to 0.05" in \
+        render(shaky.describe(None))
+    # ten times eager's own error is a miscompile however shaky the reference
+    assert judge(saved(("sub", 0.6, False, 0.03)), Reference(("sub",)), walk).state == "differs"
 
 
 def test_the_hook_runs_a_program_called_with_keyword_arguments_in_any_order(monkeypatch):

@@ -45,6 +45,7 @@ class ConstantValue:
     first_negative: Optional[tuple[tuple[int, ...], Optional[float]]] = None
     first_zero: Optional[tuple[tuple[int, ...], Optional[float]]] = None
     stale: Optional[Stale] = None  # None: equal to the module's, or no module to compare with
+    first_max: Optional[tuple[tuple[int, ...], Optional[float]]] = None  # where the largest value first sits
 
     @property
     def bad(self) -> bool:
@@ -99,7 +100,7 @@ def parse_value(raw: dict) -> ConstantValue:
                          _count(raw, "posinf"), _count(raw, "neginf"), raw.get("min"), raw.get("max"),
                          raw.get("mean"), raw.get("skipped"), _count(raw, "negative"), _count(raw, "zero"),
                          _element(raw.get("first_negative")), _element(raw.get("first_zero")),
-                         _stale(raw.get("stale")))
+                         _stale(raw.get("stale")), _element(raw.get("first_max")))
 
 
 def _stale(raw: object) -> Optional[Stale]:

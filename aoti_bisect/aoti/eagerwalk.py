@@ -19,6 +19,7 @@ class Pair:
     node: str  # the exported program's node (or input, or constant) the saved tensor was compared with
     max_abs: Optional[float]  # over the elements finite in both; None where none is
     close: bool  # within the saved tensor's tolerance, NaNs equal
+    max_rel: Optional[float] = None  # |saved - eager| / |eager| over the elements eager holds away from zero
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,22 @@ class EagerWalk:
     outputs: tuple[str, ...] = ()  # one line per output that differs from eager
     factor: float = 1.0  # the tolerance's multiple of assert_close's
     saved: dict[tuple[str, str], Saved] = field(default_factory=dict)  # (before|after, "<kernel>_<arg>")
+    targets: dict[str, str] = field(default_factory=dict)  # node -> its aten op, `aten.linear.default`
+    # node -> how far its float32 eager value is from the program run in float64, where beyond the tolerance
+    unstable: dict[str, Optional[float]] = field(default_factory=dict)
+    stability_problem: Optional[str] = None  # why the float64 run was not made or failed
+
+    def op(self, node: str) -> Optional[str]:
+        """The aten op of a node (`linear` for aten.linear.default); None for a placeholder or a part."""
+        target = self.targets.get(node)
+        if target is None or ":" in node:
+            return None
+        parts = target.split(".")
+        return parts[-2] if len(parts) >= 3 else parts[-1]
+
+    def has_part(self, node: str, op: str) -> bool:
+        """Whether the hook computed the part of `node` an extern `op` computes alone (`linear:mm`)."""
+        return f"{node}:{op}" in self.targets
 
     def around(self, when: str, kernel: str, arg: str) -> Optional[Saved]:
         return self.saved.get((when, f"{kernel}_{arg}"))
@@ -55,17 +72,28 @@ def parse(text: str) -> EagerWalk:
         data = json.loads(text)
         saved = {}
         for d in data.get("dumps") or ():
-            pairs = tuple(Pair(str(n), None if m is None else float(m), bool(c)) for n, m, c in d.get("pairs") or ())
+            pairs = tuple(_pair(*p) for p in d.get("pairs") or ())
             saved[(str(d["when"]), str(d["stem"]))] = Saved(
                 tuple(int(s) for s in d.get("shape") or ()), str(d.get("dtype")), float(d.get("rtol") or 0.0),
                 float(d.get("atol") or 0.0), pairs, int(d.get("pairs_dropped") or 0), d.get("problem"))
         return EagerWalk(str(data["status"]), data.get("call"), int(data.get("calls") or 0), data.get("problem"),
                          differing_outputs({"problem": data.get("outputs_problem"), "outputs": data.get("outputs") or []}),
-                         float(data.get("factor") or 1.0),
-                         saved)
+                         float(data.get("factor") or 1.0), saved,
+                         {str(k): str(v) for k, v in (data.get("targets") or {}).items()},
+                         {str(k): _number(v) for k, v in (data.get("unstable") or {}).items()},
+                         data.get("stability_problem"))
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         problem = f"{contract.EAGER_WALK_RESULT} is damaged: {type(exc).__name__}: {exc}"
         return EagerWalk("missing", problem=problem[:300])
+
+
+def _number(v) -> Optional[float]:
+    return None if v is None else float(v)
+
+
+def _pair(node, max_abs, close, max_rel=None) -> Pair:
+    """A row of `pairs`; schema 1 rows have no relative difference."""
+    return Pair(str(node), _number(max_abs), bool(close), _number(max_rel))
 
 
 def read_eager_walk(run_dir: str) -> EagerWalk:

@@ -6,27 +6,94 @@ values on the same call (aoti/eagerwalk.py). Which node a kernel's output stands
 provenance of that compile (the kernel's FX nodes); where provenance names no node of the buffer's shape (an
 intermediate such as a softmax's running max), the buffer agrees if it equals any eager value of its shape
 and is otherwise left unjudged rather than convicted.
+
+A false conviction is worse than none, so a tensor is convicted only against the eager value it really is:
+- an extern kernel computes one aten op, which may be only part of its FX node (on CUDA Inductor runs `linear`
+  as an mm and adds the bias in the next kernel): it is held against the node only where the node is that op,
+  or against the part the hook computed alone (`linear:mm`), and is otherwise compared by value and never
+  convicted;
+- a node whose float32 eager value misses the program run in float64 beyond the tolerance is an unstable
+  reference: a kernel that misses it by less than ten times eager's own error is not convicted on it.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from ..aoti.eagerwalk import EagerWalk, Saved
+from ..aoti.eagerwalk import EagerWalk, Pair, Saved
 from ..aoti.wrapper import Launch, WrapperGraph
 from .facts import Fact, FactKind, Namer, Subject, fact, kernel, note
 from .findings import Culprit, CulpritKind
 
 MAX_NAMED = 4
+MAX_GAPS = 12  # launches listed with their gap from eager, the nearest to where the walk ended
+UNSTABLE_MARGIN = 10  # a gap this many times eager's own float32 error convicts even against an unstable node
+_EXTERN = re.compile(r"^aoti_torch_(?:cpu|cuda|xpu|mps)_(?P<op>\w+?)(?:_out)?$")
+# (node's aten op, extern op): the extern computes the whole node. linear is matched through its parts, which the
+# hook keeps for every linear: an mm of a linear with a bias lacks the bias.
+WHOLE = {("linear", "addmm"), ("matmul", "mm"), ("matmul", "bmm")}
+
+
+def extern_op(name: str) -> Optional[str]:
+    """The aten op an extern launch runs (`mm` for aoti_torch_cuda_mm_out, `pad_double` for a custom op run
+    through the proxy executor, `bisectlab::pad_double`); None for a generated kernel."""
+    if "::" in name:
+        return name.rsplit("::", 1)[-1]
+    m = _EXTERN.match(name)
+    return m["op"] if m else None
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What a launch's output is held against: eager nodes, and whether a miss convicts (`why` says why not)."""
+    nodes: tuple[str, ...]
+    why: Optional[Fact] = None  # set: the launch computes only part of its nodes; compared by value only
+
+
+def reference(walk: EagerWalk, launch: Optional[Launch], nodes: tuple[str, ...]) -> Reference:
+    """The eager values a launch's output stands for. A generated kernel's are its provenance nodes; an extern
+    op's are the nodes it computes whole (`addmm` of a `linear`) or the parts of them the hook computed
+    (`linear:mm`, the product before a bias Inductor fused into a later kernel)."""
+    op = extern_op(launch.name) if launch is not None else None
+    if op is None:
+        return Reference(nodes)
+    whole = tuple(f"{n}:{op}" if walk.has_part(n, op) else n for n in nodes
+                  if walk.has_part(n, op) or walk.op(n) == op or (walk.op(n), op) in WHOLE)
+    if whole:
+        return Reference(whole)
+    known = tuple(f"`{n}` ({walk.targets[n]})" for n in nodes if n in walk.targets)[:MAX_NAMED]
+    if not known:
+        return Reference((), fact(FactKind.EAGER, "{kernel} is an extern op and no eager node of its provenance "
+                                  "has a recorded op: compared by value only", kernel=kernel(launch.name)))
+    return Reference((), fact(FactKind.EAGER, "{kernel} computes aten {op}, only part of eager {of: and }: no "
+                              "eager value holds that part alone", kernel=kernel(launch.name), op=op, of=known))
+
+
+def eager_name(node: str) -> str:
+    """`linear`, or `the mm part of `linear`` for a part the hook computed alone."""
+    name, _, part = node.partition(":")
+    return f"the {part} part of `{name}`" if part else f"`{name}`"
+
+
+def gap(p: Pair) -> str:
+    """The named metric of one comparison: 'max abs 0.1248, max rel 0.031'."""
+    if p.max_abs is None:
+        return "no element finite in both"
+    return f"max abs {p.max_abs:.4g}" + ("" if p.max_rel is None else f", max rel {p.max_rel:.4g}")
 
 
 @dataclass(frozen=True)
 class Judged:
     state: str  # agrees | differs | unjudged
-    node: Optional[str] = None  # the eager value it equals, or the nearest it was held against
-    max_abs: Optional[float] = None
+    pair: Optional[Pair] = None  # the eager value it equals, or the nearest it was held against
     saved: Optional[Saved] = None
-    others: tuple[tuple[str, Optional[float]], ...] = ()  # the other eager values it was held against
+    others: tuple[Pair, ...] = ()  # the other eager values it was held against
+    why: Optional[Fact] = None  # why it is unjudged, where more than "no eager value of its shape"
+
+    @property
+    def node(self) -> Optional[str]:
+        return self.pair.node if self.pair else None
 
     def describe(self, var: Optional[Subject]) -> Fact:
         """`var`: the tensor's subject (None: the sentence around it names the tensor)."""
@@ -37,36 +104,50 @@ class Judged:
             tensor = fact(FactKind.EAGER, "{var} ({shape})", var=var, shape=s.tensor()) if s else \
                 fact(FactKind.EAGER, "{var}", var=var)
         if self.state == "agrees":
-            return fact(FactKind.EAGER, "{tensor} = eager `{node}`" + (" (max |diff| {diff:.3g})" if self.max_abs
-                                                                       else ""),
-                        tensor=tensor, node=self.node, diff=self.max_abs or 0.0)
+            return fact(FactKind.EAGER, "{tensor} = eager {node} ({gap})", tensor=tensor,
+                        node=eager_name(self.pair.node), gap=gap(self.pair))
         if self.state == "differs":
-            by = ", ".join(f"`{n}` by up to {'?' if d is None else f'{d:.4g}'}"
-                           for n, d in ((self.node, self.max_abs), *self.others))
+            by = ", ".join(f"{eager_name(p.node)} by {gap(p)}" for p in (self.pair, *self.others))
             return fact(FactKind.EAGER, "{tensor} differs from eager {by} (tolerance rtol {rtol:g}, atol {atol:g})",
                         tensor=tensor, by=by, rtol=s.rtol, atol=s.atol)
-        return fact(FactKind.EAGER, "{tensor} (not compared: {why})", tensor=tensor,
-                    why=s.problem if s and s.problem else "no eager value of its shape")
+        why = self.why or (s.problem if s and s.problem else "no eager value of its shape")
+        return fact(FactKind.EAGER, "{tensor} (not compared: {why})", tensor=tensor, why=why)
 
 
-def judge(saved: Optional[Saved], nodes: tuple[str, ...]) -> Judged:
-    """A saved tensor against the eager values it may stand for: `nodes` (provenance), else any of its shape."""
+def judge(saved: Optional[Saved], ref: Reference, walk: Optional[EagerWalk] = None) -> Judged:
+    """A saved tensor against the eager values it may stand for: `ref.nodes` (provenance), else any of its
+    shape. Only a tensor held against what its launch computes whole can differ."""
     if saved is None or saved.problem:
         return Judged("unjudged", saved=saved)
-    named = [p for p in saved.pairs if p.node in nodes]
+    named = [p for p in saved.pairs if p.node in ref.nodes]
     if named:
         hit = next((p for p in named if p.close), None)
         if hit:
-            return Judged("agrees", hit.node, hit.max_abs, saved)
+            return Judged("agrees", hit, saved)
+        shaky = _unstable(walk, named[0])
+        if shaky is not None:
+            return Judged("unjudged", named[0], saved, why=shaky)
         # Which of the kernel's nodes this buffer holds is not recorded: each one it was held against is said.
-        return Judged("differs", named[0].node, named[0].max_abs, saved,
-                      tuple((p.node, p.max_abs) for p in named[1:MAX_NAMED]))
+        return Judged("differs", named[0], saved, tuple(named[1:MAX_NAMED]))
     equal = next((p for p in saved.pairs if p.close), None)
     if equal is not None:
-        return Judged("agrees", equal.node, equal.max_abs, saved)
-    if saved.pairs and not nodes and not saved.dropped:
-        return Judged("differs", saved.pairs[0].node, saved.pairs[0].max_abs, saved)
-    return Judged("unjudged", saved=saved)
+        return Judged("agrees", equal, saved)
+    if saved.pairs and not ref.nodes and ref.why is None and not saved.dropped:
+        return Judged("differs", saved.pairs[0], saved)
+    return Judged("unjudged", saved=saved, why=ref.why)
+
+
+def _unstable(walk: Optional[EagerWalk], p: Pair) -> Optional[Fact]:
+    """Why a miss of `p` convicts nothing: its eager value is itself unstable (float32 and float64 disagree),
+    and the miss is within ten times that error."""
+    if walk is None or p.node not in walk.unstable:
+        return None
+    own = walk.unstable[p.node]
+    if own is not None and p.max_abs is not None and p.max_abs > UNSTABLE_MARGIN * own:
+        return None
+    return fact(FactKind.EAGER, "the eager reference {node} is itself unstable: float32 and float64 eager differ "
+                "by up to {own}, beyond the tolerance, and this tensor misses it by {gap}", node=eager_name(p.node),
+                own="?" if own is None else f"{own:.4g}", gap=gap(p))
 
 
 def walk_eager(graph: WrapperGraph, walk: EagerWalk, nodes_of: Callable[[Launch], tuple[str, ...]],
@@ -78,27 +159,49 @@ def walk_eager(graph: WrapperGraph, walk: EagerWalk, nodes_of: Callable[[Launch]
     head = [*(note(line) for line in walk.outputs),
             fact(FactKind.EAGER, "compared on call {call} of the compiled model, the first whose outputs differ from "
                  "the exported program run eagerly on the same inputs", call=walk.call)]
+    if walk.stability_problem:
+        head.append(fact(FactKind.UNVERIFIED, "unverified: the eager reference's stability (float32 against "
+                         "float64): {why}", why=walk.stability_problem))
+    gaps: list[Fact] = []
     for launch in graph.launches:
         reads = [v for v in launch.args if graph.storage(v) in launch.reads]
         writes = [v for v in launch.args if graph.storage(v) in launch.writes]
-        seen = {v: judge(walk.around("before", launch.name, v), _read_nodes(graph, launch, v, nodes_of))
-                for v in reads}
+        seen = {v: judge(walk.around("before", launch.name, v), _read_reference(graph, walk, launch, v, nodes_of),
+                         walk) for v in reads}
         for v in reads:
             if seen[v].state == "differs":
-                return _bad_read(graph, launch, v, seen[v], head, namer)
-        made = {v: judge(walk.around("after", launch.name, v), nodes_of(launch)) for v in writes}
+                return _ended(_bad_read(graph, launch, v, seen[v], head, namer), gaps)
+        own = reference(walk, launch, nodes_of(launch))
+        made = {v: judge(walk.around("after", launch.name, v), own, walk) for v in writes}
+        gaps += [_gap(launch, v, j, namer) for v, j in made.items() if j.pair is not None or j.why is not None]
         bad = [v for v in writes if made[v].state == "differs"]
         if bad:
-            return _bad_kernel(launch, bad, made, seen, head, namer)
-    return Culprit(CulpritKind.UNKNOWN, evidence=[*head, note(
-        "every tensor the instrumented kernels read and wrote agrees with eager within tolerance: the difference "
-        "arises outside them (an output copy or view, a custom op, state carried between calls)")])
+            return _ended(_bad_kernel(launch, bad, made, seen, head, namer), gaps)
+    return _ended(Culprit(CulpritKind.UNKNOWN, evidence=[*head, note(
+        "no tensor the instrumented kernels read or wrote differs from the eager value it stands for beyond "
+        "tolerance (tensors not compared say why below): the difference arises outside them (an output copy or "
+        "view, a custom op, state carried between calls) or where eager itself is unstable")]), gaps)
 
 
-def _read_nodes(graph: WrapperGraph, launch: Launch, var: str,
-                nodes_of: Callable[[Launch], tuple[str, ...]]) -> tuple[str, ...]:
+def _read_reference(graph: WrapperGraph, walk: EagerWalk, launch: Launch, var: str,
+                    nodes_of: Callable[[Launch], tuple[str, ...]]) -> Reference:
+    """A read is held against what its producer computed: an extern's part of a node is not the node."""
     producer = graph.producer(var, launch.index)
-    return nodes_of(producer) if producer is not None else ()
+    return reference(walk, producer, nodes_of(producer)) if producer is not None else Reference(())
+
+
+def _gap(launch: Launch, var: str, j: Judged, namer: Namer) -> Fact:
+    return fact(FactKind.EAGER, "{kernel} wrote {output}", kernel=kernel(launch.name), output=j.describe(namer.var(var)))
+
+
+def _ended(c: Culprit, gaps: list[Fact]) -> Culprit:
+    """The walk's gap from eager launch by launch, so the first divergence and its growth are visible."""
+    if gaps:
+        shown = gaps[-MAX_GAPS:]
+        c.evidence.append(fact(FactKind.EAGER, "gap from eager, launch by launch" + (
+            " (the last {shown} of {n})" if len(gaps) > len(shown) else "") + ": {gaps:; }",
+            shown=len(shown), n=len(gaps), gaps=tuple(shown)))
+    return c
 
 
 def _bad_kernel(launch: Launch, bad: list[str], made: dict[str, Judged], seen: dict[str, Judged],

@@ -138,6 +138,10 @@ def stats(torch, tensor):
             # Finite but outside an op's domain (a negative variance under rsqrt, a zero divisor): the count and
             # the first such element, so the report can say `bn.running_var[5] = -0.3`.
             row.update(_first(torch, t, t < 0, "negative"), **_first(torch, t, t == 0, "zero"))
+            if finite.numel():
+                # Where the largest value sits: an index made of this constant names the element that takes it
+                # past a bound (`offsets[2] = 55`).
+                row["first_max"] = _first(torch, t, t == finite.max().to(t.dtype), "max").get("first_max")
     return row
 
 

@@ -7,15 +7,23 @@ compiled model this module runs the exported program eagerly on clones of the ca
 Interpreter, keeping every node's value; after the call, it compares the package's outputs with eager's. The
 first call whose outputs differ is kept: each saved tensor is compared with every eager value of its shape.
 Which eager node a kernel's buffer stands for is decided on the aoti_bisect side, from Inductor's provenance
-(aoti/eagerwalk.py, diagnose/eagerwalk.py); this side only measures.
+(aoti/eagerwalk.py, diagnose/eagerwalk.py); this side only measures, and keeps two things that side cannot
+compute: each node's aten op (an extern kernel computes one op, which may be only part of its FX node), and
+the parts of a node an extern computes alone. Inductor splits `linear` into an extern mm and a bias add it
+fuses into the next kernel (CUDA), and runs a linear of a 3-D input as a 2-D addmm: the node's value never
+equals that extern's output, so `linear:mm` (no bias) and `linear:addmm` (flattened to 2-D) are kept beside it.
+On the call kept, the program runs again in float64: a node whose float32 value misses its float64 value
+beyond the tolerance is an unstable reference, and a kernel that misses it is not convicted on it.
 
 eager_walk.json in the run folder (rewritten after each call):
   {"schema_version": 1, "status": "agree" | "differs" | "no_program" | "eager_raised",
    "calls": k, "call": n | null, "problem": str | null, "factor": F, "outputs": [fakecheck's differential rows],
    "outputs_problem": str | null (the differential's own problem: eager and the package return unlike trees),
-   "values": count of eager values kept,
+   "values": count of eager values kept, "targets": {node: "aten.linear.default", "linear:mm": "aten.linear.default:mm"},
+   "unstable": {node: max abs of float32 eager against float64 eager, where beyond the tolerance},
+   "stability_problem": str | null (why the float64 run was not made or failed),
    "dumps": [{"when": "before" | "after", "stem": "<kernel>_<arg>", "device": "cpu", "shape": [...],
-              "dtype": "float32", "rtol": r, "atol": a, "pairs": [[node, max_abs | null, close], ...],
+              "dtype": "float32", "rtol": r, "atol": a, "pairs": [[node, max_abs | null, close, max_rel | null], ...],
               "pairs_dropped": j, "problem": str | null}]}
 Tolerances are torch.testing.assert_close's for the saved tensor's dtype, times FACTOR: kernels reorder
 floating-point arithmetic, so a correct fused kernel can miss eager by a few ulps more than one op does.
@@ -26,7 +34,7 @@ import re
 
 from . import contract, fakecheck
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 FACTOR = 10
 MAX_PAIRS = 256  # per saved tensor: the closest eager values of its shape
 MAX_CALLS = fakecheck.MAX_CALLS
@@ -69,56 +77,92 @@ def _interpreter_class():
     class Recorder(torch.fx.Interpreter):
         def __init__(self, gm, budget):
             super().__init__(gm)
-            self.values, self.budget, self.dropped = {}, budget, 0
+            self.values, self.targets, self.budget, self.dropped = {}, {}, budget, 0
 
         def run_node(self, n):
             out = super().run_node(n)
             if isinstance(out, torch.Tensor) and n.op != "output":
-                size = out.untyped_storage().nbytes()
-                if size <= self.budget:
-                    # A later in-place op of the graph would change what this node computed.
-                    self.values[n.name] = out.detach().clone()
-                    self.budget -= size
-                else:
-                    self.dropped += 1
+                if n.op == "call_function":
+                    self.targets[n.name] = str(n.target)
+                self.keep(n.name, out)
+                if n.op == "call_function" and n.target in (torch.ops.aten.linear.default,
+                                                            torch.ops.aten.matmul.default):
+                    for part, value in _parts(torch, n, *self.fetch_args_kwargs_from_env(n), out):
+                        self.targets[f"{n.name}:{part}"] = f"{n.target}:{part}"
+                        self.keep(f"{n.name}:{part}", value)
             return out
+
+        def keep(self, name, value):
+            size = value.untyped_storage().nbytes()
+            if size <= self.budget:
+                # A later in-place op of the graph would change what this node computed.
+                self.values[name] = value.detach().clone()
+                self.budget -= size
+            else:
+                self.dropped += 1
 
     return Recorder
 
 
+def _parts(torch, node, args, kwargs, out):
+    """(extern op, value) for what an extern kernel computes of a linear or matmul node alone: the 2-D product
+    before the bias (an mm whose bias Inductor fused into a later kernel), and a 3-D result as the 2-D addmm/mm
+    Inductor runs it as. Only where the weight is 2-D, so that flattening the leading dimensions is the op."""
+    x, w = args[0], args[1]
+    if w.dim() != 2 or x.dim() < 2:
+        return []
+    is_linear = node.target == torch.ops.aten.linear.default
+    bias = (args[2] if len(args) > 2 else kwargs.get("bias")) if is_linear else None
+    flat = out.reshape(-1, out.shape[-1])
+    parts = []
+    if bias is not None:
+        parts.append(("mm", torch.nn.functional.linear(x, w).reshape(-1, out.shape[-1])))
+        if out.dim() > 2:
+            parts.append(("addmm", flat))
+    elif out.dim() > 2:
+        parts.append(("mm", flat))
+    return parts
+
 def before_call(ep, args, kwargs, call, budget):
-    """The eager run of this call, {"status", "outputs", "values", "problem"}, or None when not wanted."""
+    """The eager run of this call, {"status", "outputs", "values", "targets", "problem", "rerun"}, or None when not
+    wanted. `rerun`: what the float64 run needs, the program and the placeholders' values."""
     if not enabled() or _state["kept"] or call >= MAX_CALLS:
         return None
     _clear()
     if ep is None:
-        return {"status": "no_program", "outputs": None, "values": {}, "problem": (
+        return {"status": "no_program", "outputs": None, "values": {}, "targets": {}, "rerun": None, "problem": (
             "the process compiled no program itself (a prebuilt package): nothing to run eagerly")}
     import torch
     import torch.utils._pytree as pytree
     positional, named = pytree.tree_map_only(torch.Tensor, lambda t: t.detach().clone(), (list(args), dict(kwargs)))
-    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    # The graph's placeholders are the leaves of (args, kwargs) with kwargs in the exported signature's order,
+    # whatever order the call gave them in.
+    if named:
+        from torch.export._tree_utils import reorder_kwargs
+        positional = [*positional, reorder_kwargs(named, ep.call_spec.in_spec)]
     recorder = _interpreter_class()(ep.module(), budget)
     try:
-        # The graph's placeholders are the leaves of (args, kwargs) with kwargs in the exported signature's
-        # order, whatever order the call gave them in.
-        if named:
-            from torch.export._tree_utils import reorder_kwargs
-            positional = [*positional, reorder_kwargs(named, ep.call_spec.in_spec)]
-        with torch.random.fork_rng(devices=devices), torch.no_grad():
-            outputs = recorder.run(*positional)
+        outputs = _run(torch, recorder, positional)
     except Exception as exc:
-        return {"status": "eager_raised", "outputs": None, "values": recorder.values,
-                "problem": f"the program raised when run eagerly: {fakecheck._error(exc)}"}
-    return {"status": None, "outputs": outputs, "values": recorder.values, "problem": (
-        f"{recorder.dropped} eager values were not kept: over the capture cap" if recorder.dropped else None)}
+        return {"status": "eager_raised", "outputs": None, "values": recorder.values, "targets": recorder.targets,
+                "rerun": None, "problem": f"the program raised when run eagerly: {fakecheck._error(exc)}"}
+    return {"status": None, "outputs": outputs, "values": recorder.values, "targets": recorder.targets,
+            "rerun": (ep, positional, budget), "problem": (
+                f"{recorder.dropped} eager values were not kept: over the capture cap" if recorder.dropped else None)}
+
+
+def _run(torch, recorder, positional):
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    with torch.random.fork_rng(devices=devices), torch.no_grad():
+        return recorder.run(*positional)
 
 
 def after_call(eager, result, call, path):
     """Compares the call's outputs with eager's; on the first call that differs, every saved tensor too."""
     doc = {"schema_version": SCHEMA_VERSION, "status": eager["status"], "calls": call + 1, "call": None,
            "problem": eager["problem"], "factor": FACTOR, "outputs": [], "outputs_problem": None,
-           "values": len(eager["values"]), "dumps": []}
+           "values": len(eager["values"]), "targets": eager["targets"], "unstable": {}, "stability_problem": None,
+           "dumps": []}
     if eager["status"] is None:
         differential = fakecheck.differential(eager["outputs"], result, call)
         doc.update(outputs=differential["outputs"], outputs_problem=differential["problem"], call=call)
@@ -128,8 +172,40 @@ def after_call(eager, result, call, path):
             _state["kept"] = True
             as_double = {}  # each eager value on the CPU in float64, made once for every saved tensor of its shape
             doc["dumps"] = [_compare(*found, eager["values"], as_double) for found in _dump_files()]
+            doc["unstable"], doc["stability_problem"] = _unstable(eager["values"], *eager["rerun"])
     _clear()
     fakecheck.write_json(path, doc)
+
+
+def _unstable(values, ep, positional, budget):
+    """({node: max abs difference} of the float32 eager values that miss the program run in float64 beyond the
+    tolerance, why the float64 run was not made or failed). Rounding of the reference itself then exceeds what a
+    kernel is held to, so a kernel that misses such a node may be right."""
+    import copy
+    import torch
+    import torch.utils._pytree as pytree
+    from torch.testing._comparison import default_tolerances
+    try:
+        # A copy: .to() would convert the parameters the program shares with the user's module in place.
+        program = copy.deepcopy(ep.module()).to(torch.float64)
+        wide = pytree.tree_map_only(torch.Tensor, lambda t: t.double() if t.is_floating_point() else t, positional)
+        recorder = _interpreter_class()(program, 2 * budget)
+        _run(torch, recorder, wide)
+    except Exception as exc:
+        return {}, f"the program could not run in float64: {fakecheck._error(exc)}"
+    found = {}
+    for name, narrow in values.items():
+        reference = recorder.values.get(name)
+        if reference is None or not narrow.is_floating_point() or narrow.dtype == torch.float64 or \
+                reference.shape != narrow.shape:
+            continue
+        rtol, atol = (t * FACTOR for t in default_tolerances(narrow))
+        a, b = narrow.double(), reference.double()
+        if not bool(torch.isclose(a, b, rtol, atol, equal_nan=True).all()):
+            both = torch.isfinite(a) & torch.isfinite(b)
+            found[name] = float((a[both] - b[both]).abs().max()) if both.any() else None
+    return found, (f"{recorder.dropped} float64 values were not kept: over the capture cap" if recorder.dropped
+                   else None)
 
 
 def _compare(path, when, stem, device, values, as_double):
@@ -158,8 +234,12 @@ def _compare(path, when, stem, device, values, as_double):
         b = as_double[name]
         close = bool(torch.isclose(a, b, rtol, atol, equal_nan=True).all())
         both = torch.isfinite(a) & torch.isfinite(b)
-        max_abs = float((a[both] - b[both]).abs().max()) if both.any() else None
-        pairs.append([name, max_abs, close])
+        gap = (a[both] - b[both]).abs()
+        max_abs = float(gap.max()) if both.any() else None
+        # Relative to eager's magnitude, over the elements eager holds away from zero.
+        scale = b[both].abs()
+        max_rel = float((gap[scale > 0] / scale[scale > 0]).max()) if bool((scale > 0).any()) else None
+        pairs.append([name, max_abs, close, max_rel])
     pairs.sort(key=lambda p: (not p[2], float("inf") if p[1] is None else p[1]))
     row["pairs"], row["pairs_dropped"] = pairs[:MAX_PAIRS], max(0, len(pairs) - MAX_PAIRS)
     return row
