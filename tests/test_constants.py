@@ -377,3 +377,27 @@ def test_a_negative_running_var_inlined_into_the_kernel_is_judged_by_its_exporte
                                         "holds no copy; the exported value): element [5] = -0.3 (1 of 8 negative)")
     assert render(c.summary).endswith(f"read by {BN}: outside the op's domain, so finite inputs give NaN/Inf there")
     assert out.constants["read"] == 0 and len(out.constants["outside_domain"]) == 1
+
+
+def test_a_parameter_updated_in_place_after_the_export_is_stale_by_its_attribute_path():
+    # The hook compares with the exported program's state_dict, which holds the user's own parameter objects: an
+    # in-place update of head.weight after packaging shows there as it does for a buffer.
+    torch = pytest.importorskip("torch")
+
+    class Classifier(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.head = torch.nn.Linear(4, 3)
+
+        def forward(self, x):
+            return self.head(x)
+
+    model = Classifier()
+    ep = torch.export.export(model, (torch.randn(2, 4),))
+    packaged = {fqn: t.detach().clone() for fqn, t in ep.state_dict.items()}  # what the package baked in
+    with torch.no_grad():
+        model.head.weight[2].add_(0.25)
+    rows = hook_constants._rows(torch, {"head_weight": "head.weight", "head_bias": "head.bias"}, packaged,
+                                {**ep.state_dict, **ep.constants})["constants"]
+    stale = {r["fqn"]: r.get("stale") for r in rows}
+    assert stale["head.bias"] is None and stale["head.weight"]["differ"] == 4 and stale["head.weight"]["index"] == [2, 0]

@@ -137,3 +137,50 @@ def test_the_hook_runs_a_program_called_with_keyword_arguments_in_any_order(monk
     assert eager["status"] is None and eager["problem"] is None
     torch.testing.assert_close(eager["outputs"], Model()(x, offset, scale), rtol=0, atol=0)
     assert {"add", "tanh", "mul"} <= set(eager["values"])
+
+
+def test_the_hook_keeps_the_part_of_a_linear_an_extern_mm_computes_and_each_nodes_op(monkeypatch):
+    import torch
+    from aoti_bisect.child import contract
+    from aoti_bisect.child.hook import eagerwalk
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 3)
+
+        def forward(self, x):
+            return torch.relu(self.fc(x))
+
+    model, x = Model(), torch.randn(2, 5, 4)
+    ep = torch.export.export(model, (x,))
+    monkeypatch.setenv(contract.EAGER_WALK_ENV, "1")
+    monkeypatch.chdir(os.path.dirname(__file__))
+    eager = eagerwalk.before_call(ep, (x,), {}, 0, 1 << 20)
+    assert eager["targets"]["linear"] == "aten.linear.default" and eager["targets"]["linear:mm"].endswith(":mm")
+    # what CUDA's extern mm writes: the 2-D product before the bias; and the 2-D addmm CPU runs a 3-D linear as
+    product = x.reshape(-1, 4) @ model.fc.weight.t()
+    torch.testing.assert_close(eager["values"]["linear:mm"], product)
+    torch.testing.assert_close(eager["values"]["linear:addmm"], product + model.fc.bias)
+
+
+def test_the_float64_run_marks_a_cancelling_node_unstable_and_leaves_the_users_module_alone():
+    import torch
+    from aoti_bisect.child.hook import eagerwalk
+
+    class Variance(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = torch.nn.Parameter(torch.full((32,), 2.0))
+
+        def forward(self, h):
+            mu = h.mean(dim=-1, keepdim=True)
+            return (h * h).mean(dim=-1, keepdim=True) - mu * mu, h * self.scale
+
+    model, h = Variance(), 3000 + torch.randn(8, 32) * 3
+    ep = torch.export.export(model, (h,))
+    recorder = eagerwalk._interpreter_class()(ep.module(), 1 << 20)
+    eagerwalk._run(torch, recorder, [h])
+    unstable, problem = eagerwalk._unstable(recorder.values, ep, [h], 1 << 20)
+    assert problem is None and "sub" in unstable and unstable["sub"] > 0.01 and "mul_2" not in unstable
+    assert model.scale.dtype == torch.float32  # the float64 run converted a copy, not the module's parameter

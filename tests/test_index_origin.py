@@ -2,6 +2,7 @@
 check indexes with, and the launch graph which model input and op made that tensor. Captured from the
 index_from_cumsum scenario (torch 2.13 CPU): positions = cumsum(mask) index a table of 16 rows beside token ids
 that index their own table of 100."""
+import json
 import os
 
 from aoti_bisect.aoti import wrapper
@@ -161,3 +162,80 @@ def test_an_ancestor_that_wrote_nan_is_still_followed_past_a_failed_index_check(
              b: KernelView(b, {"buf0": f("before_launch", b, "buf0", float("nan"), float("nan"))}, {})}
     c = walk(g, lambda kernels: (views, {}), b, True, IndexBound("tmp3", "16"))
     assert (c.kind, c.kernel) == ("kernel", a)  # the NaN's maker, as before
+
+
+# -- the index as an expression (#37): captured from the index_plus_offsets and index_from_bucketize scenarios --
+
+OFFSETS_KERNEL = "cpp_fused_add_embedding_sum_0"
+
+
+def int64(when, kernel, arg, lo, hi, size):
+    return TensorStats(when, kernel, arg, 48, "torch.int64", (lo + hi) / 2, lo, hi, size, "[3, 1]", "cpu")
+
+
+def offsets_walk(names=True):
+    g = wrapper.parse_wrapper(read("index_plus_offsets.wrapper.cpp"))
+    ids = int64("before_launch", OFFSETS_KERNEL, "arg2_1", 1, 19, "[16, 3]")
+    views = {OFFSETS_KERNEL: KernelView(OFFSETS_KERNEL, {"arg2_1": ids}, {})}
+    namer = Namer(inputs={"arg2_1": "ids"}, placeholders=tuple(g.inputs)) if names else None
+    return g, walk(g, lambda kernels: (views, {"arg2_1": ids}), OFFSETS_KERNEL, True, IndexBound("tmp33", "60"),
+                   namer=namer, source=lambda k: read("index_plus_offsets.kernel.cpp"))
+
+
+def test_the_index_is_read_from_the_kernel_as_a_sum_of_its_loads_and_the_literals_it_adds():
+    from aoti_bisect.aoti.checks import Term, index_terms
+    source = read("index_plus_offsets.kernel.cpp")
+    # Three fields, three checks: the per-field offsets are literals chosen by selects the source fixes.
+    assert index_terms(source, IndexBound("tmp33", "60")) == (Term(1, "in_ptr0"), Term(1, None, 55))
+    assert index_terms(source, IndexBound("tmp22", "60")) == (Term(1, "in_ptr0"), Term(1, None, 20))
+    assert index_terms(source, IndexBound("tmp12", "60")) == (Term(1, "in_ptr0"),)
+    # the wrap of a negative index is decided by the data: the index as it is when it does not wrap
+    assert index_terms(read("index_from_cumsum.kernel.cpp"), IndexBound("tmp7", "16")) == (Term(1, "in_ptr2"),)
+    assert index_terms(source, IndexBound("tmp99", "60")) == ()
+
+
+def test_ids_in_range_plus_an_inlined_offset_name_the_literal_that_takes_the_index_out():
+    _, c = offsets_walk()
+    assert (c.kind, c.kernel) == ("kernel", OFFSETS_KERNEL)  # the walk cannot see the buffer: constants.py can
+    assert (f"{OFFSETS_KERNEL} computes the index into a dimension of size 60 as `ids` (arg2_1) + 55: `ids` (arg2_1) "
+            "1..19 plus 55 reach 74 ≥ 60; the literal 55 (a constant Inductor inlined into the kernel) takes it out of "
+            "range") in render(c.summary)
+
+
+def test_the_inlined_buffer_whose_element_takes_the_index_out_is_convicted_by_fqn_index_and_value():
+    from aoti_bisect.aoti.hook_record import parse
+    from aoti_bisect.diagnose.constants import convict_constants
+    from aoti_bisect.diagnose.findings import Findings
+    from aoti_bisect.run.types import Signature
+    from aoti_bisect.stats import Rate
+    from aoti_bisect.verdict import Verdict
+    g, c = offsets_walk()
+    # the compile record of the real run: `offsets` has no placeholder (inlined), its exported value summarised
+    event = {"call": "aoti_compile_and_package", "status": "returned", "program": {"inputs": [], "constants": [
+        {"fqn": "table.weight", "kind": "parameter", "placeholder": "table_weight", "uses": [["embedding", "weight"]]},
+        {"fqn": "offsets", "kind": "buffer", "placeholder": None, "uses": [["add", "other"]],
+         "values": {"dtype": "int64", "shape": [3], "numel": 3, "min": 0.0, "max": 55.0, "zero": 1,
+                    "first_zero": {"index": [0], "value": 0.0}, "first_max": {"index": [2], "value": 55.0}}}]}}
+    out = Findings(Verdict.REPRODUCED, Signature("index_out_of_bounds", "run", "x"), Rate(2, 2), [], culprit=c)
+    convict_constants(out, [parse(json.dumps({"events": [event]}))], g, ["python", "repro.py"])
+    line = ("buffer `offsets` (inlined into its kernels by Inductor: the package holds no copy; the exported value): "
+            f"element [2] = 55 takes the index of {OFFSETS_KERNEL} out of range: `ids` (arg2_1) ≤ 19 plus `offsets`[2] "
+            "= 55 gives 74 ≥ 60 (a dimension of size 60)")
+    assert (out.culprit.kind, out.culprit.user_name, render(out.culprit.summary)) == ("constant", "offsets", line)
+    assert out.constants["index_operand"][0]["fqn"] == "offsets"
+
+
+def test_an_index_made_by_an_extern_op_is_followed_to_the_ops_own_inputs():
+    g = wrapper.parse_wrapper(read("index_from_bucketize.wrapper.cpp"))
+    k = "cpp_fused_embedding_sum_0"
+    buckets = TensorStats("before_launch", k, "buf1", 32, "torch.int64", 4, 0, 9, "[32]", "[1]", "cpu")
+    age = TensorStats("input", "", "arg2_1", 32, "torch.float32", 40, 0.6, 91, "[32]", "[1]", "cpu")
+    views = {k: KernelView(k, {"buf1": buckets}, {})}
+    # The vectorised kernel spreads its load over lines: its source does not say what the index is loaded from.
+    c = walk(g, lambda kernels: (views, {"arg2_1": age}), k, True, IndexBound("tmp2", "9"),
+             namer=Namer(inputs={"arg2_1": "age"}, placeholders=tuple(g.inputs)),
+             source=lambda name: read("index_from_bucketize.kernel.cpp"))
+    assert (c.kind, c.input_index, c.user_name) == ("model_input", 0, "age")
+    assert ("the index is computed, not handed in: aoti_torch_cpu_bucketize_Tensor (bucketize) makes it from model "
+            "input 0 (`age`, wrapper arg2_1), which holds 0.6..91 at run time, and from `bounds`; that op takes it past "
+            "the bound 9") in render(c.summary)

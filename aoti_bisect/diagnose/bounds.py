@@ -5,6 +5,7 @@ Inputs are subjects made by the ladder's Namer: they carry the user's names wher
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Mapping, Optional
@@ -87,10 +88,12 @@ def run_time_size(ref: DimRef, inputs: Mapping[str, TensorStats]) -> Optional[in
 
 
 def explain(bound: IndexBound, kernel_name: str, graph: WrapperGraph, inputs: Mapping[str, TensorStats],
-            reads: list[TensorStats], namer: Optional[Namer] = None, operands: tuple[str, ...] = ()) -> BoundStory:
+            reads: list[TensorStats], namer: Optional[Namer] = None, operands: tuple[str, ...] = (),
+            terms: tuple[Addend, ...] = ()) -> BoundStory:
     """The story of a failed bound check in `kernel_name`. inputs: level 2's model-input stats by variable;
     reads: level 2's stats of what the kernel read just before it faulted; operands: the launch's variables the
-    checked index is computed from (from the kernel's source, checks.index_operands; () when unknown)."""
+    checked index is computed from (from the kernel's source, checks.index_operands; () when unknown); terms: the
+    index as the sum the kernel computes (checks.index_terms, its parameters as the launch's variables)."""
     namer = namer or Namer(placeholders=tuple(graph.inputs))
     k = kernel(kernel_name)
 
@@ -123,7 +126,10 @@ def explain(bound: IndexBound, kernel_name: str, graph: WrapperGraph, inputs: Ma
     came = _came_from(graph, kernel_name, operands, inputs, value, namer)
     sources = tuple(namer.var(s.arg) for s in ints)
     past = [s for s in ints if value is not None and s.max >= value]
-    if past:
+    total = index_sum(terms, graph, [*inputs.values(), *reads], value, target, k, namer)
+    if total is not None:
+        sentence = total
+    elif past:
         sentence = fact(FactKind.INDEX, "index into {target} reached {max:g}; the values come from {sources:quoted}",
                         target=target, max=max(s.max for s in past), sources=tuple(namer.var(s.arg) for s in past))
     elif value is not None and ints and min(s.min for s in ints) < -value:
@@ -149,6 +155,55 @@ def explain(bound: IndexBound, kernel_name: str, graph: WrapperGraph, inputs: Ma
     return BoundStory(tuple(lines), summary)
 
 
+@dataclass(frozen=True)
+class Addend:
+    """One addend of a computed index: `scale` times the launch's variable `var`, or the literal `literal`."""
+    scale: int
+    var: Optional[str]
+    literal: int = 0
+
+
+def index_sum(terms: tuple[Addend, ...], graph: WrapperGraph, printed: list[TensorStats], value: Optional[int],
+              target: Fact, k: Subject, namer: Namer) -> Optional[Fact]:
+    """'K computes the index as `ids` (arg2_1) + 55: `ids` 1..19 plus 55 reaches 74, past ...; 55 takes it out of
+    range': the addends in the order they are judged (model inputs as given, then what the model adds to them),
+    each with its run-time range where level 2 printed it. The first addend whose largest value carries the sum
+    past the bound is the one named. None: the index is not a sum of two or more addends."""
+    if len(terms) < 2:
+        return None
+    stats = {graph.storage(s.arg): s for s in printed if not s.is_float and s.scalar is None and s.numel}
+    order = sorted(terms, key=lambda t: (t.var is None, not (t.var and graph.is_model_input(t.var))))
+    subjects, highs, ranges, hi, out = [], [], [], 0.0, None
+    for t in order:
+        s = stats.get(graph.storage(t.var)) if t.var else None
+        if t.var is None:
+            lo_t = hi_t = t.scale * t.literal
+        else:
+            lo_t, hi_t = sorted((t.scale * s.min, t.scale * s.max)) if s else (math.nan, math.nan)
+        subjects.append(namer.var(t.var) if t.var else t.scale * t.literal)
+        highs.append(hi_t)
+        ranges.append(fact(FactKind.INDEX, "{who:quoted} {lo:g}..{hi:g}", who=subjects[-1], lo=lo_t, hi=hi_t) if t.var
+                      and s else fact(FactKind.INDEX, "{who:quoted} (not printed)", who=subjects[-1]) if t.var else
+                      fact(FactKind.INDEX, "{n:g}", n=hi_t))
+        hi += hi_t
+        if out is None and value is not None and hi >= value:
+            out = subjects[-1]
+    expr = " + ".join("{a%d}" % i for i in range(len(subjects)))
+    args = {f"a{i}": a if isinstance(a, Subject) else fact(FactKind.INDEX, "{n:g}", n=a) for i, a in
+            enumerate(subjects)}
+    head = "{kernel} computes the index into {target} as " + expr.replace("}", ":quoted}") + ": {ranges: plus }"
+    if out is None:
+        return fact(FactKind.INDEX, head + (" stays below the bound" if not math.isnan(hi) else
+                                            ", so its largest value is not known"),
+                    kernel=k, target=target, ranges=tuple(ranges), addends=tuple(subjects), highs=tuple(highs),
+                    bound=value if value is not None else -1, **args)
+    taker = fact(FactKind.INDEX, "{who:quoted}", who=out) if isinstance(out, Subject) else \
+        fact(FactKind.INDEX, "the literal {n:g} (a constant Inductor inlined into the kernel)", n=out)
+    return fact(FactKind.INDEX, head + " reach {hi:g} ≥ {bound}; {taker} takes it out of range", kernel=k,
+                target=target, ranges=tuple(ranges), hi=hi, bound=value, taker=taker, addends=tuple(subjects),
+                highs=tuple(highs), **args)
+
+
 def _came_from(graph: WrapperGraph, kernel_name: str, operands: tuple[str, ...],
                inputs: Mapping[str, TensorStats], value: Optional[int],
                namer: Namer) -> Optional[tuple[Fact, Optional[str]]]:
@@ -171,16 +226,18 @@ def _came_from(graph: WrapperGraph, kernel_name: str, operands: tuple[str, ...],
     s = inputs.get(source)
     maker = o.maker or launch
     nodes = ", ".join(source_nodes(maker.source_nodes))
+    held = tuple(namer.var(c) for c in o.sources if graph.is_constant(c))  # what the op holds it against
     args = dict(input=namer.var(source), maker=kernel(maker.name), nodes=nodes,
-                bound="?" if value is None else value)
+                bound="?" if value is None else value, constants=held)
     op = "{maker} ({nodes})" if nodes else "{maker}"  # the FX nodes it computes, where the wrapper names them
+    also = ", and from {constants:quoted}" if held else ""
     where = ("the index is computed, not handed in: " + op + " makes it from {input:phrase}" if o.maker
              else "the index is computed inside " + op + " from {input:phrase}")
     if s is not None:
-        return fact(FactKind.INDEX, where + ", which holds {lo:g}..{hi:g} at run time; that op takes it past "
-                    "the bound {bound}", lo=s.min, hi=s.max, **args), source
-    return fact(FactKind.INDEX, where + " (its run-time values were not printed); that op takes it past the bound "
-                "{bound}", **args), source
+        return fact(FactKind.INDEX, where + ", which holds {lo:g}..{hi:g} at run time" + also + "; that op takes it "
+                    "past the bound {bound}", lo=s.min, hi=s.max, **args), source
+    return fact(FactKind.INDEX, where + " (its run-time values were not printed)" + also + "; that op takes it past "
+                "the bound {bound}", **args), source
 
 
 def _target(refs: list[DimRef], sizes: list[Optional[int]], bound: IndexBound, value: Optional[int], dim) -> Fact:

@@ -17,14 +17,14 @@ import functools
 import re
 import zipfile
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterator, Optional
 
 from ..aoti import wrapper
 from ..aoti.constants import ConstantValue
 from ..aoti.hook_record import ConstantName, HookRecord
 from ..verdict import Verdict
 from .advice import next_steps
-from .facts import Fact, FactKind, Namer, fact
+from .facts import Fact, FactKind, Namer, Subject, SubjectKind, fact, kernel
 from .findings import Culprit, CulpritKind, Findings
 
 MAX_WRAPPER_BYTES = 64 << 20
@@ -252,24 +252,27 @@ def convict_constants(out: Findings, records: list[HookRecord], graph: Optional[
                      for x, by in outside]
     stale = [(v, read_by(v)) for v in values if v.stale is not None]
     stale_lines = [describe_stale(v, kinds.get(v.fqn or ""), by) for v, by in stale]
+    index = index_operand(c, values, read_by, inlined, kinds)
+    row = lambda v, by, line, **more: v.to_json() | {"kind": kinds.get(v.fqn or ""), "readers": by,  # noqa: E731
+                                                     "finding": line, **more}
     out.constants = {"read": sum(v.skipped is None for v in values if v not in inlined), "not_read": not_read,
                      "skipped": [{"wrapper": v.placeholder, "fqn": v.fqn, "why": v.skipped}
                                  for v in values if v.skipped][:20],
-                     "nonfinite": [v.to_json() | {"kind": kinds.get(v.fqn or ""), "readers": by, "finding": line}
-                                   for (v, by), line in zip(bad, lines)],
-                     "outside_domain": [x.value.to_json() | {"kind": kinds.get(x.value.fqn or ""), "readers": by,
-                                                             "op": x.rule.says, "index": list(x.index),
-                                                             "element": x.element, "finding": line}
+                     "nonfinite": [row(v, by, line) for (v, by), line in zip(bad, lines)],
+                     "outside_domain": [row(x.value, by, line, op=x.rule.says, index=list(x.index), element=x.element)
                                         for (x, by), line in zip(outside, outside_lines)],
-                     "stale": [v.to_json() | {"kind": kinds.get(v.fqn or ""), "readers": by, "finding": line}
-                               for (v, by), line in zip(stale, stale_lines)]}
-    if (not bad and not outside and not stale) or out.verdict is not Verdict.REPRODUCED:
+                     "stale": [row(v, by, line) for (v, by), line in zip(stale, stale_lines)],
+                     "index_operand": [row(*index)] if index else []}
+    if (not bad and not outside and not stale and not index) or out.verdict is not Verdict.REPRODUCED:
         return
     suspects = [(v, by, line) for (v, by), line in zip(bad, lines)] + \
                [(x.value, by, line) for (x, by), line in zip(outside, outside_lines)] + \
                [(v, by, line) for (v, by), line in zip(stale, stale_lines)]
     pick = None
-    if walked is not None:
+    if index is not None:  # the walk's kernel faulted on an index this constant took out of range
+        suspects.insert(0, index)
+        pick = 0
+    elif walked is not None:
         pick = next((i for i, (_, by, _) in enumerate(suspects) if walked in by), None)
     elif (c is None or not c.pinned) and out.signature is not None and out.signature.kind == "nan_inf":
         pick = 0 if bad else next((i for i, (x, _) in enumerate(outside) if x.seen_in == "the exported graph"),
@@ -283,6 +286,11 @@ def convict_constants(out: Findings, records: list[HookRecord], graph: Optional[
         if c is not None and c.kind != CulpritKind.CONSTANT:
             c.evidence.extend(_also(line) for _, _, line in suspects)
         return
+    _convict(out, suspects, pick, argv, cuda=bool(graph and graph.cuda))
+
+
+def _convict(out: Findings, suspects: list, pick: int, argv: list[str], cuda: bool) -> None:
+    c = out.culprit
     v, _, line = suspects[pick]
     convicted = Culprit(CulpritKind.CONSTANT, input_name=v.placeholder, user_name=v.fqn,
                         probes=c.probes if c else [], summary=line)
@@ -290,7 +298,66 @@ def convict_constants(out: Findings, records: list[HookRecord], graph: Optional[
                                                                if i != pick)]
     out.culprit = convicted
     out.source, out.source_nodes = None, ""  # the reader's source is not the culprit's
-    out.next_steps = next_steps(argv, out.signature, convicted, cuda=bool(graph and graph.cuda))
+    out.next_steps = next_steps(argv, out.signature, convicted, cuda=cuda)
+
+
+def _facts(facts) -> Iterator[Fact]:
+    for f in facts:
+        if isinstance(f, Fact):
+            yield f
+            yield from _facts(f.values.values())
+
+
+def index_operand(c: Optional[Culprit], values: list[ConstantValue], read_by, inlined: list[ConstantValue],
+                  kinds: dict) -> Optional[tuple[ConstantValue, list[str], Fact]]:
+    """(the constant, its readers, the line) that takes the walk's faulting kernel's computed index past its bound.
+    bounds.index_sum named the index's addends with what level 2 printed of them; constants it never prints: a
+    constant the kernel reads by name, or one Inductor inlined as a literal the index adds (its largest element).
+    Adding the addends in that order, model inputs first, the constant whose value carries the sum past the bound
+    is the operand that takes the index out of range."""
+    told = next((f for f in _facts(c.evidence if c is not None and c.kind == CulpritKind.KERNEL else [])
+                 if "addends" in f.values), None)
+    if told is None or told.values["bound"] < 0:
+        return None
+    bound, total, parts = told.values["bound"], 0.0, []
+    for who, high in zip(told.values["addends"], told.values["highs"]):
+        v = _addend_constant(who, values, inlined, read_by, c.kernel)
+        element = v.first_max if v is not None and v.first_max else None
+        if element is not None:
+            high = element[1]
+            parts.append(fact(FactKind.CONSTANT, "{who:quoted}[{index}] = {value:g}", index=_index(element[0]),
+                              value=high, who=_constant(v)))
+        else:
+            parts.append(fact(FactKind.CONSTANT, "{who:quoted} ≤ {high:g}", who=who, high=high)
+                         if isinstance(who, Subject) else fact(FactKind.CONSTANT, "{n:g}", n=who))
+        total += high
+        if total >= bound:
+            if element is None:
+                return None  # an addend the walk printed takes it out: bounds.py has said so
+            line = fact(FactKind.CONSTANT, "{kind} {constant:quoted}" + (INLINED if v in inlined else "") +
+                        ": element [{index}] = {value:g} takes the index of {kernel} out of range: {parts: plus } "
+                        "gives {total:g} ≥ {bound} ({target})", kind=kinds.get(v.fqn or "") or "constant",
+                        constant=_constant(v), index=_index(element[0]), value=high, kernel=kernel(c.kernel),
+                        parts=tuple(parts), total=total, bound=bound, target=told.values["target"])
+            return v, read_by(v), line
+    return None
+
+
+def _addend_constant(who, values: list[ConstantValue], inlined: list[ConstantValue], read_by,
+                     kernel_name: str) -> Optional[ConstantValue]:
+    """The constant an addend is: one the kernel reads by name, or the inlined constant whose largest element is
+    the literal and that feeds an op of the kernel."""
+    if isinstance(who, Subject):
+        return next((v for v in values if who.kind == SubjectKind.CONSTANT and v.placeholder == who.name), None)
+    return next((v for v in inlined if v.first_max and v.first_max[1] == who and kernel_name in read_by(v)), None)
+
+
+def _constant(v: ConstantValue) -> Subject:
+    return Namer(constants={v.placeholder: v.fqn} if v.fqn else {}).constant(v.placeholder)
+
+
+def _index(index: tuple[int, ...]) -> str:
+    return ", ".join(map(str, index))
 
 
 def _also(line: Fact) -> Fact:

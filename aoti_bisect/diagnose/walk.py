@@ -9,10 +9,10 @@ import math
 import re
 from typing import Callable, Optional
 
-from ..aoti.checks import IndexBound, index_operands
+from ..aoti.checks import IndexBound, index_operands, index_terms
 from ..aoti.printer import KernelView, Observation, TensorStats, is_bad
 from ..aoti.wrapper import Launch, WrapperGraph
-from .bounds import explain
+from .bounds import Addend, explain
 from .facts import Fact, FactKind, Namer, Tensor, fact, kernel
 from .findings import Culprit, CulpritKind
 
@@ -120,7 +120,11 @@ class _Walk:
         if self.check is None:
             return None
         reads = [s for _, s in self._arg_stats(launch, launch.reads, "before")]
-        story = explain(self.check, launch.name, self.graph, self.inputs, reads, self.namer, self.operands(launch))
+        # Where the source does not say what the index is loaded from (a vectorised load spread over lines), an
+        # integer an earlier launch made past this bound is it: its maker is followed to its own inputs.
+        operands = self.operands(launch) or tuple(v for v, _ in self.computed_indices(launch, self.bad_inputs(launch)))
+        story = explain(self.check, launch.name, self.graph, self.inputs, reads, self.namer, operands,
+                        self.terms(launch))
         for line in story.lines:
             self.note(line)
         self.culprit.summary = fact(FactKind.INDEX, "{kernel} faulted: {story}", kernel=kernel(launch.name),
@@ -133,6 +137,18 @@ class _Walk:
         params = index_operands(text, self.check) if text else ()
         found = [m for p in params for m in _VAR.findall(self.graph.size_argument(launch.name, p) or "")]
         return tuple(dict.fromkeys(found))
+
+    def terms(self, launch: Launch) -> tuple[Addend, ...]:
+        """The failed check's index as the sum the kernel computes, its parameters as the launch's variables; ()
+        where the source is not at hand or the index is no such sum."""
+        text = self.source(launch.name) if self.check is not None else None
+        found = []
+        for t in index_terms(text, self.check) if text else ():
+            var = _VAR.findall(self.graph.size_argument(launch.name, t.param) or "") if t.param else [None]
+            if not var:
+                return ()
+            found.append(Addend(t.scale, var[0], t.literal))
+        return tuple(found)
 
     def computed_indices(self, launch: Launch, bad: list[tuple[str, TensorStats]]) -> list[tuple[str, TensorStats]]:
         """The bad reads of a kernel whose index check failed that are integer tensors an earlier launch made:
