@@ -173,35 +173,35 @@ def index_sum(terms: tuple[Addend, ...], graph: WrapperGraph, printed: list[Tens
         return None
     stats = {graph.storage(s.arg): s for s in printed if not s.is_float and s.scalar is None and s.numel}
     order = sorted(terms, key=lambda t: (t.var is None, not (t.var and graph.is_model_input(t.var))))
-    subjects, highs, ranges, hi, out = [], [], [], 0.0, None
+    subjects, shown, highs, ranges, hi, out = [], [], [], [], 0.0, None
     for t in order:
         s = stats.get(graph.storage(t.var)) if t.var else None
-        if t.var is None:
-            lo_t = hi_t = t.scale * t.literal
-        else:
-            lo_t, hi_t = sorted((t.scale * s.min, t.scale * s.max)) if s else (math.nan, math.nan)
-        subjects.append(namer.var(t.var) if t.var else t.scale * t.literal)
+        who = namer.var(t.var) if t.var else t.scale * t.literal
+        label = fact(FactKind.INDEX, "{n:g}", n=who) if t.var is None else \
+            fact(FactKind.INDEX, "{who:quoted}", who=who) if t.scale == 1 else \
+            fact(FactKind.INDEX, "{scale} × {who:quoted}", scale=t.scale, who=who)
+        lo_t, hi_t = (who, who) if t.var is None else \
+            sorted((t.scale * s.min, t.scale * s.max)) if s else (math.nan, math.nan)
+        ranges.append(label if t.var is None else fact(FactKind.INDEX, "{label} {lo:g}..{hi:g}", label=label,
+                                                         lo=lo_t, hi=hi_t) if s else
+                      fact(FactKind.INDEX, "{label} (not printed)", label=label))
+        subjects.append(who)
+        shown.append(label)
         highs.append(hi_t)
-        ranges.append(fact(FactKind.INDEX, "{who:quoted} {lo:g}..{hi:g}", who=subjects[-1], lo=lo_t, hi=hi_t) if t.var
-                      and s else fact(FactKind.INDEX, "{who:quoted} (not printed)", who=subjects[-1]) if t.var else
-                      fact(FactKind.INDEX, "{n:g}", n=hi_t))
         hi += hi_t
         if out is None and value is not None and hi >= value:
-            out = subjects[-1]
-    expr = " + ".join("{a%d}" % i for i in range(len(subjects)))
-    args = {f"a{i}": a if isinstance(a, Subject) else fact(FactKind.INDEX, "{n:g}", n=a) for i, a in
-            enumerate(subjects)}
-    head = "{kernel} computes the index into {target} as " + expr.replace("}", ":quoted}") + ": {ranges: plus }"
+            out = label
+    told = dict(kernel=k, target=target, shown=tuple(shown), ranges=tuple(ranges), addends=tuple(subjects),
+                scales=tuple(t.scale for t in order), highs=tuple(highs))
+    head = "{kernel} computes the index into {target} as {shown: + }: {ranges: plus }"
     if out is None:
         return fact(FactKind.INDEX, head + (" stays below the bound" if not math.isnan(hi) else
                                             ", so its largest value is not known"),
-                    kernel=k, target=target, ranges=tuple(ranges), addends=tuple(subjects), highs=tuple(highs),
-                    bound=value if value is not None else -1, **args)
-    taker = fact(FactKind.INDEX, "{who:quoted}", who=out) if isinstance(out, Subject) else \
-        fact(FactKind.INDEX, "the literal {n:g} (a constant Inductor inlined into the kernel)", n=out)
-    return fact(FactKind.INDEX, head + " reach {hi:g} ≥ {bound}; {taker} takes it out of range", kernel=k,
-                target=target, ranges=tuple(ranges), hi=hi, bound=value, taker=taker, addends=tuple(subjects),
-                highs=tuple(highs), **args)
+                    bound=value if value is not None else -1, **told)
+    taker = out if isinstance(subjects[shown.index(out)], Subject) else \
+        fact(FactKind.INDEX, "the literal {n} (a constant Inductor inlined into the kernel)", n=out)
+    return fact(FactKind.INDEX, head + " reach {hi:g} ≥ {bound}; {taker} takes it out of range", hi=hi, bound=value,
+                taker=taker, **told)
 
 
 def _came_from(graph: WrapperGraph, kernel_name: str, operands: tuple[str, ...],

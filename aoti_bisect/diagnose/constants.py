@@ -320,11 +320,11 @@ def index_operand(c: Optional[Culprit], values: list[ConstantValue], read_by, in
     if told is None or told.values["bound"] < 0:
         return None
     bound, total, parts = told.values["bound"], 0.0, []
-    for who, high in zip(told.values["addends"], told.values["highs"]):
+    for who, scale, high in zip(told.values["addends"], told.values["scales"], told.values["highs"]):
         v = _addend_constant(who, values, inlined, read_by, c.kernel)
         element = v.first_max if v is not None and v.first_max else None
         if element is not None:
-            high = element[1]
+            high = element[1] * (scale if isinstance(who, Subject) else 1)  # a literal is the scaled value
             parts.append(fact(FactKind.CONSTANT, "{who:quoted}[{index}] = {value:g}", index=_index(element[0]),
                               value=high, who=_constant(v)))
         else:
