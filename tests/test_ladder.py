@@ -14,6 +14,7 @@ from aoti_bisect.aoti.hook_record import HookRecord
 from aoti_bisect.verdict import Verdict
 from aoti_bisect.diagnose.ladder import Ladder, Options
 from aoti_bisect.diagnose.stages import baseline
+from aoti_bisect.diagnose.findings import Stage, StageName
 from aoti_bisect.aoti.eagerwalk import EagerWalk, read_eager_walk
 from aoti_bisect.aoti.fakecheck import FakeCheck
 from aoti_bisect.aoti.provenance import read_kernel_information
@@ -21,7 +22,7 @@ from aoti_bisect.aoti.sanitizer import parse as parse_sanitizer, parse_compute_s
 from aoti_bisect.run.checkers import Checker, Missing
 from aoti_bisect.run.classify import fingerprint
 from aoti_bisect.run.layout import compile_key
-from aoti_bisect.run.types import Outcome, ProcessExit, RunResult, RunSpec, Signature
+from aoti_bisect.run.types import CrashSite, Outcome, ProcessExit, RunResult, RunSpec, Signature
 
 LOGS = "tests/logs/"
 
@@ -33,8 +34,9 @@ def sig(kind: str, phase: str = "run", message: str = "boom", kernel: Optional[s
 class World:
     """run_batch over a repro whose runs fail as `behave(spec)` says (None: the run passes)."""
 
-    def __init__(self, behave: Callable[[RunSpec], Optional[Signature]]) -> None:
+    def __init__(self, behave: Callable[[RunSpec], Optional[Signature]], site: Optional[CrashSite] = None) -> None:
         self.behave = behave
+        self.site = site  # where each failing run crashed, as its witness told (None: it could not tell)
         self.specs: list[RunSpec] = []
         self.asked: list[list[str]] = []  # the names of each batch's specs, as the ladder handed them over
 
@@ -49,7 +51,7 @@ class World:
             outcome = Outcome.PASSED if s is None else Outcome.INFRA_ERROR if s.kind == "infra" else Outcome.FAILED
             result = RunResult(spec, outcome, ProcessExit(0 if s is None else 1, None, False, 0.1, 0),
                                f"runs/{spec.name}", f"runs/{spec.name}/output.log", s,
-                               f"cache/{compile_key(spec.env_dict)}")
+                               f"cache/{compile_key(spec.env_dict)}", crash=self.site if s is not None else None)
             done.append(result)
             on_result(result)
 
@@ -118,7 +120,8 @@ def trace_of(name: str) -> printer.Trace:
 
 
 def climb(world: World, seen: Seen, **options):
-    ladder = Ladder(["python", "repro.py"], world.run_batch, seen, Options(**options))
+    """The ladder up to its verdict: budget 0 stops the rate there, unless a test asks for the rate after it."""
+    ladder = Ladder(["python", "repro.py"], world.run_batch, seen, Options(**{"budget": 0.0, **options}))
     return ladder, ladder.run()
 
 
@@ -397,7 +400,7 @@ def test_a_masked_cuda_fault_is_unmasked_by_the_memory_checker():
     world = always(None)
     seen = Seen("cuda/wrapper_ima_user_triton.cpp",
                 memcheck_log="cuda/compute-sanitizer-memcheck-user-triton-oob.log")
-    _, out = climb(world, seen, checkers=CHECKERS, max_runs=4)
+    _, out = climb(world, seen, checkers=CHECKERS, max_runs=4, budget=300.0)
     assert out.verdict is Verdict.REPRODUCED and render(out.masked).startswith("passes at baseline (0/4")
     assert out.culprit.kind == "kernel" and out.culprit.kernel == "gather_rows_0"
     assert "Invalid __global__ read of size 16 bytes in gather_rows" in render(out.culprit.summary)
@@ -527,3 +530,69 @@ def test_a_checker_whose_flags_need_a_compile_gets_its_package_built_outside_it_
     compile_run, checked = [s for s in world.specs if s.stage in ("compile", "memcheck")][:2]
     assert compile_run.compile_only and compile_run.hook and compile_run.argv == ("python", "repro.py")
     assert compile_run.env == checked.env and checked.argv[0] == "valgrind"
+
+
+# -- every crash convicts: a crashed run that tells where it faulted pins the culprit from its first crash ------
+def test_a_rare_crash_is_convicted_from_its_first_crash_and_the_rate_runs_on_after_the_verdict():
+    segv = sig("segfault", "run", "killed by SIGSEGV")
+    site = CrashSite("SIGSEGV", "shifted_gather(at::Tensor const&, at::Tensor const&)", "main.cpp:18", "op.so")
+    world = World(lambda spec: segv if spec.stage == "baseline" and spec.index % 10 == 3 else None, site)
+    seen = Seen("cpu/wrapper_flaky_custom_op_crash.cpp")
+    ladder = Ladder(["python", "repro.py"], world.run_batch, seen, Options(budget=300.0))
+    out = ladder.run()
+    assert out.culprit.kind == "outside_instrumented_kernels" and out.culprit.kernel == "bisectlab::shifted_gather"
+    # The 4th run crashed and convicted; the op's fake function was checked in one run, not waiting for a crash.
+    assert out.verdict_runs == 5 and len(world.ran("fakecheck")) == 1
+    skipped = {s.name: s.skipped for s in out.stages if s.skipped}
+    assert "own stack" in skipped["trace"] and "own stack" in skipped["sanity"]
+    assert {s.stage for s in world.specs} == {"baseline", "fakecheck"}
+    # The rate ran on after the verdict until its interval was within ±15 points: 2/18 (3%-33%).
+    assert (out.baseline.failures, out.baseline.runs) == (2, 18)
+    assert "within ±15 points" in render(out.stages[0].finding)
+
+
+def test_a_deterministic_failure_reports_ten_of_ten_after_a_verdict_reached_at_two():
+    world = always(sig("index_out_of_bounds", "run", "index out of bounds: 0 <= tmp16 < 16L",
+                       kernel="cpp_fused_add_index_mul_sin_sum_0"))
+    seen = Seen("cpu/wrapper_index_oob_level3.cpp", trace=trace_of("cpu/index_oob_level3.log"))
+    announced = []
+    ladder = Ladder(["python", "repro.py"], world.run_batch, seen, Options(budget=300.0),
+                    on_verdict=lambda out, left: announced.append((out.verdict_runs, left)))
+    out = ladder.run()
+    assert announced == [(out.verdict_runs, 18)]  # told before the rate ran on, with the runs it may take
+    assert out.baseline.runs == 10 and out.baseline.failures == 10  # measured, not assumed: 10/10 (72%-100%)
+    assert "within ±15 points" in render(out.stages[0].finding)
+
+
+def test_a_coin_flip_failure_runs_on_to_an_interval_inside_20_to_80_percent():
+    world = World(lambda spec: sig("segfault") if spec.stage == "baseline" and spec.index % 2 else None)
+    seen = Seen("cpu/wrapper_index_oob_level3.cpp")
+    out = Ladder(["python", "repro.py"], world.run_batch, seen, Options(budget=300.0)).run()
+    lo, hi = out.baseline.ci95
+    assert out.baseline.runs == 20 and 0.2 <= lo and hi <= 0.8
+
+
+def test_budget_zero_stops_the_rate_at_the_verdict_and_an_interrupt_after_it_keeps_the_culprit():
+    world = always(sig("index_out_of_bounds", "run", "index out of bounds", kernel="cpp_fused_0"))
+    seen = Seen("cpu/wrapper_index_oob_level3.cpp", trace=trace_of("cpu/index_oob_level3.log"))
+    _, out = climb(world, seen)
+    assert out.baseline.runs == 2
+    ladder = Ladder(["python", "repro.py"], world.run_batch, seen, Options(budget=300.0))
+
+    def interrupted(specs, on_result, stop):
+        if ladder.verdict is not None:
+            raise KeyboardInterrupt
+        world.run_batch(specs, on_result, stop)
+    ladder.run_batch = interrupted
+    with pytest.raises(KeyboardInterrupt):
+        ladder.run()
+    partial = ladder.partial()
+    assert partial.interrupted and partial.culprit is not None and partial.culprit.kind == "kernel"
+
+
+def test_a_cuda_failure_in_a_package_the_runs_did_not_build_is_checked_as_cuda():
+    # No wrapper compiled and no hook record: only the failure says CUDA, and compute-sanitizer is the checker.
+    world = always(sig("illegal_memory_access", "run", "CUDA error: an illegal memory access was encountered"))
+    ladder = Ladder(["python", "repro.py"], world.run_batch, Seen(), Options())
+    ladder.run_stage(Stage(StageName.BASELINE, {}), 2)
+    assert ladder.is_cuda(default=False)

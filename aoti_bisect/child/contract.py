@@ -26,6 +26,8 @@ MAX_CAPTURE_MB_ENV = "AOTI_BISECT_MAX_CAPTURE_MB"  # tensors over this, in all, 
 EAGER_WALK_ENV = "AOTI_BISECT_EAGER_WALK"  # "1": compare a level-1 wrapper's saved tensors with eager values
 RUN_INDEX_ENV = "AOTI_BISECT_RUN_INDEX"  # a repro may seed its randomness per run from this
 RUN_MARK = "AOTI_BISECT_RUN"  # <token> in every process of a run: whose an orphan is (run/process.py)
+# Where the preloaded crash witness (run/witness.c, which spells it again) appends a crashing process's native stack.
+CRASH_FILE_ENV = "AOTI_BISECT_CRASH_FILE"
 DB_ENV = "AOTI_BISECT_DB"  # the user's, not a run's: the nightly history database (cli.py)
 
 # -- the lines a child script prints, each followed by a space and its JSON answer (LOADED alone) -------------
@@ -42,3 +44,4 @@ CAPTURE_LIBS = "libs"  # in CAPTURE_DIR: a copy of each shared library that regi
 FAKECHECK_RESULT = "fakecheck.json"
 DIFFERENTIAL_RESULT = "differential.json"  # the package's outputs of the first call against eager's
 EAGER_WALK_RESULT = "eager_walk.json"
+CRASH_FILE = "crash-stack.txt"  # beside output.log: the native stack of each process of the run that crashed

@@ -26,6 +26,7 @@ class FactKind(enum.StrEnum):
     UNVERIFIED = "unverified"  # what the evidence could not see
     INDEX = "index"  # an index bound in the user's terms, and the guide's usual causes
     CHECKER = "checker"  # a memory checker's finding
+    CRASH = "crash"  # where a crashed run faulted, by its own native stack or CUDA core dump
     FAKE = "fake"  # a custom op's fake function against the op
     EAGER = "eager"  # the package's tensors against eager
     CONSTANT = "constant"  # a constant's values

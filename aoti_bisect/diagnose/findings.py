@@ -76,6 +76,7 @@ class Stage:
     tool: Optional[str] = None  # the checker the runs ran under (memcheck), as a command prefix
     planned: int = 0  # the runs the stage plans at most (progress says `run i/planned`); 0: each batch's own count
     hooked: Optional[bool] = None  # whether its runs carry the hook; None: by its name (UNHOOKED run the user's way)
+    reuse_from: Optional[int] = None  # its runs from this one on take the flag set's stored package (RunSpec.reuse)
 
     @property
     def recompiled(self) -> bool:

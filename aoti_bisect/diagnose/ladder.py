@@ -8,6 +8,7 @@ to later ones through one typed record, `Clues`, never through fields of the lad
 from __future__ import annotations
 
 import math
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -27,10 +28,18 @@ from .findings import Findings, Stage, StageName, dominant
 from .stages import AHEAD, LATER, REQUESTABLE, baseline, memcheck, unmask
 
 
+# Failures only a CUDA repro has: a package the runs did not build (nothing compiled, no hook record) is still
+# checked by compute-sanitizer, not valgrind.
+CUDA_FAILURES = frozenset({"illegal_memory_access", "device_assert"})
+CUDA_MESSAGE = re.compile(r"\bCUDA (error|driver error)\b|cudaErrorIllegalAddress|AcceleratorError")
 # Stages that wait for a crash to read one (sanity, trace, inspect): what a flaky fault costs without a checker.
 CRASH_WAITS = 3
 # A checked run that costs at most this many plain runs goes right after the baseline's first run passed.
 EARLY_COST = 2.0
+# After the verdict the baseline's rate runs on until its 95% interval is this narrow on either side (or the budget
+# or --max-runs ends it): 10 runs for a failure that fails every time, about 40 for one that fails half the time.
+HONEST_HALF_WIDTH = 0.15
+HONEST_MIN_RUNS = 10  # 9/9 is already within ±15 points; "10/10" is what a reader takes for "every run"
 
 
 @dataclass
@@ -42,6 +51,7 @@ class Options:
     stages: tuple[str, ...] = REQUESTABLE
     inspect_cap: int = 8
     budget: float = 300.0  # seconds the baseline's rate may run on after the verdict
+    reuse_baseline: bool = False  # the baseline's runs after its first wave take the stored package (RunSpec.reuse)
     # The memory checker per device ("cuda", "cpu"), or why there is none; found by the session.
     checkers: tuple[tuple[str, tuple[Checker, ...] | Missing], ...] = ()
     sanitize: bool = False  # run the memcheck stage whatever the failure (or none) looks like
@@ -58,17 +68,25 @@ class Clues:
     suspect: Optional[str] = None  # the launch the failing runs never finished (or the checker's kernel)
     checker: list[Fact] = field(default_factory=list)  # a memory checker's lines, ahead of the walk's
     prebuilt: Optional[list[PackageEvent]] = None  # what the failing hooked runs loaded but did not build
-    rate_left: int = 0  # baseline runs left for after the verdict: the checker went first (Ladder.check_first)
+    rate_left: int = 0  # baseline runs of an explicit --runs left for after the verdict (a checker or crash went first)
+
+
+def _honest(results: list[RunResult]) -> bool:
+    lo, hi = Rate(sum(r.failed for r in results), len(results)).ci95
+    return len(results) >= HONEST_MIN_RUNS and (hi - lo) / 2 <= HONEST_HALF_WIDTH
 
 
 class Ladder:
     def __init__(self, argv: list[str], run_batch: RunBatch, evidence: Evidence, options: Options,
                  ahead: Callable[[list[RunSpec]], None] = lambda specs: None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 on_verdict: Callable[[Findings, int], None] = lambda out, left: None) -> None:
         self.clock = clock
         self.argv = argv
         self.run_batch = run_batch
         self.ahead = ahead  # takes compile-only runs for later stages, to run where a slot would sit idle
+        self.on_verdict = on_verdict  # told the verdict before the rate runs on, and how many runs it may take
+        self.verdict: Optional[Findings] = None  # the finished findings, kept by an interrupt of the rate after them
         self.evidence = evidence
         self.opt = options
         self.stages: list[Stage] = []
@@ -92,8 +110,9 @@ class Ladder:
         argv = (*prefix, *self.argv)
         before = list(stage.results)
         total = max(stage.planned, len(before) + n)
+        reuse_from = stage.reuse_from if stage.reuse_from is not None else total
         specs = [RunSpec(argv, stage.name.value, self.counter + i, env, self.opt.timeout * slowdown, stage.hook,
-                         place=(len(before) + i + 1, total)) for i in range(n)]
+                         reuse=len(before) + i >= reuse_from, place=(len(before) + i + 1, total)) for i in range(n)]
         self.run_batch(specs, stage.results.append, lambda rs: stop(before + rs))
         # Runs are started in index order and every started run lands, so the unused indices are reusable.
         self.counter += len(stage.results) - len(before)
@@ -159,7 +178,7 @@ class Ladder:
             if out.culprit is not None:
                 self.finish(out)
                 return self._skip_rest(out, "baseline did not reproduce; the memory checker found the fault")
-        if self.check_first(self.stages[0].results) and not self.ran(StageName.MEMCHECK):
+        if out.culprit is None and self.check_first(self.stages[0].results) and not self.ran(StageName.MEMCHECK):
             memcheck.run(self, out)  # the checker sees the access in any run, crashed or not: it goes first
         for rung in LATER:
             if self.ran(rung.name):
@@ -172,7 +191,10 @@ class Ladder:
                 continue
             rung.run(self, out)
         self.finish(out)
-        self.rate_after_verdict(out)
+        left = self.runs_after_verdict(out)
+        self.verdict = out
+        self.on_verdict(out, left)
+        self.rate_after_verdict(out, left)
         return out
 
     def check_first(self, results: list[RunResult]) -> bool:
@@ -200,24 +222,40 @@ class Ladder:
         checkers = dict(self.opt.checkers).get("cuda")
         return bool(checkers) and not isinstance(checkers, Missing) and min(c.cost for c in checkers) <= EARLY_COST
 
-    def rate_after_verdict(self, out: Findings) -> None:
-        """The baseline runs the checker went ahead of, bounded by --max-runs and the budget in seconds."""
-        left, base = self.clues.rate_left, self.stages[0]
-        if not left or out.interrupted:
+    def runs_after_verdict(self, out: Findings) -> int:
+        """Baseline runs the rate may still take after the verdict: an adaptive baseline's up to --max-runs (its
+        stopping rule, a checker or a crash may have ended it at a wide interval), an explicit --runs' remainder."""
+        base = self.stages[0]
+        if out.interrupted or out.verdict is not Verdict.REPRODUCED or self.opt.budget <= 0:
+            return 0
+        if self.opt.runs is not None:
+            return self.clues.rate_left
+        if not base.rate.failures and out.culprit is None:
+            return 0
+        return max(0, self.opt.max_runs - len(base.results)) if not _honest(base.results) else 0
+
+    def rate_after_verdict(self, out: Findings, left: int) -> None:
+        """The baseline runs on after the verdict until its rate's 95% interval is within HONEST_HALF_WIDTH, bounded
+        by `left` runs and the budget in seconds: a maintainer reads 20/20 or 10/20, not 2/2 (34%-100%)."""
+        if not left:
             return
+        base = self.stages[0]
         deadline = self.clock() + self.opt.budget
         before = base.rate
-        self.extend(base, left, lambda rs: self.clock() > deadline)
+        self.extend(base, left, lambda rs: self.clock() > deadline or _honest(rs))
         out.baseline = base.rate
         out.signature = out.signature or dominant(base.results)
         if out.culprit is not None and not base.rate.failures:
             out.masked = fact(FactKind.CHECKER, "passes at baseline ({base}); {found}", base=base.rate.describe(),
                               found=out.culprit.headline)
             out.summary = out.masked
+        why = ("its 95% interval is within ±{:.0f} points".format(HONEST_HALF_WIDTH * 100) if _honest(base.results)
+               else f"the budget of {self.opt.budget:.0f} s ran out" if self.clock() > deadline
+               else f"the {base.rate.runs} runs of --max-runs/--runs are spent")
         base.finding = joined(base.finding, fact(
-            FactKind.REPRODUCTION, "the checker went ahead at {before}; the rate ran on after the verdict: {now} "
-            "({more} more run(s) of {left}, within {budget:.0f} s)", before=before.describe(),
-            now=base.rate.describe(), more=base.rate.runs - before.runs, left=left, budget=self.opt.budget))
+            FactKind.REPRODUCTION, "the rate ran on after the verdict: {now} ({more} more run(s); stopped because "
+            "{why})", now=base.rate.describe(), more=base.rate.runs - before.runs, why=why),
+            baseline.check_reuse(base))
 
     def _why_not(self, rung, out: Findings) -> Optional[str]:
         sig = out.signature
@@ -228,11 +266,18 @@ class Ladder:
             return "not requested (--stages)"
         c = out.culprit
         if c is not None and c.pinned and c.kind not in rung.after:
+            if c.headline is not None and c.headline.kind is FactKind.CRASH:
+                return "culprit already pinned: the crashed run's own stack named where it faulted"
             return "culprit already pinned"
         return None
 
     def partial(self) -> Findings:
-        """What the finished runs support, for a report written after an interrupt."""
+        """What the finished runs support, for a report written after an interrupt: the verdict itself where the
+        interrupt came while its rate ran on."""
+        if self.verdict is not None:
+            self.verdict.baseline = self.stages[0].rate
+            self.verdict.interrupted = True
+            return self.verdict
         base = self.stages[0].rate if self.stages else Rate(0, 0)
         verdict = Verdict.REPRODUCED if base.failures else Verdict.INCONCLUSIVE
         sig = dominant(self.stages[0].results) if self.stages else None
@@ -260,7 +305,7 @@ class Ladder:
 
     def is_cuda(self, default: bool = True) -> bool:
         """Whether the compiled graph targets CUDA; else whether the packages the runs loaded without building
-        them do; `default` when neither is known."""
+        them do; else whether a failure is one only CUDA has; `default` when none of these tells."""
         for stage in self.stages:
             g = self.graph(stage)
             if g is not None:
@@ -269,13 +314,16 @@ class Ladder:
         devices = {self.evidence.package_device(e.path) for e in self.clues.prebuilt or () if e.path}
         if devices and None not in devices:
             return "cuda" in devices
+        if any(r.signature and (r.signature.kind in CUDA_FAILURES or CUDA_MESSAGE.search(r.signature.message))
+               for s in self.stages for r in s.failures):
+            return True  # the failure itself says so, whatever the runs compiled or loaded
         return default
 
     def find_prebuilt(self) -> None:
         """What the failing hooked runs so far loaded without building it, once."""
         if self.clues.prebuilt is not None:
             return
-        hooked = [r for s in self.stages for r in s.results if r.spec.hook]
+        hooked = [r for s in self.stages for r in s.results if r.spec.hook or r.spec.reuse]
         if not hooked:
             return
         runs = [r for r in hooked if r.failed] or hooked

@@ -52,32 +52,36 @@ def memcheck_culprit(reports: list[SanitizerReport], graph: Optional[WrapperGrap
     evidence = [fact(FactKind.CHECKER, "{tool}: {error}", tool=report.tool, error=err.describe())] + [
         fact(FactKind.CHECKER, "{tool} also: {error}", tool=report.tool, error=e.describe())
         for e in report.errors if e is not err][:3]
-    culprit = _convict(err, graph, suspect, evidence)
+    culprit = convict_function(err.function, graph, suspect, evidence, FactKind.CHECKER)
     culprit.summary = culprit.evidence[0]
     return CheckerFinding(finding, culprit)
 
 
-def _convict(err: AccessError, graph: Optional[WrapperGraph], suspect: Optional[str],
-             evidence: list[Fact]) -> Culprit:
-    launch = launch_for(err.function, graph)
+def convict_function(function: Optional[str], graph: Optional[WrapperGraph], suspect: Optional[str],
+                     evidence: list[Fact], kind: FactKind) -> Culprit:
+    """The culprit a native or device function names (a checker's access, a crash's faulting frame): the wrapper's
+    launch of it, else the graph's custom op it belongs to, else the function itself, outside the kernels."""
+    launch = launch_for(function, graph)
     if launch is not None:
         if suspect and suspect.lower() != launch.name.lower():
-            evidence.append(fact(FactKind.CHECKER, "the trace's unfinished launch was {suspect}, not {launch}: the "
+            evidence.append(fact(kind, "the trace's unfinished launch was {suspect}, not {launch}: the "
                                  "checker saw the access itself, the trace only where the process stopped",
                                  suspect=kernel(suspect), launch=kernel(launch.name)))
         return Culprit(CulpritKind.KERNEL, kernel=launch.name, evidence=evidence)
-    if err.function is None:
+    if function is None:
         return Culprit(CulpritKind.UNKNOWN, evidence=evidence + [note("the checker named no function for the access")])
     if graph is None:
-        return Culprit(CulpritKind.KERNEL, kernel=err.function, evidence=evidence + [fact(
-            FactKind.CHECKER, "{function} is not mapped to a launch: no generated wrapper was compiled by these runs",
-            function=kernel(err.function))])
+        return Culprit(CulpritKind.KERNEL, kernel=function, evidence=evidence + [fact(
+            kind, "{function} is not mapped to a launch: no generated wrapper was compiled by these runs",
+            function=kernel(function))])
     custom = [launch.name for launch in graph.launches if "::" in launch.name]
-    if len(custom) == 1:
-        evidence.append(fact(FactKind.CHECKER, "{function} is not a kernel of the generated wrapper; the graph's one "
-                             "custom op, {op}, runs outside instrumented kernels", function=err.function,
-                             op=kernel(custom[0])))
-        return Culprit(CulpritKind.OUTSIDE_INSTRUMENTED_KERNELS, kernel=custom[0], evidence=evidence)
-    evidence.append(fact(FactKind.CHECKER, "{function} is not a kernel of the generated wrapper" + (
-        " (custom ops in the graph: {custom:, })" if custom else ""), function=err.function, custom=tuple(custom)))
-    return Culprit(CulpritKind.OUTSIDE_INSTRUMENTED_KERNELS, kernel=err.function, evidence=evidence)
+    # A C++ op's function usually bears the op's name (`rare_gather(at::Tensor const&, ...)` for `ns::rare_gather`).
+    named = [op for op in custom if re.search(rf"\b{re.escape(op.split('::')[-1])}\b", function)]
+    if len(named) == 1 or len(custom) == 1:
+        op = named[0] if len(named) == 1 else custom[0]
+        evidence.append(fact(kind, "{function} is not a kernel of the generated wrapper; the graph's custom op "
+                             "{op} runs outside instrumented kernels", function=function, op=kernel(op)))
+        return Culprit(CulpritKind.OUTSIDE_INSTRUMENTED_KERNELS, kernel=op, evidence=evidence)
+    evidence.append(fact(kind, "{function} is not a kernel of the generated wrapper" + (
+        " (custom ops in the graph: {custom:, })" if custom else ""), function=function, custom=tuple(custom)))
+    return Culprit(CulpritKind.OUTSIDE_INSTRUMENTED_KERNELS, kernel=function, evidence=evidence)

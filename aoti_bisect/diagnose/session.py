@@ -9,6 +9,7 @@ from typing import Optional
 from ..exits import EXIT_INCONCLUSIVE, UsageFailure
 from ..report.bundle import keep_repro_script, record_secret_spans
 from ..report.model import Report
+from ..report.facts import render
 from ..report.redact import Redactor
 from ..config import RunConfig
 from ..run import checkers, toolchains
@@ -23,6 +24,7 @@ from .evidence import RunEvidence
 from .constants import convict_constants
 from ..stats import Rate
 from .source import locate_findings, source_map, walked_graph
+from ..text import printable
 from ..verdict import Verdict
 from .facts import note
 from .findings import Findings
@@ -49,6 +51,7 @@ class Session:
                                reuse=config.reuse)
         self.options = Options(runs=config.runs, max_runs=config.max_runs, timeout=config.timeout,
                                stages=config.stages, sanitize=config.sanitize, budget=config.budget,
+                               reuse_baseline=config.reuse != "none",
                                checkers=checkers.find(config.sanitizer, config.sanitizer_tools), debugger=debugger())
         self.environment: dict = {}
         self.redactor = Redactor.from_env(dict(os.environ), config.redact_paths)
@@ -103,6 +106,16 @@ class Session:
         self._probed.wait(PROBE_WAIT_S)
         return bool(self._probe.get("problem"))
 
+    def _announce(self, out: Findings, left: int) -> None:
+        """The verdict as soon as it stands, when the rate still runs on after it (Ladder.rate_after_verdict)."""
+        if not left:
+            return
+        what = (out.culprit.headline if out.culprit is not None and out.culprit.headline is not None else out.summary)
+        self.progress.say(f"aoti-bisect: verdict after {out.verdict_s:.0f}s and {out.verdict_runs} runs: "
+                          f"{out.verdict.value}" + (f": {printable(self.redactor(render(what)))}" if what else ""))
+        self.progress.say(f"aoti-bisect: the rate runs on: up to {left} more baseline runs within "
+                          f"{self.options.budget:.0f}s (--budget 0 skips this; Ctrl-C keeps the verdict)")
+
     def execute(self) -> Report:
         evidence = RunEvidence(os.path.join(self.run_dir, "prebuilt"), self.harness.base_env, self.harness.cancel,
                                self.progress.say,
@@ -112,7 +125,7 @@ class Session:
                                                                   os.path.join(self.run_dir, "doctor", "toolchains"),
                                                                   self.harness.base_env, self.harness.cancel))
         ladder = Ladder(self.argv, self._run_batch, evidence, self.options,
-                        self.harness.ahead if self.config.ahead else lambda specs: None)
+                        self.harness.ahead if self.config.ahead else lambda specs: None, on_verdict=self._announce)
         self.progress.say(f"aoti-bisect: run directory {self.run_dir}")
         if self.config.python_script:
             try:

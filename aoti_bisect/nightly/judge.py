@@ -113,6 +113,7 @@ def summarize(night: Night, history: History, alpha: float = 0.01, window: int =
             first, last = past.seen.get(fp, (None, None))
             signatures.append({"fingerprint": fp, "kind": example["kind"], "phase": example["phase"],
                                "message": example["message"], "kernel": example["kernel"], "count": count,
+                               "crash": example.get("crash"),
                                "first_seen": first, "last_seen": last,
                                "new": baseline is not None and fp not in past.known_fingerprints,
                                "example_log": example["log"]})

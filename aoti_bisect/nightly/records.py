@@ -143,7 +143,9 @@ class RecordWriter:
                      "outcome": r.outcome.value, "duration_s": round(r.exit.duration, 3),
                      "kind": sig.kind if sig else None, "phase": sig.phase if sig else None,
                      "fingerprint": sig.fingerprint if sig else None, "message": sig.message if sig else None,
-                     "kernel": sig.kernel if sig else None, "log": r.log_path})
+                     "kernel": sig.kernel if sig else None, "log": r.log_path,
+                     # where it faulted, from the run's own native stack or CUDA core dump (run/witness.py)
+                     "crash": r.crash.describe() if r.crash else None})
 
     def memcheck(self, repro: Repro, tool: Optional[str] = None, r: Optional[RunResult] = None,
                  report: Optional[SanitizerReport] = None, skipped: Optional[str] = None) -> None:

@@ -147,10 +147,15 @@ def read_report(tool: str, run_dir: str, output_log: str) -> sanitizer.Sanitizer
     return replace(report, refused=merged.refused) if merged.refused else report
 
 
+def checked(argv: list[str] | tuple[str, ...]) -> bool:
+    """Whether a run's command line runs the repro under a checker (it names the checker's report file)."""
+    return any(a == CHECKER_LOG or a.endswith("=" + CHECKER_LOG) for a in argv)
+
+
 def create_checker_log(argv: list[str], cwd: str) -> None:
     """Called by process.execute before the child starts: a run whose argv names CHECKER_LOG gets that file new
     (O_EXCL|O_NOFOLLOW: a link or file planted there fails the run instead of being written through)."""
-    if not any(a == CHECKER_LOG or a.endswith("=" + CHECKER_LOG) for a in argv):
+    if not checked(argv):
         return
     fd = os.open(os.path.join(cwd, CHECKER_LOG), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     os.close(fd)

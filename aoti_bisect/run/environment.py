@@ -12,6 +12,7 @@ from typing import Optional
 
 from ..aoti import flags
 from ..child import contract, hook
+from .checkers import checked
 from .layout import Layout, compile_key
 from .types import RunSpec
 
@@ -38,6 +39,7 @@ class Environment:
         # A run's slot names its GPU on a GPU host.
         self.gpu_slots = list(gpu_slots or [])
         self.vec_isa_skipped = 0  # runs that took an earlier run's vector-ISA answer (vec_isa)
+        self.witness = None  # run/witness.py's Witness, set by the harness: every run can tell where it crashed
         self._lock = threading.Lock()
 
     def hooked_stage(self, hook: bool) -> bool:
@@ -45,7 +47,7 @@ class Environment:
         return hook or self.reuse == "all"
 
     def hooked(self, spec: RunSpec) -> bool:
-        return self.hooked_stage(spec.hook)
+        return self.hooked_stage(spec.hook) or (spec.reuse and self.reuse != "none")
 
     def reuse_dir(self, spec: RunSpec) -> Optional[str]:
         """The flag set's package folder, shared by its runs in every slot; None: this run compiles."""
@@ -79,6 +81,8 @@ class Environment:
             # Extensions do not depend on Inductor flags; sharing them saves a C++ build per stage.
             "TORCH_EXTENSIONS_DIR": os.path.join(self.layout.cache_root, "torch_extensions"),
         })
+        if self.witness is not None:
+            env.update(self.witness.env(run_path, checked(spec.argv)))
         if spec.hook:  # a diagnostic stage's own: never a baseline run, even one that carries the hook for reuse
             env.update(DIAGNOSTIC_ENV)
         if spec.compile_only:

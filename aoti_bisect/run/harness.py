@@ -12,11 +12,14 @@ from typing import Callable, Iterable, Optional
 from ..aoti.wrapper import triton_kernel_name
 from ..files import read_log
 from . import process
-from .classify import classify
+from .classify import classify, fingerprint
 from .environment import Environment
 from .layout import Layout
 from .scheduler import Scheduler
 from .types import Outcome, ProcessExit, RunResult, RunSpec, Signature
+from .witness import Witness
+
+WITNESS_DIR = "witness"  # in the run directory: the crash witness library, built once
 
 
 class Harness:
@@ -25,9 +28,11 @@ class Harness:
                  cancel: Optional[process.Cancel] = None, cache_root: Optional[str] = None,
                  gpu_slots: Optional[list[str]] = None, reuse: str = "hooked") -> None:
         self.layout = Layout(run_dir, cache_root)
-        self.environment = Environment(self.layout, base_env, reuse, gpu_slots)
-        self.limits = limits
         self.cancel = cancel or process.Cancel()
+        self.environment = Environment(self.layout, base_env, reuse, gpu_slots)
+        self.witness = Witness(os.path.join(run_dir, WITNESS_DIR), self.environment.base_env, self.cancel)
+        self.environment.witness = self.witness
+        self.limits = limits
         self.scheduler = Scheduler(self.run, self.layout, len(gpu_slots) if gpu_slots else max(1, jobs),
                                    self.cancel, self.environment.reuse_dir)
 
@@ -46,10 +51,17 @@ class Harness:
                                     self.limits, cancel or self.cancel))
             if exit.launch_error != "cancelled" and self.jobs > 1:
                 self.layout.snapshot_if_first(spec, slot)
-        outcome, signature = classify("" if exit.launch_error else read_log(log_path), exit)
+        text = "" if exit.launch_error else read_log(log_path)
+        outcome, signature = classify(text, exit)
         if signature and signature.kernel and signature.kernel.endswith(".py"):
             signature = _resolve_triton_source(signature)
-        result = RunResult(spec, outcome, exit, run_path, log_path, signature, self.cache_dir(spec.env_dict, slot))
+        crash, crash_problem = self.witness.read(run_path, exit, text) if outcome.is_failure else (None, None)
+        if crash is not None and signature is not None and not signature.kernel:
+            # Failures group by the function they crashed in (nightly signatures, the ladder's dominant one).
+            signature = dataclasses.replace(signature, kernel=crash.function, fingerprint=fingerprint(
+                signature.kind, signature.phase, signature.message, crash.function))
+        result = RunResult(spec, outcome, exit, run_path, log_path, signature, self.cache_dir(spec.env_dict, slot),
+                           crash, crash_problem)
         if not problem:
             self.layout.write_result(result)
         if outcome is not Outcome.INFRA_ERROR:

@@ -30,6 +30,9 @@ class RunSpec:
     hook: bool = False  # run with the in-process hook (child/hook), which records packages in hook.json
     # Compiles for a later stage and stops at its first package load (Harness.ahead): it stands for no stage.
     compile_only: bool = False
+    # Carries the hook only to take its flag set's stored package (a baseline run after its first wave): nothing
+    # diagnostic, so it fails as the user's runs do, without a compile each time.
+    reuse: bool = False
     place: tuple[int, int] = (0, 0)  # run i of the n its stage plans, for progress lines; (0, 0): not known
 
     @property
@@ -73,6 +76,27 @@ class ProcessExit:
 
 
 @dataclass(frozen=True)
+class CrashSite:
+    """Where a crashed run faulted, as the run itself told: its native stack (run/witness.py) or its CUDA core
+    dump (aoti/cudacore.py)."""
+
+    how: str  # "SIGSEGV", "Warp Illegal Address", "Warp Assert"
+    function: str  # the faulting function as its object names it: a C++ function, a Triton kernel, a Python function
+    location: Optional[str] = None  # "main.cpp:18", "c4xy....py:23"
+    library: Optional[str] = None  # the file it lives in (basename)
+    detail: str = ""  # grid/block/thread of a device fault; the native frame that called it; the faulting address
+    source: str = "native stack"  # what told: "native stack", "Python stack", "CUDA core dump"
+
+    def describe(self) -> str:
+        where = f" ({self.location})" if self.location else (f" (in {self.library})" if self.library else "")
+        return f"{self.how} in {self.function}{where}" + (f"; {self.detail}" if self.detail else "")
+
+    def to_json(self) -> dict:
+        return {"how": self.how, "function": self.function, "location": self.location, "library": self.library,
+                "detail": self.detail, "source": self.source}
+
+
+@dataclass(frozen=True)
 class RunResult:
     spec: RunSpec
     outcome: Outcome
@@ -81,6 +105,9 @@ class RunResult:
     log_path: str
     signature: Optional[Signature] = None
     cache_dir: str = ""
+    crash: Optional[CrashSite] = None  # where the run faulted, when it crashed and could tell
+    # Why a crashed run could not tell where (no witness, an unreadable dump): one line for the report.
+    crash_problem: Optional[str] = None
 
     @property
     def failed(self) -> bool:
@@ -97,6 +124,8 @@ class RunResult:
             "log_bytes": self.exit.log_bytes,
             "dropped_bytes": self.exit.dropped_bytes,
             "signature": self.signature.to_json() if self.signature else None,
+            "crash": self.crash.to_json() if self.crash else None,
+            "crash_problem": self.crash_problem,
         }
 
 

@@ -4,14 +4,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Optional
 
 from ...run.types import RunResult
-from ...stats import baseline_should_stop
+from ...stats import Rate, baseline_should_stop, fisher_exact
 from ...verdict import Verdict
-from ..facts import FactKind, fact
+from ..crash import crash_culprit
+from ..facts import Fact, FactKind, fact, joined
 from ..findings import Findings, Stage, StageName, dominant
 from . import memcheck
 
 if TYPE_CHECKING:
     from ..ladder import Ladder
+
+REUSE_ALPHA = 0.05  # the runs that reuse a package fail differently from the user's way: they stop reusing
 
 
 def run(ladder: "Ladder") -> tuple[Findings, Optional[str]]:
@@ -24,26 +27,33 @@ def run(ladder: "Ladder") -> tuple[Findings, Optional[str]]:
     # one run's time where slots allow (the scheduler starts twins of a run that compiles anyway beside it). A
     # run that passes ends the wave: a CUDA repro's checker goes right after it (check_early).
     ladder.run_stage(stage, min(opt.min_runs, planned), stop=lambda rs: any(not r.failed for r in rs))
+    if opt.reuse_baseline:
+        stage.reuse_from = len(stage.results)  # the first wave ran the user's way; the rest need not compile
     if ladder.check_early(stage.results):
         memcheck.run(ladder, out, unmasking=True)  # no failure yet: as when un-masking, any error convicts
-    # The verdict does not wait for the rate when a checker convicted, or when a flaky memory fault's checker is
-    # cheaper than waiting for crashes: the rest of the baseline runs on after the verdict (rate_after_verdict).
+    # The verdict does not wait for the rate when a checker convicted, when a crashed run told where it faulted,
+    # or when a flaky memory fault's checker is cheaper than waiting for crashes: the rest of the baseline runs on
+    # after the verdict (Ladder.rate_after_verdict).
     if out.culprit is None:
         def stop(rs: list[RunResult]) -> bool:
             if opt.runs is not None:
                 return False
             return (baseline_should_stop(sum(r.failed for r in rs), len(rs), opt.min_runs, opt.max_runs)
+                    or any(r.failed and r.crash is not None for r in rs)
                     or (len(rs) >= opt.min_runs and ladder.check_first(rs)))
         ladder.extend(stage, planned - len(stage.results), stop)
-    if out.culprit is not None or ladder.check_first(stage.results):
-        ladder.clues.rate_left = planned - len(stage.results)
+        out.culprit = crash_culprit(stage.results, ladder.any_graph())
+    ladder.clues.rate_left = planned - len(stage.results)
+    reuse = joined(check_reuse(stage), untold(stage))
     rate = stage.rate
     sig = dominant(stage.results)
     ladder.clues.estimate = max(rate.ci95[0], 1e-9)
     ladder.clues.likely = rate.value
     out.signature, out.baseline = sig, rate
     if out.culprit is not None:
-        stage.finding = fact(FactKind.REPRODUCTION, "{rate} before the checker convicted", rate=rate.describe())
+        stage.finding = joined(fact(FactKind.REPRODUCTION, "{rate} before the {who} convicted", rate=rate.describe(),
+                                    who="crashed run" if out.culprit.headline.kind is FactKind.CRASH else "checker"),
+                               reuse)
         out.summary = out.culprit.headline
         return out, None
     infra = [r for r in stage.results if r.signature and r.signature.kind == "infra"]
@@ -64,6 +74,34 @@ def run(ladder: "Ladder") -> tuple[Findings, Optional[str]]:
         stage.finding = out.summary = fact(FactKind.REPRODUCTION, "the repro itself is broken: {message}",
                                            message=sig.message)
         return out, "the repro itself is broken"
-    stage.finding = out.summary = fact(FactKind.REPRODUCTION, "reproduced {rate}: {kind} in {phase}: {message}",
-                                       rate=rate.describe(), kind=sig.kind, phase=sig.phase, message=sig.message)
+    out.summary = fact(FactKind.REPRODUCTION, "reproduced {rate}: {kind} in {phase}: {message}",
+                       rate=rate.describe(), kind=sig.kind, phase=sig.phase, message=sig.message)
+    stage.finding = joined(out.summary, reuse)
     return out, None
+
+
+def untold(stage: Stage) -> Optional[Fact]:
+    """Why crashed runs could not say where they faulted (no witness, an unreadable dump), once each."""
+    why = sorted({r.crash_problem for r in stage.failures if r.crash is None and r.crash_problem})
+    return fact(FactKind.CRASH, "the crashed runs could not tell where they faulted: {why:; }",
+                why=tuple(why)) if why else None
+
+
+def check_reuse(stage: Stage) -> Optional[Fact]:
+    """Whether the runs that took the stored package fail as the user's way does: a rate that differs by Fisher's
+    test, or another kind of failure, ends the reuse (later runs compile again) and says so."""
+    user = [r for r in stage.results if not r.spec.reuse]
+    reused = [r for r in stage.results if r.spec.reuse]
+    if not reused or not user:
+        return None
+    a, b = Rate(sum(r.failed for r in user), len(user)), Rate(sum(r.failed for r in reused), len(reused))
+    p = fisher_exact(a.failures, a.runs, b.failures, b.runs)
+    mine, theirs = dominant(user), dominant(reused)
+    changed = p < REUSE_ALPHA or (mine is not None and theirs is not None and mine.kind != theirs.kind)
+    if changed:
+        stage.reuse_from = None
+    return fact(FactKind.REPRODUCTION, "{n} run(s) took the stored package instead of compiling: {reused} against "
+                "{user} the user's way (Fisher p = {p:.3g}){verdict}", n=b.runs, reused=b.describe(),
+                user=a.describe(), p=p, verdict="; that changes the failure, so later runs compile again"
+                if changed else "")
+

@@ -32,7 +32,13 @@ def run(ladder: "Ladder", out: Findings) -> None:
         ladder.skip(StageName.FAKECHECK, "no compiled wrapper to find custom ops in" if graph is None else
                     "no custom op runs through the proxy executor")
         return
-    stage = ladder.until_seen(Stage(StageName.FAKECHECK, dict(flags.FAKECHECK)))
+    stage = Stage(StageName.FAKECHECK, dict(flags.FAKECHECK))
+    if out.culprit is not None and out.culprit.headline is not None and out.culprit.headline.kind is FactKind.CRASH:
+        # The crash already named the op: a fake function's layout is checked on every call, crashing or not, so
+        # one run asks it without waiting for another crash.
+        ladder.run_stage(stage, 1)
+    else:
+        ladder.until_seen(stage)
     runs = stage.failures or stage.results
     checks = [ladder.evidence.fakecheck(r) for r in runs]
     hit = next((c for c in checks if c.mismatch), None)

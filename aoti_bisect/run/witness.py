@@ -1,0 +1,281 @@
+"""Crash forensics from the run that crashed: where it faulted, told by the run itself, so that one crash names
+its culprit without waiting for more.
+
+On the CPU a small library (witness.c, built once per bisection with the C compiler AOTI needs anyway) is
+preloaded into every run; on a fatal signal it appends the faulting thread's native stack to the run's
+CRASH_FILE and lets the signal end the process as it would have (exit status and faulthandler's Python stack
+unchanged). The parent picks the innermost frame outside the system, Python and torch libraries and names it
+with addr2line. On CUDA a run carries the driver's core dump settings (aoti/cudacore.py) and cuda-gdb reads
+the dump of a device exception.
+
+The parsers here are pure functions over text; `Witness` is the process side (build, addr2line, cuda-gdb).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal as _signal
+import threading
+from dataclasses import dataclass
+from typing import Optional
+
+from ..aoti import cudacore
+from ..child.contract import CRASH_FILE, CRASH_FILE_ENV
+from ..files import NotOwnFile, read_own_text
+from . import process
+from .types import CrashSite, ProcessExit
+
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "witness.c")
+LIBRARY = "libaoti_bisect_witness.so"
+MAX_CRASH_TEXT = 256 << 10  # a witness file is a few KiB; a repro that writes more is not read past this
+READ_TIMEOUT_S = 60.0  # addr2line or cuda-gdb; a reader that hangs costs the run this much, then "unreadable"
+# Folders whose code is never the culprit of a repro's crash: the C library, Python, torch and its wheels' libraries.
+_SYSTEM = re.compile(r"^/(usr/)?lib(32|64|x32)?/|^/usr/local/cuda|/lib-dynload/|/libpython[\d.]+\.so|/bin/python[\d.]*$"
+                     r"|/site-packages/(torch|nvidia|triton|numpy|functorch)/|" + re.escape(LIBRARY) + "$")
+FATAL = frozenset({_signal.SIGSEGV, _signal.SIGBUS, _signal.SIGILL, _signal.SIGFPE, _signal.SIGABRT})  # witness.c's
+_HEADER = re.compile(r"^aoti-bisect-crash pid=(?P<pid>\d+) signal=(?P<signal>\d+) addr=(?P<addr>0x[0-9a-f]+)$")
+_FRAME = re.compile(r"^frame (?P<pc>0x[0-9a-f]+)(?: (?P<offset>0x[0-9a-f]+) (?P<object>\S+)(?: (?P<symbol>\S+))?)?$")
+_PY_FRAME = re.compile(r'^\s+File "(?P<path>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
+_MODEL_SO = re.compile(r"aotinductor|\.wrapper\.so$|/data/aotinductor/", re.I)
+
+
+@dataclass(frozen=True)
+class NativeFrame:
+    pc: int
+    offset: Optional[int] = None  # from the start of its object
+    object: Optional[str] = None
+    symbol: Optional[str] = None  # the dynamic symbol, mangled; None where the object exports none for it
+
+    @property
+    def system(self) -> bool:
+        return self.object is None or bool(_SYSTEM.search(self.object))
+
+
+@dataclass(frozen=True)
+class NativeCrash:
+    pid: int
+    signal: int
+    address: int  # the faulting address (si_addr)
+    frames: tuple[NativeFrame, ...]  # the handler's stack, innermost first
+
+    def faulting(self) -> tuple[NativeFrame, ...]:
+        """The stack from the faulting instruction outwards: below the last signal frame. The handler was entered
+        through the kernel's trampoline, which is the handler's caller (frame 1); a handler before ours (Python's
+        faulthandler) that re-raised adds a second one."""
+        if len(self.frames) < 2:
+            return self.frames
+        trampoline = self.frames[1].pc
+        last = max(i for i, f in enumerate(self.frames) if f.pc == trampoline)
+        return self.frames[last + 1:]
+
+
+def parse(text: str) -> list[NativeCrash]:
+    """Every complete crash block of a witness file (a process that died mid-block leaves none)."""
+    crashes, header, frames = [], None, []
+    for line in text.splitlines():
+        if (m := _HEADER.match(line)) is not None:
+            header, frames = m, []
+        elif header is not None and (f := _FRAME.match(line)) is not None:
+            frames.append(NativeFrame(int(f["pc"], 16), int(f["offset"], 16) if f["offset"] else None,
+                                      f["object"], f["symbol"]))
+        elif header is not None and line == "end":
+            crashes.append(NativeCrash(int(header["pid"]), int(header["signal"]), int(header["addr"], 16),
+                                       tuple(frames)))
+            header = None
+        else:
+            header = None
+    return crashes
+
+
+def culprit_frame(crash: NativeCrash) -> Optional[tuple[NativeFrame, bool, Optional[NativeFrame]]]:
+    """(the innermost frame of the repro's own native code, whether it is the faulting instruction itself, the
+    system frame it called into), or None when every frame is the system's."""
+    stack = crash.faulting()
+    for i, frame in enumerate(stack):
+        if not frame.system:
+            return frame, i == 0, stack[i - 1] if i else None
+    return None
+
+
+def python_op_frame(log: str) -> Optional[tuple[str, int, str]]:
+    """(path, line, function) of Python code that torch called back into when the process crashed: a custom op
+    implemented in Python, run by the compiled model. faulthandler prints the crashing thread innermost first."""
+    lines = log.splitlines()
+    start = max((i for i, l in enumerate(lines) if l.startswith("Current thread 0x")), default=-1)
+    frames = []
+    for line in lines[start + 1:] if start >= 0 else []:
+        m = _PY_FRAME.match(line)
+        if m is None:
+            break
+        frames.append((m["path"], int(m["line"]), m["func"]))
+    own = next((i for i, (path, _, _) in enumerate(frames) if not _python_library(path)), None)
+    if own is None or not any("/torch/" in path for path, _, _ in frames[own + 1:]):
+        return None  # the script's own call into torch, not code torch called
+    return frames[own]
+
+
+def _python_library(path: str) -> bool:
+    return "/site-packages/" in path or "/lib/python3" in path or path.startswith("<frozen")
+
+
+def parse_addr2line(text: str) -> tuple[Optional[str], Optional[str]]:
+    """(function, file:line) of `addr2line -f -C -i`'s first answer (the innermost inlined function)."""
+    lines = [l.strip() for l in text.splitlines() if l.strip()]
+    if len(lines) < 2:
+        return None, None
+    function = None if lines[0] == "??" else lines[0]
+    where = lines[1].split(" (discriminator")[0]
+    location = None if where.startswith("??") else f"{os.path.basename(where.rsplit(':', 1)[0])}:{where.rsplit(':', 1)[1]}"
+    return function, location
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return _signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def native_site(crash: NativeCrash, resolved: tuple[Optional[str], Optional[str]], log: str) -> Optional[CrashSite]:
+    """The crash site a native crash names: its innermost own frame, named as addr2line `resolved` it; a compiled
+    model that crashed in Python it called back into names the Python function instead."""
+    found = culprit_frame(crash)
+    if found is None:
+        return None
+    frame, _, callee = found
+    function, location = resolved
+    name = function or frame.symbol or f"{os.path.basename(frame.object or '?')}+{frame.offset or 0:#x}"
+    how = _signal_name(crash.signal)
+    via = f"called into {callee.symbol}" if callee is not None and callee.symbol else ""
+    if frame.object and _MODEL_SO.search(frame.object) and not _is_kernel(name):
+        py = python_op_frame(log)
+        if py is not None:
+            path, line, func = py
+            return CrashSite(how, func, f"{os.path.basename(path)}:{line}", os.path.basename(path),
+                             "the compiled model called this Python function", "Python stack")
+    return CrashSite(how, name, location, os.path.basename(frame.object or ""), via)
+
+
+def _is_kernel(function: str) -> bool:
+    return function.startswith(("cpp_fused_", "cpp_", "triton_", "kernel_"))
+
+
+def device_site(fault: cudacore.DeviceFault) -> CrashSite:
+    location = f"{os.path.basename(fault.source)}:{fault.line}" if fault.source and fault.line else None
+    detail = ", ".join(f"{name} {value}" for name, value in
+                       (("grid", fault.grid), ("block", fault.block), ("thread", fault.thread)) if value)
+    return CrashSite(fault.exception, fault.kernel, location, None, detail, "CUDA core dump")
+
+
+class Witness:
+    """The process side: the preloaded library (built on first use, once), and reading a crashed run's witness
+    file and core dump."""
+
+    def __init__(self, folder: str, base_env: dict[str, str], cancel: Optional[process.Cancel] = None) -> None:
+        self.folder = folder  # inside the run directory
+        self.base_env = base_env
+        self.cancel = cancel
+        self.cuda_gdb = cudacore.find_cuda_gdb(base_env)
+        self._library: Optional[str] = None
+        self.problem: Optional[str] = None  # why there is no native witness (no compiler): said once, in the report
+        self._lock = threading.Lock()
+        self._built = False
+
+    def library(self) -> Optional[str]:
+        with self._lock:
+            if not self._built:
+                self._built = True
+                self._library, self.problem = self._build()
+            return self._library
+
+    def _build(self) -> tuple[Optional[str], Optional[str]]:
+        os.makedirs(self.folder, exist_ok=True)
+        out = os.path.join(self.folder, LIBRARY)
+        for cc in dict.fromkeys(c for c in (self.base_env.get("CC"), "cc", "gcc", "clang") if c):
+            path = shutil.which(cc, path=self.base_env.get("PATH"))
+            if path is None:
+                continue
+            exit = process.execute([path, "-shared", "-fPIC", "-O1", "-o", out, SOURCE, "-ldl"], self.base_env,
+                                   self.folder, os.path.join(self.folder, "build.log"), 60, cancel=self.cancel)
+            if exit.returncode == 0 and os.path.isfile(out):
+                return out, None
+        return None, "no C compiler built the crash witness (CC, cc, gcc, clang): a crash is not located from its own run"
+
+    def env(self, run_path: str, checked: bool = False) -> dict[str, str]:
+        """What a run gets so that a crash can tell where it happened; nothing for a run under a memory checker,
+        which reports the access itself and handles the process's signals and device exceptions its own way."""
+        if checked:
+            return {}
+        env = cudacore.dump_env(run_path) if self.cuda_gdb else {}
+        lib = self.library()
+        if lib is not None:
+            theirs = self.base_env.get("LD_PRELOAD")
+            env["LD_PRELOAD"] = lib + (f":{theirs}" if theirs else "")
+            env[CRASH_FILE_ENV] = os.path.join(run_path, CRASH_FILE)
+        return env
+
+    def read(self, run_path: str, exit: ProcessExit, log: str) -> tuple[Optional[CrashSite], Optional[str]]:
+        """(where the run faulted, None) or (None, why it cannot tell); (None, None) for a run that did not crash."""
+        dumps = sorted(n for n in os.listdir(run_path) if n.startswith(cudacore.DUMP_NAME)) \
+            if os.path.isdir(run_path) else []
+        if dumps:
+            return self._read_dump(run_path, dumps[0])
+        if exit.signal not in FATAL or exit.timed_out:
+            return None, None  # no crash (a kill by the timeout or the OOM killer is not one of the process's own)
+        try:
+            text = read_own_text(os.path.join(run_path, CRASH_FILE), MAX_CRASH_TEXT)
+        except NotOwnFile:
+            return None, "the crash witness's file was replaced by a link: not read"
+        except OSError:
+            return None, self.problem or "the crashed process left no native stack (it cleared LD_PRELOAD, or died " \
+                                         "by a signal it sent itself before any fault)"
+        crashes = [c for c in parse(text) if c.signal == exit.signal] or parse(text)
+        if not crashes:
+            return None, "the crash witness's file holds no complete stack"
+        crash = crashes[-1]
+        found = culprit_frame(crash)
+        if found is None:
+            py = python_op_frame(log)
+            if py is not None:
+                path, line, func = py
+                return CrashSite(_signal_name(crash.signal), func, f"{os.path.basename(path)}:{line}",
+                                 os.path.basename(path), "", "Python stack"), None
+            return None, "every native frame of the crash is in the system's, Python's or torch's libraries"
+        frame, exact, _ = found
+        return native_site(crash, self._addr2line(run_path, frame, exact), log), None
+
+    def _addr2line(self, run_path: str, frame: NativeFrame, exact: bool) -> tuple[Optional[str], Optional[str]]:
+        tool = shutil.which("addr2line", path=self.base_env.get("PATH"))
+        if tool is None or frame.object is None or frame.offset is None or not os.path.isfile(frame.object):
+            return None, None
+        # A return address points after its call: one byte back is inside the call's line.
+        offset = frame.offset if exact else frame.offset - 1
+        log = os.path.join(run_path, "addr2line.log")
+        exit = process.execute([tool, "-f", "-C", "-i", "-e", frame.object, hex(offset)], self.base_env, run_path,
+                               log, READ_TIMEOUT_S, cancel=self.cancel)
+        if exit.returncode != 0:
+            return None, None
+        try:
+            return parse_addr2line(read_own_text(log, 1 << 16))
+        except OSError:
+            return None, None
+
+    def _read_dump(self, run_path: str, name: str) -> tuple[Optional[CrashSite], Optional[str]]:
+        dump = os.path.join(run_path, name)
+        if os.path.islink(dump) or not os.path.isfile(dump):
+            return None, f"{name} is a link or not a file: not read"
+        if os.path.getsize(dump) > cudacore.MAX_DUMP_BYTES:
+            return None, f"{name} is larger than {cudacore.MAX_DUMP_BYTES >> 20} MiB: not read"
+        log = os.path.join(run_path, "cuda-gdb.log")
+        exit = process.execute(cudacore.reader_argv(self.cuda_gdb, dump), self.base_env, run_path, log,
+                               READ_TIMEOUT_S, cancel=self.cancel)
+        if exit.timed_out:
+            return None, f"cuda-gdb did not read {name} within {READ_TIMEOUT_S:.0f} s"
+        try:
+            fault = cudacore.parse(read_own_text(log, MAX_CRASH_TEXT))
+        except OSError:
+            fault = None
+        if fault is None:
+            return None, f"cuda-gdb found no device exception in {name}"
+        return device_site(fault), None

@@ -1,0 +1,183 @@
+"""The crash witness: its parsers on a real captured witness file (flaky_custom_op_crash, a custom op's SIGSEGV
+inside a compiled model), and the library itself in real processes that crash in a function of their own."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from aoti_bisect.child.contract import CRASH_FILE
+from aoti_bisect.diagnose.crash import crash_culprit
+from aoti_bisect.aoti import wrapper
+from aoti_bisect.run import process
+from aoti_bisect.run.types import CrashSite, Outcome, ProcessExit, RunResult, RunSpec
+from aoti_bisect.run.witness import (Witness, culprit_frame, native_site, parse, parse_addr2line,
+                                     python_op_frame)
+
+LOGS = "tests/logs/cpu/"
+
+
+def _read(name: str) -> str:
+    with open(LOGS + name) as f:
+        return f.read()
+
+
+def test_the_captured_custom_op_crash_names_the_ops_function_as_the_faulting_frame():
+    crashes = parse(_read("witness-flaky_custom_op_crash.txt"))
+    assert len(crashes) == 1 and crashes[0].signal == signal.SIGSEGV
+    frame, exact, callee = culprit_frame(crashes[0])
+    # The handler's own frames, the re-raise and libc are skipped: the fault is in the op, at its exact instruction.
+    assert frame.object.endswith("bisectlab_flaky_gather.so") and frame.symbol == "_Z14shifted_gatherRKN2at6TensorES2_"
+    assert exact and callee is None
+
+
+def test_a_block_cut_short_by_the_dying_process_is_no_crash_and_hostile_text_never_raises():
+    text = _read("witness-flaky_custom_op_crash.txt")
+    assert parse(text[: text.index("\nend")]) == []
+    assert parse("frame 0x1 0x1 /x.so\nend\n" + "\x00garbage\n" * 3 + "aoti-bisect-crash pid=x") == []
+    assert parse("") == []
+
+
+def test_addr2line_answers_are_read_with_and_without_a_source_line():
+    assert parse_addr2line("rare_gather(at::Tensor const&, at::Tensor const&)\n/tmp/ext/main.cpp:18\n") == (
+        "rare_gather(at::Tensor const&, at::Tensor const&)", "main.cpp:18")
+    assert parse_addr2line("shifted_gather(at::Tensor const&, at::Tensor const&)\n??:?\n") == (
+        "shifted_gather(at::Tensor const&, at::Tensor const&)", None)
+    assert parse_addr2line("??\n??:0\n") == (None, None)
+    assert parse_addr2line("") == (None, None)
+
+
+def test_without_addr2line_the_site_keeps_the_exported_symbol():
+    crash = parse(_read("witness-flaky_custom_op_crash.txt"))[0]
+    site = native_site(crash, (None, None), _read("flaky_custom_op_crash-witnessed.log"))
+    assert site.how == "SIGSEGV" and site.function == "_Z14shifted_gatherRKN2at6TensorES2_"
+    assert site.library == "bisectlab_flaky_gather.so" and site.source == "native stack"
+
+
+FAULTHANDLER_PYTHON_OP = """Fatal Python error: Segmentation fault
+
+Current thread 0x00007f0e (most recent call first):
+  File "/usr/lib/python3.11/ctypes/__init__.py", line 519 in string_at
+  File "/work/repro.py", line 21 in my_gather_impl
+  File "/usr/lib/python3.11/site-packages/torch/_library/custom_ops.py", line 617 in inner
+  File "/usr/lib/python3.11/site-packages/torch/export/pt2_archive/_package.py", line 743 in __call__
+  File "/work/repro.py", line 40 in main
+  File "/work/repro.py", line 44 in <module>
+"""
+
+
+def test_a_python_op_the_model_called_back_is_named_but_the_scripts_own_call_is_not():
+    assert python_op_frame(FAULTHANDLER_PYTHON_OP) == ("/work/repro.py", 21, "my_gather_impl")
+    own = FAULTHANDLER_PYTHON_OP.replace('  File "/work/repro.py", line 21 in my_gather_impl\n', "").replace(
+        '  File "/usr/lib/python3.11/site-packages/torch/_library/custom_ops.py", line 617 in inner\n', "")
+    own = own.replace("ctypes/__init__.py", "x/torch/export/pt2_archive/_package.py")
+    assert python_op_frame(own) is None
+    assert python_op_frame(_read("flaky_custom_op_crash-witnessed.log")) is None  # the op is C++, torch runs it
+
+
+def _result(crash, kind="segfault", phase="run") -> RunResult:
+    from aoti_bisect.run.classify import fingerprint
+    from aoti_bisect.run.types import Signature
+    spec = RunSpec(("python", "repro.py"), "baseline", 3)
+    return RunResult(spec, Outcome.CRASHED, ProcessExit(None, 11, False, 1.0, 0), "runs/b", "runs/b/output.log",
+                     Signature(kind, phase, "killed by SIGSEGV", None, fingerprint(kind, phase, "m", None)),
+                     crash=crash)
+
+
+def test_a_crash_in_a_custom_ops_function_convicts_the_graphs_op_of_that_name():
+    with open(LOGS + "wrapper_flaky_custom_op_crash.cpp") as f:
+        graph = wrapper.parse_wrapper(f.read(), "w.cpp", wrapper.extern_nodes_for(LOGS + "wrapper_flaky_custom_op_crash.cpp"))
+    site = CrashSite("SIGSEGV", "shifted_gather(at::Tensor const&, at::Tensor const&)", "main.cpp:18",
+                     "bisectlab_flaky_gather.so")
+    culprit = crash_culprit([_result(site)], graph)
+    assert culprit.kind == "outside_instrumented_kernels" and culprit.kernel == "bisectlab::shifted_gather"
+    from aoti_bisect.report.facts import render
+    assert "SIGSEGV in shifted_gather(at::Tensor const&, at::Tensor const&) (main.cpp:18)" in render(culprit.summary)
+
+
+def test_a_crash_in_a_generated_kernel_convicts_its_launch_and_a_load_crash_convicts_nothing():
+    with open(LOGS + "wrapper_flaky_custom_op_crash.cpp") as f:
+        graph = wrapper.parse_wrapper(f.read(), "w.cpp", wrapper.extern_nodes_for(LOGS + "wrapper_flaky_custom_op_crash.cpp"))
+    name = graph.launches[0].name
+    site = CrashSite("SIGSEGV", f"{name}._omp_fn.0", None, "model.wrapper.so")
+    assert crash_culprit([_result(site)], graph).kernel == name
+    assert crash_culprit([_result(site, phase="load")], graph) is None  # the load doctor's
+    assert crash_culprit([_result(None)], graph) is None
+
+
+BOOM = """
+#include <stddef.h>
+int boom_read(const int *p, size_t i) {
+    return p[i];
+}
+"""
+CALLER = """
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+lib.boom_read.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+print("reading", flush=True)
+lib.boom_read(None, 1 << 40)
+"""
+
+
+@pytest.fixture(scope="module")
+def witnessed(tmp_path_factory):
+    """A real library with -g whose function reads far out of bounds, called from Python under the witness."""
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler")
+    root = tmp_path_factory.mktemp("witness")
+    (root / "boom.c").write_text(BOOM)
+    subprocess.run(["cc", "-g", "-O0", "-shared", "-fPIC", "-o", str(root / "libboom.so"), str(root / "boom.c")],
+                   check=True)
+    (root / "caller.py").write_text(CALLER)
+    witness = Witness(str(root / "witness"), dict(os.environ))
+    return root, witness
+
+
+def _run(root, witness, argv, name):
+    run = root / name
+    (run / "cwd").mkdir(parents=True)
+    env = {**os.environ, "PYTHONFAULTHANDLER": "1", **witness.env(str(run))}
+    exit = process.execute(argv, env, str(run / "cwd"), str(run / "output.log"), 60)
+    return run, exit
+
+
+def test_a_real_crash_in_a_library_of_the_users_is_named_with_its_source_line(witnessed):
+    root, witness = witnessed
+    run, exit = _run(root, witness, [sys.executable, str(root / "caller.py"), str(root / "libboom.so")], "crash")
+    assert exit.signal == signal.SIGSEGV  # the witness lets the signal end the process as it would have
+    log = (run / "output.log").read_text()
+    assert "Fatal Python error: Segmentation fault" in log  # faulthandler still speaks first
+    site, problem = witness.read(str(run), exit, log)
+    assert problem is None and site.function == "boom_read" and site.location == "boom.c:4"
+    assert site.library == "libboom.so" and site.how == "SIGSEGV"
+
+
+def test_a_passing_run_leaves_no_witness_file_and_exits_as_it_would(witnessed):
+    root, witness = witnessed
+    run, exit = _run(root, witness, [sys.executable, "-c", "print('fine')"], "pass")
+    assert exit.returncode == 0 and not (run / CRASH_FILE).exists()
+    assert witness.read(str(run), exit, "fine\n") == (None, None)
+
+
+def test_a_crash_with_no_witness_file_says_why_in_one_line(witnessed):
+    root, witness = witnessed
+    run = root / "nofile"
+    run.mkdir()
+    site, problem = witness.read(str(run), ProcessExit(None, signal.SIGSEGV, False, 1.0, 0), "")
+    assert site is None and "no native stack" in problem
+    (run / "elsewhere").write_text("aoti-bisect-crash pid=1 signal=11 addr=0x0\nend\n")
+    os.symlink(run / "elsewhere", run / CRASH_FILE)
+    site, problem = witness.read(str(run), ProcessExit(None, signal.SIGSEGV, False, 1.0, 0), "")
+    assert site is None and "link" in problem
+
+
+def test_a_user_preload_is_kept_behind_the_witness(tmp_path):
+    witness = Witness(str(tmp_path / "w"), {**os.environ, "LD_PRELOAD": "/opt/theirs.so"})
+    env = witness.env(str(tmp_path / "run"))
+    if witness.library() is None:
+        pytest.skip(witness.problem)
+    assert env["LD_PRELOAD"].endswith(":/opt/theirs.so") and env["LD_PRELOAD"].startswith(str(tmp_path / "w"))
