@@ -261,8 +261,7 @@ def convict_constants(out: Findings, records: list[HookRecord], graph: Optional[
                      "nonfinite": [row(v, by, line) for (v, by), line in zip(bad, lines)],
                      "outside_domain": [row(x.value, by, line, op=x.rule.says, index=list(x.index), element=x.element)
                                         for (x, by), line in zip(outside, outside_lines)],
-                     "stale": [row(v, by, line) for (v, by), line in zip(stale, stale_lines)],
-                     "index_operand": [row(*index)] if index else []}
+                     "stale": [row(v, by, line) for (v, by), line in zip(stale, stale_lines)]}
     if (not bad and not outside and not stale and not index) or out.verdict is not Verdict.REPRODUCED:
         return
     suspects = [(v, by, line) for (v, by), line in zip(bad, lines)] + \

@@ -32,7 +32,11 @@ UNSTABLE_MARGIN = 10  # a gap this many times eager's own float32 error convicts
 _EXTERN = re.compile(r"^aoti_torch_(?:cpu|cuda|xpu|mps)_(?P<op>\w+?)(?:_out)?$")
 # (node's aten op, extern op): the extern computes the whole node. linear is matched through its parts, which the
 # hook keeps for every linear: an mm of a linear with a bias lacks the bias.
-WHOLE = {("linear", "addmm"), ("matmul", "mm"), ("matmul", "bmm")}
+WHOLE = {("linear", "addmm"), ("matmul", "mm"), ("matmul", "bmm"),
+         *((conv, "convolution") for conv in ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+                                              "conv_transpose3d")),
+         *(("scaled_dot_product_attention", f"_scaled_dot_product_{kind}_attention")
+           for kind in ("flash", "efficient", "cudnn"))}
 
 
 def extern_op(name: str) -> Optional[str]:
@@ -66,8 +70,9 @@ def reference(walk: EagerWalk, launch: Optional[Launch], nodes: tuple[str, ...])
     if not known:
         return Reference((), fact(FactKind.EAGER, "{kernel} is an extern op and no eager node of its provenance "
                                   "has a recorded op: compared by value only", kernel=kernel(launch.name)))
-    return Reference((), fact(FactKind.EAGER, "{kernel} computes aten {op}, only part of eager {of: and }: no "
-                              "eager value holds that part alone", kernel=kernel(launch.name), op=op, of=known))
+    return Reference((), fact(FactKind.EAGER, "{kernel} computes aten {op}, not the op of eager {of: and } (it may "
+                              "be only part of it): no eager value is known to hold what it computes alone",
+                              kernel=kernel(launch.name), op=op, of=known))
 
 
 def eager_name(node: str) -> str:
@@ -191,7 +196,8 @@ def _read_reference(graph: WrapperGraph, walk: EagerWalk, launch: Launch, var: s
 
 
 def _gap(launch: Launch, var: str, j: Judged, namer: Namer) -> Fact:
-    return fact(FactKind.EAGER, "{kernel} wrote {output}", kernel=kernel(launch.name), output=j.describe(namer.var(var)))
+    return fact(FactKind.EAGER, "{kernel} wrote {output}", kernel=kernel(launch.name),
+                output=j.describe(namer.var(var)))
 
 
 def _ended(c: Culprit, gaps: list[Fact]) -> Culprit:
