@@ -10,10 +10,13 @@ set's package (`--reuse all`, the default here; `--reuse none` compiles every ru
 figure is about the ladder's decisions, not the compiler. `--record FILE` appends each bisection's line as it ends.
 
 Right = verdict reproduced, culprit outside the instrumented kernels naming `bisectlab::shifted_gather` (the
-manifest's answer). Prints each bisection as it ends (verdict, baseline rate, culprit, runs, seconds), then
-the success rate with its 95% Wilson interval and the median time per bisection.
+manifest's answer). Prints each bisection as it ends (verdict, the reported rate and its 95% interval, culprit,
+runs, seconds to the verdict and runs to it, seconds in all), then the success rate with its 95% Wilson interval,
+how many reported intervals lie inside 20%-80% (an honest rate for a coin-flip failure: issue #41), and the median
+time to the verdict and per bisection. `--budget S` is the tool's (0: the rate stops at the verdict).
 
-Usage: python bench/flaky.py [--bisections 20] [--percent 30] [--jobs 2] [--parallel 1] [--reuse all] [--record FILE]
+Usage: python bench/flaky.py [--bisections 20] [--percent 30] [--jobs 2] [--parallel 1] [--reuse all] [--budget 300]
+                             [--record FILE]
 """
 from __future__ import annotations
 
@@ -43,16 +46,19 @@ def right(report: dict) -> bool:
 def bisect_once(i: int, lane: int, tmp: str, args: argparse.Namespace, env: dict[str, str]) -> list[str]:
     out = os.path.join(tmp, f"bisection-{i:02d}")
     t = timed(tool_argv(SCENARIO, "--jobs", str(args.jobs), "--cache-dir", os.path.join(tmp, f"cache-{lane}"),
-                        "--reuse", args.reuse, "-q", "--out", out), env, tmp, os.path.join(tmp, f"log-{i:02d}"))
+                        "--reuse", args.reuse, "--budget", str(args.budget), "-q", "--out", out), env, tmp,
+              os.path.join(tmp, f"log-{i:02d}"))
     try:
         with open(os.path.join(out, "report.json")) as f:
             report = json.load(f)
     except (OSError, ValueError):
-        return [str(i), "WRONG", "no report", "-", "-", "-", f"{t.seconds:.0f}"]
+        return [str(i), "WRONG", "no report", "-", "-", "-", "-", "-", "-", f"{t.seconds:.0f}"]
     c, r = report["culprit"], report["reproduction"]
+    lo, hi = r["ci95"]
     return [str(i), "right" if right(report) else "WRONG", report["verdict"], f"{r['failures']}/{r['runs']}",
-            f"{c.get('kind')} {c.get('kernel') or ''}".strip(), str(sum(s["runs"] for s in report["stages"])),
-            f"{t.seconds:.0f}"]
+            f"{lo:.0%}-{hi:.0%}", f"{c.get('kind')} {c.get('kernel') or ''}".strip(),
+            str(sum(s["runs"] for s in report["stages"])), f"{report.get('verdict_s') or 0:.0f}",
+            str(report.get("verdict_runs") or "-"), f"{t.seconds:.0f}"]
 
 
 def main() -> None:
@@ -62,6 +68,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--parallel", type=int, default=1, help="bisections at a time")
     ap.add_argument("--reuse", choices=("all", "hooked", "none"), default="all")
+    ap.add_argument("--budget", type=float, default=300.0, help="the tool's --budget (0: stop the rate at the verdict)")
     ap.add_argument("--record", help="append each bisection's line to this file as it ends")
     args = ap.parse_args()
     print(machine(), flush=True)
@@ -87,11 +94,16 @@ def main() -> None:
     rows.sort(key=lambda r: int(r[0]))
     wins = sum(r[1] == "right" for r in rows)
     seconds = [float(r[-1]) for r in rows]
+    to_verdict = [float(r[7]) for r in rows if r[7] != "-"]
+    inside = sum(r[4] != "-" and 20 <= int(r[4].split("-")[0][:-1]) and int(r[4].split("-")[1][:-1]) <= 80
+                 for r in rows)
     lo, hi = wilson(wins, len(rows))
     print()
-    print(table(["#", "", "verdict", "baseline", "culprit", "runs", "s"], rows))
+    print(table(["#", "", "verdict", "rate", "95% CI", "culprit", "runs", "verdict s", "verdict runs", "s"], rows))
     print(f"\nright in {wins}/{len(rows)} bisections ({wins / len(rows):.0%}, 95% CI {lo:.0%}-{hi:.0%}) at a "
-          f"{args.percent}% crash rate; median {statistics.median(seconds):.0f} s a bisection, {args.parallel} at a time")
+          f"{args.percent}% crash rate; the reported interval inside 20%-80% in {inside}/{len(rows)}; median "
+          f"{statistics.median(to_verdict) if to_verdict else 0:.0f} s to the verdict, "
+          f"{statistics.median(seconds):.0f} s a bisection, {args.parallel} at a time")
     sys.stdout.flush()
 
 

@@ -596,3 +596,25 @@ def test_a_cuda_failure_in_a_package_the_runs_did_not_build_is_checked_as_cuda()
     ladder = Ladder(["python", "repro.py"], world.run_batch, Seen(), Options())
     ladder.run_stage(Stage(StageName.BASELINE, {}), 2)
     assert ladder.is_cuda(default=False)
+
+
+def test_a_crash_in_a_generated_kernel_skips_the_trace_and_the_walk_reads_that_kernels_inputs():
+    segv = sig("segfault", "run", "killed by SIGSEGV")
+    site = CrashSite("SIGSEGV", "cpp_fused_add_index_mul_sin_sum_0._omp_fn.0", None, "model.wrapper.so")
+    world = World(lambda spec: segv if spec.stage in ("baseline", "inspect") else None, site)
+    seen = Seen("cpu/wrapper_index_oob_level3.cpp", level2_log="cpu/index_oob_level2_filtered.log")
+    _, out = climb(world, seen)
+    skipped = {s.name: s.skipped for s in out.stages if s.skipped}
+    assert "would only find it again" in skipped["trace"] and "would only find it again" in skipped["sanity"]
+    assert world.ran("inspect") and not world.ran("trace")
+    assert seen.filters[0] == ["cpp_fused_add_index_mul_sin_sum_0"]  # the walk starts at the crashed kernel
+    assert out.culprit.pinned and "by the run's own native stack" in render(out.culprit.evidence[0])
+
+
+def test_a_crash_in_a_generated_kernel_without_the_walk_convicts_that_kernel():
+    segv = sig("segfault", "run", "killed by SIGSEGV")
+    site = CrashSite("SIGSEGV", "cpp_fused_add_index_mul_sin_sum_0", None, "model.wrapper.so")
+    world = World(lambda spec: segv, site)
+    _, out = climb(world, Seen("cpu/wrapper_index_oob_level3.cpp"), stages=("baseline", "trace"))
+    assert out.culprit.kind == "kernel" and out.culprit.kernel == "cpp_fused_add_index_mul_sin_sum_0"
+    assert not world.ran("trace")

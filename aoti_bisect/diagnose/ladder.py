@@ -24,7 +24,7 @@ from ..aoti import flags
 from .advice import next_steps
 from .facts import Fact, FactKind, Namer, fact, joined
 from .memcheck import MEMORY_FAULTS
-from .findings import Findings, Stage, StageName, dominant
+from .findings import Culprit, CulpritKind, Findings, Stage, StageName, dominant
 from .stages import AHEAD, LATER, REQUESTABLE, baseline, memcheck, unmask
 
 
@@ -69,6 +69,9 @@ class Clues:
     checker: list[Fact] = field(default_factory=list)  # a memory checker's lines, ahead of the walk's
     prebuilt: Optional[list[PackageEvent]] = None  # what the failing hooked runs loaded but did not build
     rate_left: int = 0  # baseline runs of an explicit --runs left for after the verdict (a checker or crash went first)
+    # A generated kernel a crashed run named (diagnose/crash.py): the walk starts there, and is the culprit unless
+    # the walk finds where its bad inputs came from.
+    crash: Optional[Culprit] = None
 
 
 def _honest(results: list[RunResult]) -> bool:
@@ -178,7 +181,8 @@ class Ladder:
             if out.culprit is not None:
                 self.finish(out)
                 return self._skip_rest(out, "baseline did not reproduce; the memory checker found the fault")
-        if out.culprit is None and self.check_first(self.stages[0].results) and not self.ran(StageName.MEMCHECK):
+        if out.culprit is None and self.clues.crash is None and self.check_first(self.stages[0].results) \
+                and not self.ran(StageName.MEMCHECK):
             memcheck.run(self, out)  # the checker sees the access in any run, crashed or not: it goes first
         for rung in LATER:
             if self.ran(rung.name):
@@ -190,12 +194,24 @@ class Ladder:
                 self.skip(rung.name, why)
                 continue
             rung.run(self, out)
+        if out.culprit is None and self.clues.crash is not None:
+            out.culprit = self.clues.crash  # no walk ran (not requested, nothing to read): the crash's word stands
         self.finish(out)
         left = self.runs_after_verdict(out)
         self.verdict = out
         self.on_verdict(out, left)
         self.rate_after_verdict(out, left)
         return out
+
+    def crashed_at(self, found: Optional[Culprit], out: Findings) -> None:
+        """What a crash site convicts: a generated kernel is where the walk starts (it reads that kernel's inputs, to
+        the first bad producer); an op or function outside the kernels, which no printer reads, is the culprit."""
+        if found is None or not found.pinned:
+            return
+        if found.kind is CulpritKind.KERNEL and StageName.INSPECT.value in self.opt.stages:
+            self.clues.crash, self.clues.suspect, self.clues.checker = found, found.kernel, found.evidence
+        else:
+            out.culprit = found
 
     def check_first(self, results: list[RunResult]) -> bool:
         """Whether the memory checker goes before the stages that wait for crashes: a flaky failure was a memory
@@ -269,6 +285,9 @@ class Ladder:
             if c.headline is not None and c.headline.kind is FactKind.CRASH:
                 return "culprit already pinned: the crashed run's own stack named where it faulted"
             return "culprit already pinned"
+        if rung.refinds and self.clues.crash is not None:
+            return (f"the crashed run named the faulting kernel, {self.clues.crash.kernel}: this stage would only "
+                    "find it again (the walk reads its inputs)")
         return None
 
     def partial(self) -> Findings:

@@ -42,7 +42,7 @@ def run(ladder: "Ladder") -> tuple[Findings, Optional[str]]:
                     or any(r.failed and r.crash is not None for r in rs)
                     or (len(rs) >= opt.min_runs and ladder.check_first(rs)))
         ladder.extend(stage, planned - len(stage.results), stop)
-        out.culprit = crash_culprit(stage.results, ladder.any_graph())
+        ladder.crashed_at(crash_culprit(stage.results, ladder.any_graph()), out)
     ladder.clues.rate_left = planned - len(stage.results)
     reuse = joined(check_reuse(stage), untold(stage))
     rate = stage.rate
@@ -50,11 +50,13 @@ def run(ladder: "Ladder") -> tuple[Findings, Optional[str]]:
     ladder.clues.estimate = max(rate.ci95[0], 1e-9)
     ladder.clues.likely = rate.value
     out.signature, out.baseline = sig, rate
-    if out.culprit is not None:
-        stage.finding = joined(fact(FactKind.REPRODUCTION, "{rate} before the {who} convicted", rate=rate.describe(),
-                                    who="crashed run" if out.culprit.headline.kind is FactKind.CRASH else "checker"),
+    named = out.culprit or ladder.clues.crash
+    if named is not None:
+        stage.finding = joined(fact(FactKind.REPRODUCTION, "{rate} before the {who} named the culprit",
+                                    rate=rate.describe(),
+                                    who="crashed run" if named.headline.kind is FactKind.CRASH else "checker"),
                                reuse)
-        out.summary = out.culprit.headline
+        out.summary = named.headline
         return out, None
     infra = [r for r in stage.results if r.signature and r.signature.kind == "infra"]
     if infra and len(infra) == len(stage.results):

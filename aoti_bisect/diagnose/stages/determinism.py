@@ -48,4 +48,4 @@ def run(ladder: "Ladder", out: Findings) -> None:
         ladder.raise_estimate(now)
 
 
-RUNG = Rung(StageName.DETERMINISM, run)
+RUNG = Rung(StageName.DETERMINISM, run, refinds=True)

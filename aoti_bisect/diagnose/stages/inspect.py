@@ -16,8 +16,9 @@ if TYPE_CHECKING:
 
 def run(ladder: "Ladder", out: Findings) -> None:
     trace = ladder.clues.trace
-    graph = ladder.graph(trace)
-    if graph is None or not trace.failures:
+    crash = ladder.clues.crash  # a crashed run named the kernel: no trace ran, the walk starts from its word
+    graph = ladder.graph(trace) if crash is None else ladder.any_graph()
+    if graph is None or (crash is None and not trace.failures):
         ladder.skip(StageName.INSPECT, "no generated wrapper to read the launch graph from" if graph is None else
                     "the trace stage did not reproduce the failure")
         return
@@ -55,13 +56,18 @@ def run(ladder: "Ladder", out: Findings) -> None:
 
     def source(name: str):
         """The whole kernel: a failed index check can lie far down it (checks.index_operands)."""
-        found = ladder.evidence.kernel_source(name, [s.results[0] for s in [*probes, trace] if s.results],
+        found = ladder.evidence.kernel_source(name, [s.results[0] for s in [*probes, trace] if s and s.results],
                                               max_lines=1 << 20)
         return found[1] if found else None
 
     culprit = walk(graph, observe, suspect, crashed, bound, ladder.opt.inspect_cap, ladder.namer, source)
     culprit.evidence[:0] = ladder.clues.checker
-    if not culprit.pinned and crashed and suspect:
+    if not culprit.pinned and crash is not None:
+        # The walk could not convict anything further back: the crash's own word stands.
+        culprit = crash
+        culprit.evidence.append(fact(FactKind.NOTE, "inspection could not read past {kernel}'s inputs, so this rests "
+                                     "on the crash alone", kernel=kernel(suspect)))
+    elif not culprit.pinned and crashed and suspect:
         # The level-2 view could not convict anything, but the trace did name the faulting launch.
         culprit.kind, culprit.kernel = CulpritKind.KERNEL, suspect
         culprit.evidence.insert(0, fact(FactKind.LAUNCH, "the trace shows {kernel} never finished; inspection could "

@@ -57,4 +57,4 @@ def run(ladder: "Ladder", out: Findings, unmasking: bool = False) -> None:
             return
 
 
-RUNG = Rung(StageName.MEMCHECK, run)
+RUNG = Rung(StageName.MEMCHECK, run, refinds=True)

@@ -18,3 +18,5 @@ class Rung:
     runtime: bool = True  # needs kernels to run: skipped for failures in the export, compile or load phase
     requestable: bool = True  # offered by --stages
     after: frozenset[CulpritKind] = frozenset()  # pinned culprits it still runs after (a wrong fake explains them)
+    # Only finds the faulting kernel again: skipped once a crashed run named it (Clues.crash).
+    refinds: bool = False

@@ -27,4 +27,4 @@ def run(ladder: "Ladder", out: Findings) -> None:
                      fact(FactKind.NOTE, "not reproduced under these flags: {rate}", rate=stage.rate.describe()))
 
 
-RUNG = Rung(StageName.SANITY, run)
+RUNG = Rung(StageName.SANITY, run, refinds=True)

@@ -86,5 +86,5 @@ def _named_by_failures(ladder: "Ladder") -> Optional[Culprit]:
     return c
 
 
-RUNG = Rung(StageName.TRACE, run)
+RUNG = Rung(StageName.TRACE, run, refinds=True)
 
