@@ -238,3 +238,17 @@ def test_an_index_made_by_an_extern_op_is_followed_to_the_ops_own_inputs():
     assert ("the index is computed, not handed in: aoti_torch_cpu_bucketize_Tensor (bucketize) makes it from model "
             "input 0 (`age`, wrapper arg2_1), which holds 0.6..91 at run time, and from `bounds`; that op takes it past "
             "the bound 9") in render(c.summary)
+
+
+def test_the_constants_an_index_maker_also_read_are_told_with_their_values():
+    from aoti_bisect.aoti.constants import ConstantValue
+    from aoti_bisect.diagnose.constants import maker_constants
+    g = wrapper.parse_wrapper(read("index_from_bucketize.wrapper.cpp"))
+    k = "cpp_fused_embedding_sum_0"
+    buckets = TensorStats("before_launch", k, "buf1", 32, "torch.int64", 4, 0, 9, "[32]", "[1]", "cpu")
+    age = TensorStats("input", "", "arg2_1", 32, "torch.float32", 40, 0.6, 91, "[32]", "[1]", "cpu")
+    c = walk(g, lambda kernels: ({k: KernelView(k, {"buf1": buckets}, {})}, {"arg2_1": age}), k, True,
+             IndexBound("tmp2", "9"), source=lambda name: read("index_from_bucketize.kernel.cpp"))
+    bounds = ConstantValue("bounds", "bounds", "float32", (9,), 9, min=10.0, max=90.0)
+    assert render_all(maker_constants(c, [bounds], {"bounds": "buffer"})) == [
+        "buffer `bounds`, which aoti_torch_cpu_bucketize_Tensor also reads, holds 10..90 over 9 elements"]

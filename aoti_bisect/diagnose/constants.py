@@ -253,6 +253,8 @@ def convict_constants(out: Findings, records: list[HookRecord], graph: Optional[
     stale = [(v, read_by(v)) for v in values if v.stale is not None]
     stale_lines = [describe_stale(v, kinds.get(v.fqn or ""), by) for v, by in stale]
     index = index_operand(c, values, read_by, inlined, kinds)
+    if c is not None:
+        c.evidence.extend(maker_constants(c, values, kinds))
     row = lambda v, by, line, **more: v.to_json() | {"kind": kinds.get(v.fqn or ""), "readers": by,  # noqa: E731
                                                      "finding": line, **more}
     out.constants = {"read": sum(v.skipped is None for v in values if v not in inlined), "not_read": not_read,
@@ -340,6 +342,20 @@ def index_operand(c: Optional[Culprit], values: list[ConstantValue], read_by, in
                         parts=tuple(parts), total=total, bound=bound, target=told.values["target"])
             return v, read_by(v), line
     return None
+
+
+def maker_constants(c: Culprit, values: list[ConstantValue], kinds: dict) -> list[Fact]:
+    """What the constants an index's maker also read hold ('buffer `bounds` (bounds) holds 10..90 over 9 elements'),
+    where bounds.py followed a computed index to the launch that made it: level 2 never prints constants, and the
+    model input's values mean something only against them (an age of 91 above the last of bucketize's bounds)."""
+    told = next((f for f in _facts(c.evidence) if "maker" in f.values and f.values.get("constants")), None)
+    if told is None:
+        return []
+    by_name = {v.placeholder: v for v in values}
+    return [fact(FactKind.CONSTANT, "{kind} {constant:quoted}, which {maker} also reads, holds {lo:g}..{hi:g} over "
+                 "{numel} elements", kind=kinds.get(v.fqn or "") or "constant", constant=_constant(v),
+                 maker=told.values["maker"], lo=v.min, hi=v.max, numel=v.numel)
+            for who in told.values["constants"] if (v := by_name.get(who.name)) is not None and v.min is not None]
 
 
 def _addend_constant(who, values: list[ConstantValue], inlined: list[ConstantValue], read_by,
