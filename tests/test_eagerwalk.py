@@ -184,3 +184,26 @@ def test_the_float64_run_marks_a_cancelling_node_unstable_and_leaves_the_users_m
     unstable, problem = eagerwalk._unstable(recorder.values, ep, [h], 1 << 20)
     assert problem is None and "sub" in unstable and unstable["sub"] > 0.01 and "mul_2" not in unstable
     assert model.scale.dtype == torch.float32  # the float64 run converted a copy, not the module's parameter
+
+
+# The eager stage of scenario unstable_variance (torch 2.13.0+cpu, 2026-11-26, `scenarios check`): the eager run's
+# eager_walk.json and its level-1 compile's wrapper and kernel_information.json, unchanged but for the run folder.
+VARIANCE = f"{DATA}/unstable_variance"
+
+
+def test_a_control_with_nothing_miscompiled_convicts_no_kernel():
+    with open(f"{VARIANCE}/unstable_variance.wrapper.cpp") as f:
+        graph = wrapper.parse_wrapper(f.read(), f"{VARIANCE}/unstable_variance.wrapper.cpp", [])
+    sources = SourceMap(read_kernel_information(f"{VARIANCE}/unstable_variance.wrapper.cpp"), {})
+    walk = read_eager_walk(VARIANCE)
+    assert walk.unstable["mul_2"] > 0.4 and "mean" not in walk.unstable  # float32 eager itself misses float64
+    culprit = walk_eager(graph, walk, lambda l: sources.origin(l.name, l.handle, l.source_nodes).nodes)
+    lines = render_all(culprit.evidence)
+    assert culprit.kind == "unknown"
+    # the output misses eager `mul_2` by 1.27, as eager's own float32 misses float64 by 0.49: no conviction
+    assert ("wrote buf3 ([8, 32] float32) (not compared: the eager reference `mul_2` is itself unstable: float32 and "
+            "float64 eager differ by up to 0.487, beyond the tolerance, and this tensor misses it by max abs 1.271") \
+        in lines[-1]
+    # the reduction's running sums (buf1, buf2) are the kernel's scratch, never held against `mean`
+    assert "buf1" not in lines[-1]
+    assert "aoti_torch_cpu_addmm_out wrote buf0 ([8, 32] float32) = eager `linear`" in lines[-1]

@@ -13,7 +13,9 @@ A false conviction is worse than none, so a tensor is convicted only against the
   or against the part the hook computed alone (`linear:mm`), and is otherwise compared by value and never
   convicted;
 - a node whose float32 eager value misses the program run in float64 beyond the tolerance is an unstable
-  reference: a kernel that misses it by less than ten times eager's own error is not convicted on it.
+  reference: a kernel that misses it by less than ten times eager's own error is not convicted on it;
+- a buffer a kernel writes that no later launch reads and the graph does not return is the kernel's scratch (a
+  reduction's running sum): what it holds is the kernel's business, and it is not compared.
 """
 from __future__ import annotations
 
@@ -37,6 +39,10 @@ WHOLE = {("linear", "addmm"), ("matmul", "mm"), ("matmul", "bmm"),
                                               "conv_transpose3d")),
          *(("scaled_dot_product_attention", f"_scaled_dot_product_{kind}_attention")
            for kind in ("flash", "efficient", "cudnn"))}
+
+
+SCRATCH = fact(FactKind.EAGER, "the kernel's own scratch: no later launch reads it and the graph does not return "
+              "it, so it may hold an intermediate eager never computes")
 
 
 def extern_op(name: str) -> Optional[str]:
@@ -177,8 +183,10 @@ def walk_eager(graph: WrapperGraph, walk: EagerWalk, nodes_of: Callable[[Launch]
             if seen[v].state == "differs":
                 return _ended(_bad_read(graph, launch, v, seen[v], head, namer), gaps)
         own = reference(walk, launch, nodes_of(launch))
-        made = {v: judge(walk.around("after", launch.name, v), own, walk) for v in writes}
-        gaps += [_gap(launch, v, j, namer) for v, j in made.items() if j.pair is not None or j.why is not None]
+        made = {v: judge(walk.around("after", launch.name, v), own, walk) if _escapes(graph, launch, v) else
+                Judged("unjudged", saved=walk.around("after", launch.name, v), why=SCRATCH) for v in writes}
+        gaps += [_gap(launch, v, j, namer) for v, j in made.items()
+                 if j.pair is not None or (j.why is not None and j.why is not SCRATCH)]
         bad = [v for v in writes if made[v].state == "differs"]
         if bad:
             return _ended(_bad_kernel(launch, bad, made, seen, head, namer), gaps)
@@ -186,6 +194,15 @@ def walk_eager(graph: WrapperGraph, walk: EagerWalk, nodes_of: Callable[[Launch]
         "no tensor the instrumented kernels read or wrote differs from the eager value it stands for beyond "
         "tolerance (tensors not compared say why below): the difference arises outside them (an output copy or "
         "view, a custom op, state carried between calls) or where eager itself is unstable")]), gaps)
+
+
+def _escapes(graph: WrapperGraph, launch: Launch, var: str) -> bool:
+    """Whether what `launch` wrote to `var` leaves the kernel: a later launch reads it or the graph returns it. A
+    buffer that does neither is the kernel's own scratch (a reduction's running sum, a softmax's max), holding an
+    intermediate eager never computes, however like a node its shape is."""
+    storage = graph.storage(var)
+    return storage in {graph.storage(o) for o in graph.outputs} or \
+        any(storage in later.reads for later in graph.launches[launch.index + 1:])
 
 
 def _read_reference(graph: WrapperGraph, walk: EagerWalk, launch: Launch, var: str,
