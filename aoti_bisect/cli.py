@@ -1,13 +1,28 @@
 """Command line. Human chatter goes to stderr; stdout carries only machine output (--json)."""
 from __future__ import annotations
 
-import errno
-import json
-import os
+import signal
 import sys
-from typing import Optional
 
-import click
+
+def _interrupted_early(signum, frame):
+    """Ctrl-C while this module and its imports load, before entry() has its handlers: one line and 130, not
+    Python's KeyboardInterrupt traceback from inside some import."""
+    print("aoti-bisect: interrupted", file=sys.stderr)
+    raise SystemExit(130)
+
+
+# First thing: the imports below take most of the start-up. Another program's handler (a host importing us) stays.
+if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    signal.signal(signal.SIGINT, _interrupted_early)
+
+import errno  # noqa: E402 (after the handler, on purpose)
+import json  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+from typing import Optional  # noqa: E402
+
+import click  # noqa: E402
 
 from .aoti.flags import REUSE_MODES
 from .child.contract import DB_ENV
@@ -125,8 +140,8 @@ def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, cach
     check_count("--max-runs", max_runs, MAX_RUNS)
     check_count("--jobs", jobs, MAX_JOBS)
     check_timeout("--timeout", timeout)
-    if budget < 0:
-        raise UsageFailure(f"--budget must be 0 or more seconds, got {budget:g}")
+    if not (math.isfinite(budget) and budget >= 0):  # NaN passes every comparison's "else"
+        raise UsageFailure(f"--budget must be a finite number of seconds, 0 or more, got {budget:g}")
     tools = tuple(s.strip() for s in sanitizer_tools.split(",") if s.strip())
     bad_tools = [s for s in tools if s not in SANITIZER_TOOLS]
     if bad_tools or not tools:
@@ -171,13 +186,16 @@ def _minify_after_verdict(run_dir: str, jobs: int, quiet: int, redact_paths: boo
 
     try:
         result = minify(run_dir, MinifyOptions(jobs=jobs), _say(quiet))
+    except UsageFailure as exc:  # the repro planted a link or a file where minify writes: said, not a crash
+        print(f"aoti-bisect: minify: {exc}", file=sys.stderr)
+        return
     except Exception as exc:  # a reducer's bug must not cost the verdict already reported
         report_crash(exc, run_dir)
         return
     print(f"aoti-bisect: minify: {result.message}", file=sys.stderr)
     path = os.path.join(run_dir, "report.md")
-    redact = Redactor.from_env(dict(os.environ), redact_paths)
-    atomic_write(path, read_own_text(path) + valid_utf8(redact(markdown_section(run_dir))))
+    redactor = Redactor.from_env(dict(os.environ), redact_paths)
+    atomic_write(path, read_own_text(path) + valid_utf8(markdown_section(run_dir, redactor)))
 
 
 def _check_sanitizer(path: Optional[str]) -> None:
@@ -216,7 +234,7 @@ def report_cmd(run_dir, fmt, bundle, redact_paths):
     elif fmt == "md":
         from .minify import markdown_section
 
-        print(render_markdown(data) + markdown_section(run_dir))
+        print(render_markdown(data) + markdown_section(run_dir, redactor))
     else:
         print(rep.headline())
         for e in (data.get("culprit") or {}).get("evidence") or []:
@@ -228,7 +246,9 @@ MINIFY_EXIT_HELP = """\b
 Exit codes:
   0    minified, and RUN_DIR/minify/repro.py failed the same way when run alone from a copy
   1    could not reproduce the failure in isolation, or the reduced repro did not fail alone (says why)
-  2    bad command line, or RUN_DIR holds no report.json
+  2    bad command line, or RUN_DIR holds no report.json, or one aoti-bisect did not write
+       (malformed, nested too deep, not UTF-8, of a newer schema), or a link or a file stands
+       where minify reads or writes (report.json, minify/, a capture): one line says which
   125  cannot run here: no exported program or inputs of the failing call can be had (a prebuilt
        package carries none, a capture over the size cap, a program that needs the repro's custom ops)
 """
@@ -451,8 +471,8 @@ _FULL = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO)
 
 
 def entry() -> None:
-    stopping.install()
     try:
+        stopping.install()
         main.main(standalone_mode=False, prog_name="aoti-bisect")
     except UsageFailure as exc:
         print(f"aoti-bisect: error: {exc}", file=sys.stderr)
@@ -463,6 +483,7 @@ def entry() -> None:
         print(f"aoti-bisect: error: {exc.format_message()}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
     except (click.exceptions.Abort, KeyboardInterrupt):
+        print("aoti-bisect: interrupted", file=sys.stderr)
         release_empty_claim(_run_dir)  # stopped before writing anything: the --out folder can be used again
         sys.exit(EXIT_INTERRUPTED)
     except BrokenPipeError:

@@ -39,10 +39,12 @@ def report_crash(exc: BaseException, run_dir: Optional[str]) -> int:
     line = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
     where = "traceback below"
     if run_dir and os.path.isdir(run_dir):
+        from .files import atomic_write  # files imports this module
+
         path = os.path.join(run_dir, "crash-traceback.txt")
         try:
-            with open(path, "w") as f:
-                f.write(text)
+            # A new file renamed into place: a link the repro planted at the name is replaced, never written through.
+            atomic_write(path, text)
             where, text = f"traceback saved in {path}", ""
         except OSError as write_error:
             where = f"traceback not saved ({write_error.strerror}), below"

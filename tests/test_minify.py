@@ -294,6 +294,7 @@ def test_a_custom_op_culprit_is_its_own_family():
 
 
 def test_a_capture_from_a_run_that_failed_comes_first(tmp_path):
+    from aoti_bisect.files import RunFolder
     from aoti_bisect.minify import _find_capture
 
     for run, kind in (("baseline-000", None), ("fakecheck-004", "segfault"), ("fakecheck-005", None)):
@@ -303,8 +304,9 @@ def test_a_capture_from_a_run_that_failed_comes_first(tmp_path):
         (capture / "inputs.pt").write_text("")
         (tmp_path / "runs" / run / "result.json").write_text(json.dumps(
             {"signature": {"kind": kind, "phase": "run"} if kind else None}))
-    assert _find_capture(str(tmp_path), "segfault") == (str(tmp_path / "runs" / "fakecheck-004" / "capture"), None)
-    assert _find_capture(str(tmp_path), "nan_inf") == (str(tmp_path / "runs" / "baseline-000" / "capture"), None)
+    run = RunFolder(str(tmp_path))
+    assert _find_capture(run, "segfault") == (str(tmp_path / "runs" / "fakecheck-004" / "capture"), None)
+    assert _find_capture(run, "nan_inf") == (str(tmp_path / "runs" / "baseline-000" / "capture"), None)
 
 
 # -- the runner's batches, with a fake run ----------------------------------------------------------------

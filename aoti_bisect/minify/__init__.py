@@ -17,17 +17,19 @@ import enum
 import glob
 import json
 import os
-import shutil
 import sys
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ..child.contract import CAPTURE_DIR, CAPTURE_ENV, CAPTURE_LIBS, CAPTURE_RECORD
-from ..files import read_log, write_file
+from ..files import RunFolder, RunFolderError, read_log
 from .ddmin import ddmin, shrink_sizes, simplify_each
 from .graph import Candidate, Check, Graph
 from .search import Expected, Trials
+
+if TYPE_CHECKING:
+    from ..report.redact import Redactor
 
 EXTRACT_CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "extract_child.py")
 RESULT = "minify.json"
@@ -68,31 +70,34 @@ class MinifyResult:
 
 
 def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> MinifyResult:
+    """Raises RunFolderError (UsageFailure, one line) for a report.json or minify folder that is not what
+    aoti-bisect wrote: a link, a file where a folder goes, bad or future-schema JSON."""
+    from ..report.model import Report
+
     start = time.monotonic()
-    report = _load_report(run_dir)
+    # Every file of the run folder is read and written through `run`: a repro, or whoever sent the folder, may
+    # have planted a link at any name in it (files.RunFolder).
+    run = RunFolder(run_dir)
+    report = Report.load(run.root).data
     signature = report.get("signature") or {}
     if report.get("verdict") != "reproduced" or not signature.get("kind"):
         return MinifyResult(Status.NOT_REPRODUCED, f"the run did not reproduce a failure "
                                                    f"(verdict {report.get('verdict')!r}): nothing to minify")
-    out = os.path.join(os.path.realpath(run_dir), "minify")
-    # An earlier minify's candidates and result would mix with this one's (its capture is kept and reused).
-    for stale in ("candidates", "repro.py", "inputs.pt", "repro.pt2", RESULT, *glob.glob(os.path.join(out, "*.so"))):
-        path = os.path.join(out, stale)
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path)
-        elif os.path.lexists(path):
-            os.remove(path)
-    os.makedirs(out, exist_ok=True)
+    out = run.folder("minify")
+    # An earlier minify's files would mix with this one's (its capture is kept and reused), and removing them
+    # first means every file this minify writes is a new one.
+    for stale in ("candidates", "repro.py", "inputs.pt", "repro.pt2", RESULT, "graph.json", "values.pt",
+                  "extract.log", *(os.path.basename(p) for p in glob.glob(os.path.join(out, "*.so")))):
+        run.remove(f"minify/{stale}")
     python = _python(report)
-    capture, problem = _find_capture(run_dir, signature["kind"]) or _capture(run_dir, out, report, options, say)
+    capture, problem = _find_capture(run, signature["kind"]) or _capture(run, out, report, options, say)
     if capture is None:
-        return _finish(out, MinifyResult(Status.NO_PROGRAM, problem), {})
+        return _finish(run, MinifyResult(Status.NO_PROGRAM, problem), {})
     say(f"minify: program and inputs from {capture}")
     problem = _extract(python, capture, out, options, say)
     if problem:
-        return _finish(out, MinifyResult(Status.NO_PROGRAM, problem), {"capture": capture})
-    with open(os.path.join(out, "graph.json")) as f:
-        graph = Graph.from_json(json.load(f))
+        return _finish(run, MinifyResult(Status.NO_PROGRAM, problem), {"capture": capture})
+    graph = Graph.from_json(run.read_json("minify/graph.json"))
     expected = _expected(report, graph)
     trials = Trials(out, graph, expected, python, options, say, os.path.join(capture, CAPTURE_LIBS))
     record = {"capture": capture, "signature": {"kind": expected.kind, "phase": expected.phase},
@@ -113,7 +118,7 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
         else:
             why += ("; the failure needs state the graph does not hold: a graph pass or Inductor setting the "
                     "script makes, or a package built from other code than this program")
-        return _finish(out, MinifyResult(Status.NOT_REPRODUCED, f"the failure does not reproduce in isolation: "
+        return _finish(run, MinifyResult(Status.NOT_REPRODUCED, f"the failure does not reproduce in isolation: "
                                                                 f"{why}"), {**record, **trials.summary()})
     seed = seeds[first]
     # Before: the whole program written out the same way (the user's script may hide it behind imports).
@@ -146,7 +151,7 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
                + ("fails alone as the run did" if verified else
                   f"did NOT fail the same way when run alone from a copy ({verify_sig})")
                + (f"; it {record['custom_ops_kept']}" if kept_custom else ""))
-    return _finish(out, MinifyResult(status, message, os.path.join(out, "repro.py")), record)
+    return _finish(run, MinifyResult(status, message, os.path.join(out, "repro.py")), record)
 
 
 def _reduce(graph: Graph, trials: Trials, seed: tuple[str, ...]) -> Candidate:
@@ -163,16 +168,11 @@ def _reduce(graph: Graph, trials: Trials, seed: tuple[str, ...]) -> Candidate:
     return Candidate(kept, zeros, cut(sizes))
 
 
-def _finish(out: str, result: MinifyResult, record: dict) -> MinifyResult:
+def _finish(run: RunFolder, result: MinifyResult, record: dict) -> MinifyResult:
     record = {"schema_version": 1, "status": result.status.value, "message": result.message,
               "repro": result.repro, **record}
-    write_file(os.path.join(out, RESULT), json.dumps(record, indent=2) + "\n")
+    run.write_text(f"minify/{RESULT}", json.dumps(record, indent=2) + "\n")
     return MinifyResult(result.status, result.message, result.repro, record)
-
-
-def _load_report(run_dir: str) -> dict:
-    with open(os.path.join(run_dir, "report.json")) as f:
-        return json.load(f)
 
 
 def _python(report: dict) -> str:
@@ -183,26 +183,29 @@ def _python(report: dict) -> str:
     return sys.executable
 
 
-def _missing(capture: str) -> list[str]:
-    """The files of a capture folder that minify needs and the hook did not write."""
-    return [f for f in ("program.pt2", "inputs.pt") if not os.path.isfile(os.path.join(capture, f))]
+def _missing(run: RunFolder, capture: str) -> list[str]:
+    """The files of a capture folder that minify needs and the hook did not write (or that are links, or lie
+    under one: a capture is read from the run folder only)."""
+    rel = os.path.relpath(capture, run.root)
+    return [f for f in ("program.pt2", "inputs.pt") if not run.is_file(os.path.join(rel, f))]
 
 
-def _failed_as(run_folder: str, kind: str) -> bool:
-    return ((_read_json(os.path.join(run_folder, "result.json")).get("signature") or {}).get("kind")) == kind
+def _failed_as(run: RunFolder, run_folder: str, kind: str) -> bool:
+    result = _read_json(run, os.path.join(os.path.relpath(run_folder, run.root), "result.json"))
+    return ((result.get("signature") or {}).get("kind")) == kind
 
 
-def _find_capture(run_dir: str, kind: str) -> Optional[tuple[str, None]]:
+def _find_capture(run: RunFolder, kind: str) -> Optional[tuple[str, None]]:
     """A whole capture of the run, one from a run that failed as the run did first: the inputs of a flaky
     failure's passing call would only pass again."""
-    folders = [f for f in sorted(glob.glob(os.path.join(run_dir, "runs", "*", CAPTURE_DIR))
-                                 + glob.glob(os.path.join(run_dir, "minify", "runs", "*", CAPTURE_DIR)))
-               if not _missing(f)]
-    folders.sort(key=lambda f: not _failed_as(os.path.dirname(f), kind))
+    folders = [f for f in sorted(glob.glob(os.path.join(run.root, "runs", "*", CAPTURE_DIR))
+                                 + glob.glob(os.path.join(run.root, "minify", "runs", "*", CAPTURE_DIR)))
+               if not _missing(run, f)]
+    folders.sort(key=lambda f: not _failed_as(run, os.path.dirname(f), kind))
     return (folders[0], None) if folders else None
 
 
-def _capture(run_dir: str, out: str, report: dict, options: MinifyOptions,
+def _capture(run: RunFolder, out: str, report: dict, options: MinifyOptions,
              say: Callable[[str], None]) -> tuple[Optional[str], str]:
     """One more hooked run of the repro with capture on, through the harness (the same overlay as the ladder's
     hooked stages); returns (capture folder, None) or (None, why not in one line)."""
@@ -220,11 +223,11 @@ def _capture(run_dir: str, out: str, report: dict, options: MinifyOptions,
                                      hook=True))
         folder = os.path.join(result.run_dir, CAPTURE_DIR)
         # A flaky failure: only a call that failed holds inputs that fail.
-        if (result.signature and result.signature.kind == kind) or _missing(folder):
+        if (result.signature and result.signature.kind == kind) or _missing(run, folder):
             break
         say(f"minify: capture run {index + 1} did not fail as the run did; trying again")
-    manifest = _read_json(os.path.join(folder, CAPTURE_RECORD))
-    if not _missing(folder):
+    manifest = _read_json(run, os.path.relpath(os.path.join(folder, CAPTURE_RECORD), run.root))
+    if not _missing(run, folder):
         return folder, None
     why = manifest.get("program_problem") or manifest.get("inputs_problem")
     if not manifest or (manifest.get("program") is None and not why):
@@ -233,11 +236,12 @@ def _capture(run_dir: str, out: str, report: dict, options: MinifyOptions,
     return None, f"cannot get the exported program of the failing call: {why} (see {result.log_path})"
 
 
-def _read_json(path: str) -> dict:
+def _read_json(run: RunFolder, rel: str) -> dict:
+    """A file that only informs (a run's result, the capture's manifest, an earlier minify.json): what cannot
+    be read as aoti-bisect wrote it is taken as absent."""
     try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
+        return run.read_json(rel)
+    except (RunFolderError, OSError):
         return {}
 
 
@@ -251,7 +255,7 @@ def _extract(python: str, capture: str, out: str, options: MinifyOptions,
     for custom in ("run", "skip"):
         exit = process.execute([python, EXTRACT_CHILD, os.path.join(capture, "program.pt2"),
                                 os.path.join(capture, "inputs.pt"), out, custom, libraries],
-                               {**os.environ, **CHILD_ENV}, out, log, options.timeout_s)
+                               {**os.environ, **CHILD_ENV, **_scratch(out, "extract")}, out, log, options.timeout_s)
         if exit.returncode == 0 and os.path.isfile(os.path.join(out, "graph.json")):
             return None
         if exit.signal is None or not os.path.isdir(libraries):
@@ -264,6 +268,14 @@ def _extract(python: str, capture: str, out: str, options: MinifyOptions,
         return f"{ours[-1]} (see {log})"
     last = lines[-1] if lines else f"exit {exit.returncode}"
     return f"cannot load and run the captured program on its own: {last[:300]} (see {log})"
+
+
+def _scratch(out: str, name: str) -> dict[str, str]:
+    """Temporary files and Inductor's cache inside the run folder: torch would otherwise make
+    $TMPDIR/torchinductor_<user>, outside every folder aoti-bisect owns."""
+    tmp = os.path.join(out, "cache", name, "tmp")
+    os.makedirs(tmp, exist_ok=True)
+    return {"TMPDIR": tmp, "TORCHINDUCTOR_CACHE_DIR": os.path.join(out, "cache", name, "inductor")}
 
 
 def _expected(report: dict, graph: Graph) -> Expected:
@@ -296,17 +308,10 @@ def _cut(graph: Graph, report: dict) -> tuple[str, ...]:
     return graph.ancestors(known) if known else graph.order(n.name for n in graph.nodes)
 
 
-def markdown_section(run_dir: str) -> str:
-    """The report's "Minified repro" section, from minify/minify.json ('' when minify has not run)."""
-    record = _read_json(os.path.join(run_dir, "minify", RESULT))
-    if not record:
-        return ""
-    lines = ["", "## Minified repro", "", record.get("message", "")]
-    if "nodes_after" in record:
-        lines += ["", f"- graph nodes: {record['nodes_before']} -> {record['nodes_after']} "
-                      f"({', '.join(record.get('ops_after', []))})",
-                  f"- lines: {record.get('lines_before')} -> {record.get('lines_after')}",
-                  f"- candidates run: {record.get('candidates')}, {record.get('seconds')} s",
-                  f"- verified alone from a copy of its folder: {'yes' if record.get('verified') else 'no'}",
-                  f"- attach: `{os.path.dirname(record['repro'])}/` (repro.py + inputs.pt)"]
-    return "\n".join(lines) + "\n"
+def markdown_section(run_dir: str, redactor: Redactor) -> str:
+    """The report's "Minified repro" section, from minify/minify.json ('' when minify has not run), redacted
+    and rendered by the report's Markdown writer like every other part of the report."""
+    from ..report.markdown import render_minified
+
+    record = _read_json(RunFolder(run_dir), f"minify/{RESULT}")
+    return render_minified(redactor.data(record)) if record else ""

@@ -18,6 +18,7 @@ import logging
 import math
 import operator
 import os
+import pickle
 import re
 import sys
 
@@ -130,10 +131,32 @@ def _load(program):
         raise SystemExit(3)
 
 
+def _load_inputs(path):
+    """The captured call's inputs, unpickled with weights_only: a run folder can come from anyone (a bundle, a
+    colleague's disk), and a full unpickle of it would run whatever code its author put there."""
+    try:
+        return torch.load(path, weights_only=True)
+    except pickle.UnpicklingError as exc:
+        print("aoti-bisect minify: the captured inputs hold objects other than tensors and plain values, which "
+              f"are not loaded from a run folder (torch.load weights_only): {str(exc).splitlines()[0][:200]}",
+              file=sys.stderr)
+        raise SystemExit(3)
+
+
+def _create(path, mode):
+    """A new file in place of whatever the name held: a link planted there is removed, never written through
+    (O_EXCL|O_NOFOLLOW: one planted again in between makes the open fail, not follow it)."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666), mode)
+
+
 def main(program, inputs_path, out, custom="run", libs=None):
     libraries = load_libraries(libs)
     ep = _load(program)
-    captured = torch.load(inputs_path, weights_only=False)
+    captured = _load_inputs(inputs_path)
     flat_user, _ = pytree.tree_flatten((tuple(captured["args"]), dict(captured["kwargs"])))
     user = iter(flat_user)
     values, placeholders = {}, []
@@ -184,8 +207,9 @@ def main(program, inputs_path, out, custom="run", libs=None):
         nodes.append(record)
     output = next(n for n in gm.graph.nodes if n.op == "output")
     tensors = {k: v for k, v in env.items() if isinstance(v, torch.Tensor)}
-    torch.save(tensors, os.path.join(out, "values.pt"))
-    with open(os.path.join(out, "graph.json"), "w") as f:
+    with _create(os.path.join(out, "values.pt"), "wb") as f:
+        torch.save(tensors, f)
+    with _create(os.path.join(out, "graph.json"), "w") as f:
         json.dump({"placeholders": placeholders, "nodes": nodes, "output": encode(output.args[0]),
                    "eager_failure": failed, "libraries": libraries}, f, indent=1)
 

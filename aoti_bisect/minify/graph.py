@@ -279,7 +279,7 @@ def render(graph: Graph, candidate: Candidate, check: Check, headline: str) -> S
         "",
         "",
         "def main():",
-        '    inputs = torch.load(os.path.join(HERE, "inputs.pt"))' if saved else "    inputs = {}",
+        '    inputs = torch.load(os.path.join(HERE, "inputs.pt"), weights_only=True)' if saved else "    inputs = {}",
         "    # The module's inputs: what the original program held there on the failing call",
         *notes,
         "    args = (",

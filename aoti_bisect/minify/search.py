@@ -165,7 +165,7 @@ class Trials:
 
             with self._lock:
                 if self._values is None:
-                    self._values = torch.load(os.path.join(self.out, "values.pt"))
+                    self._values = torch.load(os.path.join(self.out, "values.pt"), weights_only=True)
             sizes = dict(candidate.sizes)
             # A cut input is saved cut (and contiguous): inputs.pt holds only what the repro reads.
             torch.save({name: self._values[name][tuple(slice(0, n) for n in sizes[name])].clone()

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import urllib.parse
 import xml.etree.ElementTree as ET
 from collections import Counter
 
@@ -12,7 +13,7 @@ from tabulate import tabulate
 from ..files import atomic_write, valid_utf8
 from ..report.redact import process_redactor
 from ..text import printable
-from ..report.markdown import md_cell, rate_cell
+from ..report.markdown import md_cell, md_code, rate_cell
 from .judge import Change, signature_label
 
 
@@ -41,7 +42,7 @@ def render_markdown(data: dict) -> str:
     worse = data["worse"]
     head = f"**{len(worse)} changed for the worse**" if worse else "**nothing changed for the worse**"
     out = [f"# aoti-bisect nightly: {md_cell(os.path.basename(data['set'].rstrip('/')) or data['set'])}", "",
-           f"{head} · batch `{md_cell(data['batch'])}` · {md_cell(_hosts_line(data))}", ""]
+           f"{head} · batch {md_code(data['batch'])} · {md_cell(_hosts_line(data))}", ""]
     if not data["complete"]:
         out += ["> **Incomplete night:** " + md_cell("; ".join(data["problems"])), ""]
     checked = any(r["memcheck"] for r in data["repros"])
@@ -49,12 +50,12 @@ def render_markdown(data: dict) -> str:
     for r in data["repros"]:
         change = md_cell(r["change"]["text"])
         if r["bisect_report"]:
-            change += f" ([ladder report](<{r['bisect_report']}>))"
+            change += f" ([ladder report](<{urllib.parse.quote(r['bisect_report'])}>))"
         memcheck = (md_cell(memcheck_text(r["memcheck"])) if r["memcheck"] else "-",) if checked else ()
         rows.append((md_cell(r["name"]), r["status"], rate_cell(r["rate"]), *memcheck, len(r["signatures"]), change))
     out.append(tabulate(rows, headers=["repro", "status", "failed (rate, 95% CI)", *(("memory checker",) if checked
                                        else ()), "signatures", "change"], tablefmt="github"))
-    sig_rows = [(md_cell(r["name"]), md_cell(f"{s['kind']}/{s['phase']}"), f"`{s['fingerprint']}`"
+    sig_rows = [(md_cell(r["name"]), md_cell(f"{s['kind']}/{s['phase']}"), md_code(s["fingerprint"])
                  + (" **new**" if s["new"] else ""), s["count"], md_cell((s["first_seen"] or "")[:16]),
                  md_cell((s["last_seen"] or "")[:16]), md_cell((s["message"] or "")[:160]))
                 for r in data["repros"] for s in r["signatures"]]
@@ -64,7 +65,7 @@ def render_markdown(data: dict) -> str:
                                             "last seen (UTC)", "message"], tablefmt="github")]
     out += ["", f"Rates are failures over runs that ran (infrastructure errors excluded), with 95% Wilson "
             f"intervals; a change is reported when Fisher's exact test against the last {data['window']} "
-            f"nights gives p < {data['alpha']}. History: `{md_cell(data['db'])}`."]
+            f"nights gives p < {data['alpha']}. History: {md_code(data['db'])}."]
     return "\n".join(out) + "\n"
 
 
@@ -73,7 +74,8 @@ _NOT_XML = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ff
 
 
 def _x(text: object) -> str:
-    return _NOT_XML.sub("?", str(text))
+    """XML-safe text, with bidi and zero-width characters shown as escapes: CI shows these messages to people."""
+    return _NOT_XML.sub("?", printable(str(text)))
 
 
 def render_junit(data: dict) -> str:

@@ -104,7 +104,8 @@ def _write(run_dir: str, dest: str, data: dict, redactor: Redactor) -> list[str]
     with os.fdopen(fd, "wb") as blob, tarfile.open(fileobj=blob, mode="w:gz") as tar:
         def add(name: str, text: str) -> None:
             blob = valid_utf8(text).encode()
-            info = tarfile.TarInfo(f"{root}/{name}")
+            # Names are redacted as contents are: a token can sit in the script's or the --out folder's name.
+            info = tarfile.TarInfo(valid_utf8(redactor(f"{root}/{name}")))
             info.size = len(blob)
             tar.addfile(info, io.BytesIO(blob))
 
@@ -123,8 +124,8 @@ def _write(run_dir: str, dest: str, data: dict, redactor: Redactor) -> list[str]
                 continue
             add(name, _redact_file(name, mask_spans(text, [tuple(s) for s in entry["spans"]]), redactor))
         if left_out:
-            add("LEFT_OUT.txt", "Left out: the run recorded no redactions for these files, or they changed "
-                                "after it, so their secrets cannot be known:\n" + "\n".join(left_out) + "\n")
+            add("LEFT_OUT.txt", "Left out: the run recorded no redactions for these files, or they changed after "
+                                "it, so their secrets cannot be known:\n" + "".join(f"{redactor(n)}\n" for n in left_out))
     return left_out
 
 

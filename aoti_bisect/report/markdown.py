@@ -5,6 +5,7 @@ import os
 import re
 import shlex
 import textwrap
+import urllib.parse
 
 from tabulate import tabulate
 
@@ -16,10 +17,38 @@ MD_LIMIT = 65536
 _REDIRECTS = {"private": "at a private path in its run folder", "instrumented": "loaded an instrumented copy"}
 
 
+# Backslash-escaped wherever they stand: code spans, emphasis, strikethrough, table cells, math. `_` only where
+# it could open or close emphasis: inside a word (cpp_fused_add_0) it never does. A link or image needs `](`:
+# its `(` is escaped, so `size [4, 16]` stays readable. (`[x]` alone links only to a reference definition, which
+# must start a line, and md_cell's text never does: it follows a bullet, a label or a table's `|`.)
+_MD_PUNCT = re.compile(r"[\\`*~|$]|(?<=\])\(|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+# What GitHub turns into a notification or a cross-link: a mention (@user, @org/team), an issue reference (#123,
+# owner/repo#7, GH-5). A zero-width space (written as an entity, never raw) after the `@`, `#` or `GH-` leaves the
+# text as it reads and matches none of GitHub's filters (Renovate does the same). ASCII classes: GitHub's filters
+# are Ruby regexes, whose \w is ASCII (`é@user` is a mention there).
+_LIVE_REFERENCE = re.compile(r"(?<![A-Za-z0-9_])@(?=[A-Za-z0-9])|#(?=\d)|(?i:GH-)(?=\d)")
+
+
 def md_cell(text: object) -> str:
-    """Table cell text that cannot break a GFM table or open a code span."""
-    s = " ".join(str(text if text is not None else "").split())
-    return s.replace("\\", "\\\\").replace("|", "\\|").replace("`", "\\`").replace("<", "&lt;")
+    """The one way child-derived text enters a Markdown page: one line that renders as exactly what it says.
+
+    Whitespace becomes single spaces (nothing can end a table row, list item or paragraph), entities and HTML are
+    shown as typed, Markdown punctuation is escaped, mentions and issue references are not live, and control,
+    bidi and zero-width characters are shown as visible escapes (text.printable). Callers pass redacted text: the
+    report's data goes through the redactor before any renderer sees it (model.redact_data)."""
+    s = printable(" ".join(str(text if text is not None else "").split()))
+    s = s.replace("&", "&amp;").replace("<", "&lt;")
+    s = _MD_PUNCT.sub(lambda m: "\\" + m.group(), s)
+    return _LIVE_REFERENCE.sub(lambda m: m.group() + "&#8203;", s)
+
+
+def md_code(text: object) -> str:
+    """Child-derived text as inline code: GitHub links no mention or reference and decodes no entity in code,
+    so it is shown as typed; a `|` is still escaped (a table splits cells before it reads code spans)."""
+    s = printable(" ".join(str(text if text is not None else "").split())).replace("|", "\\|")
+    fence = "`" * (_longest_backtick_run(s) + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") else ""
+    return f"{fence}{pad}{s}{pad}{fence}"
 
 
 def _table(rows: list, headers: list[str]) -> str:
@@ -27,13 +56,17 @@ def _table(rows: list, headers: list[str]) -> str:
     return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
 
 
-def _fence(text: str) -> str:
-    """A code fence longer than any backtick run inside the text."""
+def _longest_backtick_run(text: str) -> int:
     longest = run = 0
     for ch in text:
         run = run + 1 if ch == "`" else 0
         longest = max(longest, run)
-    return "`" * max(3, longest + 1)
+    return longest
+
+
+def _fence(text: str) -> str:
+    """A code fence longer than any backtick run inside the text."""
+    return "`" * max(3, _longest_backtick_run(text) + 1)
 
 
 def _code(text: str, lang: str = "") -> str:
@@ -175,8 +208,8 @@ def render_markdown(d: dict) -> str:
         out += ["", "## Packages", "", *textwrap.wrap(
             "What the hooked runs compiled (or reused) and loaded; runs without the hook (the baseline's, unless "
             "`--reuse all`) are not listed.", WRAP), ""]
-        out.append(_table([(md_cell(p["stage"]), p["action"], md_cell(_package_path(p["path"], d.get("run_dir"))),
-                            (p["sha256"] or "-")[:12], ("yes" if p["built_here"] else "no")
+        out.append(_table([(md_cell(p["stage"]), md_cell(p["action"]),
+                            md_cell(_package_path(p["path"], d.get("run_dir"))), md_cell((p["sha256"] or "-")[:12]), ("yes" if p["built_here"] else "no")
                             + (f" ({_REDIRECTS[p['redirect']]})" if p.get("redirect") in _REDIRECTS else ""), p["runs"])
                            for p in d["packages"]],
                           headers=["stage", "action", "package", "sha256", "built by the run", "runs"]))
@@ -226,6 +259,22 @@ def render_markdown(d: dict) -> str:
     return text
 
 
+def render_minified(record: dict) -> str:
+    """The "Minified repro" section from minify.json's record, redacted by the caller (minify.markdown_section)."""
+    lines = ["", "## Minified repro", "", f"- **Result**: {md_cell(record.get('message', ''))}"]
+    if "nodes_after" in record:
+        ops = record.get("ops_after")
+        repro = record.get("repro")
+        lines += ["", f"- graph nodes: {md_cell(record.get('nodes_before'))} -> {md_cell(record['nodes_after'])} "
+                      f"({md_cell(', '.join(map(str, ops)) if isinstance(ops, list) else ops)})",
+                  f"- lines: {md_cell(record.get('lines_before'))} -> {md_cell(record.get('lines_after'))}",
+                  f"- candidates run: {md_cell(record.get('candidates'))}, {md_cell(record.get('seconds'))} s",
+                  f"- verified alone from a copy of its folder: {'yes' if record.get('verified') else 'no'}",
+                  f"- attach: {md_code(os.path.dirname(repro) + '/' if isinstance(repro, str) else '-')} "
+                  "(repro.py + inputs.pt)"]
+    return "\n".join(lines) + "\n"
+
+
 def stage_command(stage: dict, command: list[str]) -> str:
     """The repro's command with only what the stage adds (its flags, a checker's prefix), one per line."""
     parts = [f"{k}={shlex.quote(str(v))}" for k, v in stage["env"].items()]
@@ -239,7 +288,8 @@ def _run_link(path: str, run_dir: str | None) -> str | None:
     """rerun.sh relative to report.md (which sits in the run directory), if it lies inside it."""
     if not run_dir or not path.startswith(run_dir.rstrip("/") + "/"):
         return None
-    return os.path.relpath(path, run_dir)
+    # Percent-encoded: a `>`, space or newline in a folder name cannot end the link or the line.
+    return urllib.parse.quote(os.path.relpath(path, run_dir))
 
 
 def _package_path(path: str | None, run_dir: str | None) -> str:

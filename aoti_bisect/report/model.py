@@ -17,7 +17,7 @@ from ..exits import (
     EXIT_REPRODUCED,
     UsageFailure,
 )
-from ..files import NotOwnFile, atomic_write, read_own_text, valid_utf8
+from ..files import NotOwnFile, RunFolder, atomic_write, read_own_text, valid_utf8
 from ..text import printable
 from .excerpt import log_excerpt
 from .facts import fact_json, render, tensor_json
@@ -110,20 +110,13 @@ class Report:
     def load(cls, run_dir: str) -> "Report":
         """The run's report.json, checked against the schema; anything else is one line (UsageFailure)."""
         path = os.path.join(run_dir, "report.json")
-        if not os.path.isfile(path):
+        if not os.path.lexists(path):
             raise UsageFailure(f"{run_dir} holds no report.json (not an aoti-bisect run directory?)")
         try:
-            with open(path, "rb") as f:
-                blob = f.read(MAX_REPORT_BYTES + 1)
+            data = RunFolder(run_dir).read_json("report.json", MAX_REPORT_BYTES)
         except OSError as exc:
             raise UsageFailure(f"cannot read {path}: {exc.strerror}")
-        if len(blob) > MAX_REPORT_BYTES:
-            raise UsageFailure(f"{path} is over {MAX_REPORT_BYTES >> 20} MiB: not a report aoti-bisect wrote")
-        try:
-            data = json.loads(blob)
-        except (ValueError, RecursionError) as exc:  # bad JSON or bad UTF-8; absurd nesting
-            raise UsageFailure(f"{path} is not valid JSON: {printable(str(exc))}")
-        version = data.get("schema_version") if isinstance(data, dict) else None
+        version = data.get("schema_version")
         if type(version) is int and version > SCHEMA_VERSION:
             raise UsageFailure(f"{path} has schema_version {version}, newer than this aoti-bisect reads "
                                f"({SCHEMA_VERSION}): upgrade aoti-bisect")
@@ -239,10 +232,11 @@ _EXCERPT = {"log": str, "bytes": int, "key_lines": _List(str), "head": str, "tai
 _STAGE = {"name": str, "env": dict, "recompiled": bool, "runs": int, "failures": int, "skipped": _Opt(str),
           "finding": str, "rerun_script": _Opt(str), "excerpt": _Opt(_EXCERPT), "logs": _Opt(_List(str))}
 _CULPRIT = {"kind": _Opt(str), "kernel": _Opt(str), "evidence": _Opt(list),
-            "source": _Opt({"path": str, "excerpt": str})}
+            "source": _Opt({"path": str, "excerpt": str}),
+            "origin": _Opt({"nodes": _Opt(_List(str)), "lines": _Opt(_List(dict))})}
 # What the renderers and the bundle index: a report.json edited by hand, or written by a bug, is refused
 # in one line instead of failing somewhere in the rendering.
-_REPORT = {"schema_version": int, "verdict": str, "complete": _Opt(bool), "command": _Opt(list),
+_REPORT = {"schema_version": int, "verdict": str, "complete": _Opt(bool), "command": _Opt(_List(str)),
            "reproduction": _RATE, "stages": _List(_STAGE), "culprit": _Opt(_CULPRIT),
            "signature": _Opt({"kind": str, "phase": str}), "next_steps": _Opt(list), "environment": _Opt(dict),
            "packages": _Opt(_List({"stage": str, "action": str, "runs": int})),

@@ -52,6 +52,9 @@ TOKEN_RULES: tuple[tuple[str, str], ...] = (
     ("gl:doppler-api-token", r"dp\.pt\.[a-z0-9]{43}"),
     ("gl:grafana-*", r"glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|glc_[A-Za-z0-9+/]{32,400}={0,2}"),
     ("gl:wandb (keyword)", r"(?i)wandb_api_key\s*[=:]\s*[a-f0-9]{40}"),
+    ("gl:vault-service-token", r"hvs\.[A-Za-z0-9_-]{90,120}"),
+    ("gl:vault-batch-token", r"hvb\.[A-Za-z0-9_-]{138,300}"),
+    ("gl:age-secret-key", r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),
 )
 
 # ds:PrivateKeyDetector's headers, as whole PEM blocks (and PuTTY files); a fragment cut off by an excerpt or
