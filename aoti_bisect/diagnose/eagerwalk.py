@@ -121,7 +121,8 @@ class Judged:
             by = ", ".join(f"{eager_name(p.node)} by {gap(p)}" for p in (self.pair, *self.others))
             return fact(FactKind.EAGER, "{tensor} differs from eager {by} (tolerance rtol {rtol:g}, atol {atol:g})",
                         tensor=tensor, by=by, rtol=s.rtol, atol=s.atol)
-        why = self.why or (s.problem if s and s.problem else "no eager value of its shape")
+        why = self.why or (s.problem or "no eager value of its shape" if s else
+                           "the level-1 wrapper saved no copy of it")
         return fact(FactKind.EAGER, "{tensor} (not compared: {why})", tensor=tensor, why=why)
 
 
