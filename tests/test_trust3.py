@@ -337,6 +337,48 @@ def test_bundle_member_names_are_redacted_as_contents_are(tmp_path):
     assert GH_TOKEN not in left_out
 
 
+def _bundle_run(tmp_path, hook_json: str):
+    """A run folder whose one stage's run holds output.log and a hook.json, with the run's redaction record."""
+    from aoti_bisect.report.bundle import record_secret_spans
+
+    run = tmp_path / "run"
+    folder = run / "runs" / "baseline-000"
+    folder.mkdir(parents=True)
+    (folder / "output.log").write_text("failed\n")
+    (folder / "hook.json").write_text(hook_json)
+    data = json.load(open(DATA))
+    data["stages"] = data["stages"][:1]
+    data["stages"][0]["logs"] = [str(folder / "output.log")]
+    (run / "report.json").write_text(json.dumps(data))
+    record_secret_spans(str(run), data, Redactor())
+    return run, data
+
+
+@pytest.mark.parametrize("record", [
+    {"version": 1, "files": {"runs/baseline-000/output.log": "not an entry"}},
+    {"version": 1, "files": {"runs/baseline-000/output.log": {"sha256": None, "spans": "x"}}},
+    {"version": 1, "files": []},
+    [1, 2],
+])
+def test_a_bundle_from_a_malformed_redaction_record_leaves_files_out_without_a_crash(tmp_path, record):
+    from aoti_bisect.report.bundle import RECORD, write_bundle
+
+    run, data = _bundle_run(tmp_path, "{}")
+    (run / RECORD).write_text(json.dumps(record))
+    left_out = write_bundle(str(run), str(tmp_path / "b.tar.gz"), data, Redactor())
+    assert "runs/baseline-000/output.log" in left_out
+
+
+def test_a_bundle_of_a_hook_record_nested_past_the_redactor_redacts_it_as_text(tmp_path):
+    from aoti_bisect.report.bundle import write_bundle
+
+    run, data = _bundle_run(tmp_path, f'{{"token": "{GH_TOKEN}", "x": ' + "[" * 5000 + "]" * 5000 + "}")
+    assert write_bundle(str(run), str(tmp_path / "b.tar.gz"), data, Redactor()) == []
+    with tarfile.open(tmp_path / "b.tar.gz") as tar:
+        hook = tar.extractfile(next(n for n in tar.getnames() if n.endswith("hook.json"))).read().decode()
+    assert GH_TOKEN not in hook and MASK in hook
+
+
 # detect-secrets' own detectors over a corpus of the formats they know: a format its maintainers add, or one we
 # stop masking, fails here. Samples are made up (none is a real credential).
 DETECT_SECRETS_CORPUS = {
@@ -422,6 +464,21 @@ def test_minify_of_a_relative_run_dir_with_a_capture_walks_it_inside_the_run_fol
     assert result.status is package.Status.NOT_REPRODUCED, result.message
     assert (run / "minify" / "graph.json").is_file()
     assert os.listdir(tmp) == []
+
+
+def test_a_walk_killed_by_the_timeout_is_said_to_be_one_not_a_load_failure(tmp_path, monkeypatch):
+    from aoti_bisect import minify as package
+    from aoti_bisect.run import process
+    from aoti_bisect.run.types import ProcessExit
+
+    def killed(argv, env, cwd, log, timeout):
+        open(log, "w").write("walking...\n")
+        return ProcessExit(None, None, True, timeout, 11)
+
+    monkeypatch.setattr(process, "execute", killed)
+    problem = package._extract(sys.executable, str(tmp_path / "capture"), str(tmp_path),
+                               package.MinifyOptions(timeout_s=5), lambda line: None)
+    assert "ran past --timeout (5 s)" in problem and "cannot load" not in problem
 
 
 def test_ctrl_c_while_the_command_line_loads_is_130_and_one_line():

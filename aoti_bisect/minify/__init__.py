@@ -262,6 +262,9 @@ def _extract(python: str, capture: str, out: str, options: MinifyOptions,
             break
         # Killed by a signal with custom ops loaded: most likely the op's own crash, the failure itself.
         say(f"minify: the eager walk died of signal {exit.signal}; walking again without running custom ops")
+    if exit.timed_out:  # killed by us, not a program that failed to load
+        return (f"the eager walk of the captured program ran past --timeout ({options.timeout_s:g} s); give it "
+                f"more time (see {log})")
     lines = [line.strip() for line in read_log(log).splitlines() if line.strip()]
     ours = [line.split(": ", 1)[1] for line in lines if line.startswith("aoti-bisect minify: ")]
     if ours:  # extract_child.py's own plain line (a custom op, an input kind it cannot feed)

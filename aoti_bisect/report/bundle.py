@@ -13,9 +13,11 @@ import json
 import os
 import stat
 import tarfile
+from typing import Optional
 
 from ..exits import EXIT_INCONCLUSIVE, EXIT_USAGE, UsageFailure
-from ..files import DISK_FAULTS, atomic_write, read_own_text, read_text, valid_utf8, write_file
+from ..files import (DISK_FAULTS, RunFolder, RunFolderError, atomic_write, read_own_text, read_text, valid_utf8,
+                     write_file)
 from .markdown import render_markdown
 from .model import redact_data
 from .redact import Redactor, mask_spans
@@ -66,17 +68,29 @@ def record_secret_spans(run_dir: str, data: dict, redactor: Redactor) -> None:
 
 def _load_record(run_dir: str) -> dict:
     try:
-        with open(os.path.join(run_dir, RECORD)) as f:
-            return json.load(f)["files"]
-    except (OSError, KeyError, ValueError):
+        files = RunFolder(run_dir).read_json(RECORD).get("files")
+    except (RunFolderError, OSError):
         return {}
+    return files if isinstance(files, dict) else {}
+
+
+def _recorded_spans(entry: object, text: str) -> Optional[list[tuple[int, int]]]:
+    """The secret spans the run recorded for a file still as it was then; None where there is no such record
+    (none, the file changed since, or a record that is not what the run wrote: the file is left out)."""
+    if not isinstance(entry, dict) or entry.get("sha256") != _digest(text):
+        return None
+    spans = entry.get("spans")
+    if not isinstance(spans, list) or not all(isinstance(s, list) and len(s) == 2
+                                              and all(type(i) is int for i in s) for s in spans):
+        return None
+    return [(start, end) for start, end in spans]
 
 
 def _redact_file(name: str, text: str, redactor: Redactor) -> str:
     if name.endswith(".json"):
         try:
             return json.dumps(redactor.data(json.loads(text)), indent=2)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past what the redactor walks: as text
             pass
     return redactor(text)
 
@@ -118,11 +132,11 @@ def _write(run_dir: str, dest: str, data: dict, redactor: Redactor) -> list[str]
             except OSError:  # replaced by a link since bundle_files looked
                 left_out.append(name)
                 continue
-            entry = record.get(name)
-            if entry is None or entry["sha256"] != _digest(text):
+            spans = _recorded_spans(record.get(name), text)
+            if spans is None:
                 left_out.append(name)
                 continue
-            add(name, _redact_file(name, mask_spans(text, [tuple(s) for s in entry["spans"]]), redactor))
+            add(name, _redact_file(name, mask_spans(text, spans), redactor))
         if left_out:
             add("LEFT_OUT.txt", "Left out: the run recorded no redactions for these files, or they changed after "
                                 "it, so their secrets cannot be known:\n" + "".join(f"{redactor(n)}\n" for n in left_out))
@@ -139,11 +153,11 @@ def _culprit_sources(run_dir: str, data: dict) -> list[str]:
         if stage["name"] in ("trace", "inspect") and stage.get("logs"):
             spec = os.path.join(os.path.dirname(stage["logs"][0]), "spec.json")
             try:
-                with open(spec) as f:
-                    cache = json.load(f)["env_overlay"]["TORCHINDUCTOR_CACHE_DIR"]
-            except (OSError, KeyError, ValueError):
+                cache = (json.loads(read_own_text(spec)).get("env_overlay") or {}).get("TORCHINDUCTOR_CACHE_DIR")
+            except (OSError, ValueError, RecursionError, AttributeError):  # a link, or not the spec we wrote
                 continue
-            found += glob.glob(os.path.join(cache, "*", "*.wrapper.cpp"))
+            if isinstance(cache, str):
+                found += glob.glob(os.path.join(cache, "*", "*.wrapper.cpp"))
     return [f for f in dict.fromkeys(found) if _packable(run_dir, f)]
 
 
