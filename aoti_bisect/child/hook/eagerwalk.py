@@ -107,22 +107,19 @@ def _interpreter_class():
 
 def _parts(torch, node, args, kwargs, out):
     """(extern op, value) for what an extern kernel computes of a linear or matmul node alone: the 2-D product
-    before the bias (an mm whose bias Inductor fused into a later kernel), and a 3-D result as the 2-D addmm/mm
-    Inductor runs it as. Only where the weight is 2-D, so that flattening the leading dimensions is the op."""
+    before the bias (an mm whose bias Inductor fused into a later kernel; the node itself for a linear without
+    one), and a 3-D result as the 2-D addmm/mm Inductor runs it as. Only where the weight is 2-D, so that
+    flattening the leading dimensions is the op."""
     x, w = args[0], args[1]
     if w.dim() != 2 or x.dim() < 2:
         return []
     is_linear = node.target == torch.ops.aten.linear.default
     bias = (args[2] if len(args) > 2 else kwargs.get("bias")) if is_linear else None
     flat = out.reshape(-1, out.shape[-1])
-    parts = []
-    if bias is not None:
-        parts.append(("mm", torch.nn.functional.linear(x, w).reshape(-1, out.shape[-1])))
-        if out.dim() > 2:
-            parts.append(("addmm", flat))
-    elif out.dim() > 2:
-        parts.append(("mm", flat))
-    return parts
+    if bias is None:  # the product is the node (flattened): an mm computes it whole
+        return [("mm", flat)] if is_linear or out.dim() > 2 else []
+    parts = [("mm", torch.nn.functional.linear(x, w).reshape(-1, out.shape[-1]))]
+    return parts + [("addmm", flat)] if out.dim() > 2 else parts
 
 def before_call(ep, args, kwargs, call, budget):
     """The eager run of this call, {"status", "outputs", "values", "targets", "problem", "rerun"}, or None when not
