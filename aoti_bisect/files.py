@@ -13,6 +13,7 @@ import tempfile
 from typing import Optional
 
 from .exits import EXIT_USAGE, UsageFailure
+from .text import printable
 
 MAX_LOG_READ = 64 << 20
 LINKED_LOG = "[aoti-bisect: this log was replaced by a link (symbolic or hard) during the run; not read]\n"
@@ -46,10 +47,15 @@ def open_own(path: str) -> int:
         if exc.errno == errno.ELOOP:  # O_NOFOLLOW on a symbolic link
             raise NotOwnFile(errno.ELOOP, "a symbolic link: left out", path)
         raise
+    return _own(fd, NotOwnFile(errno.EPERM, "a link or not a regular file: left out", path))
+
+
+def _own(fd: int, refusal: Exception) -> int:
+    """fd, if it is a regular file with one name; else it is closed and `refusal` raised."""
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-            raise NotOwnFile(errno.EPERM, "a link or not a regular file: left out", path)
+            raise refusal
     except BaseException:
         os.close(fd)
         raise
@@ -112,6 +118,10 @@ class RunFolderError(UsageFailure):
     """A run folder file that is not what aoti-bisect wrote there (a link, no regular file, too big, not UTF-8,
     not JSON, nested past reason, of a newer schema): one line, exit 2, the same at every commit."""
 
+    def __init__(self, message: str) -> None:
+        # One line whatever the names in it hold: a file name may carry a newline or an escape sequence.
+        super().__init__(printable(message).replace("\n", "\\n").replace("\t", "\\t"))
+
 
 # What aoti-bisect itself writes is at most a few levels deep and some MB; more is not ours, and a deeper
 # structure would overflow the recursion of whatever walks it (the redactor, the renderers).
@@ -169,7 +179,7 @@ class RunFolder:
     def write_text(self, rel: str, text: str) -> str:
         """Replaces the file at `rel` atomically: a new file (O_EXCL, never through a link, never into a hard
         link's other name) renamed over whatever was there. Returns its path."""
-        folder, name = os.path.split(rel)
+        folder, name = _split(rel)
         dir_fd = self._open_dir(folder, create=True)
         tmp = f".{name}.{os.urandom(4).hex()}.tmp"
         try:
@@ -195,7 +205,7 @@ class RunFolder:
 
     def remove(self, rel: str) -> None:
         """Removes `rel`, a file or a whole folder, without following a link: a link is removed, not its target."""
-        folder, name = os.path.split(rel)
+        folder, name = _split(rel)
         dir_fd = self._open_dir(folder)
         try:
             st = os.lstat(name, dir_fd=dir_fd)
@@ -210,7 +220,7 @@ class RunFolder:
 
     def _open(self, rel: str, flags: int) -> int:
         """A file descriptor on a regular file with one name (open_own's rule), under real folders only."""
-        folder, name = os.path.split(rel)
+        folder, name = _split(rel)
         dir_fd = self._open_dir(folder)
         try:
             fd = os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
@@ -218,11 +228,7 @@ class RunFolder:
             raise self._refused(rel, exc)
         finally:
             os.close(dir_fd)
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-            os.close(fd)
-            raise RunFolderError(f"{self.path(rel)} is a link or not a regular file: not read")
-        return fd
+        return _own(fd, RunFolderError(f"{self.path(rel)} is a link or not a regular file: not read"))
 
     def _open_dir(self, rel: str, create: bool = False) -> int:
         try:
@@ -257,9 +263,17 @@ class RunFolder:
 
 def _parts(rel: str) -> list[str]:
     parts = [p for p in rel.split("/") if p not in ("", ".")]
-    if os.path.isabs(rel) or ".." in parts:
-        raise RunFolderError(f"{rel} is not a path inside the run folder: not read")
+    if os.path.isabs(rel) or ".." in parts or "\0" in rel:
+        raise RunFolderError(f"{rel!r} is not a path inside the run folder: not read")
     return parts
+
+
+def _split(rel: str) -> tuple[str, str]:
+    """(folder, name) of a file's path inside the run folder, checked as _parts checks it."""
+    parts = _parts(rel)
+    if not parts:
+        raise RunFolderError(f"{rel!r} names no file inside the run folder: not read")
+    return "/".join(parts[:-1]), parts[-1]
 
 
 def _depth(value: object) -> int:

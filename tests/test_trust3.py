@@ -537,6 +537,30 @@ def test_the_run_folder_reader_returns_an_object_or_one_line(tmp_path, blob):
         assert isinstance(data, dict)
 
 
+names = st.lists(st.sampled_from(["a", "b", "..", ".", "", "report.json", "\0", "é", "\u202e", "x" * 300]),
+                 min_size=1, max_size=4).map("/".join)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rel=names | st.text(max_size=30), planted=st.sampled_from(["file", "folder", "link out", "link in", "fifo"]))
+def test_the_run_folder_reader_takes_any_name_and_returns_an_object_or_one_line(tmp_path, rel, planted):
+    run = tmp_path / "run"
+    shutil.rmtree(run, ignore_errors=True)
+    (run / "a").mkdir(parents=True)
+    (tmp_path / "outside.json").write_text("{}")
+    target = run / "a" / "b"
+    {"file": lambda: target.write_text("{}"), "folder": target.mkdir,
+     "link out": lambda: target.symlink_to(tmp_path / "outside.json"),
+     "link in": lambda: (run / "a" / "real.json").write_text("{}") or target.symlink_to(run / "a" / "real.json"),
+     "fifo": lambda: os.mkfifo(target)}[planted]()
+    try:
+        data = RunFolder(str(run)).read_json(rel)
+    except (RunFolderError, OSError) as exc:
+        assert "\n" not in str(exc)
+    else:
+        assert data == {} and planted == "file"
+
+
 def _paths(value, prefix=()):
     """Every path into a JSON value (keys and indexes), the value itself first."""
     yield prefix
