@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 
 
 def _interrupted_early(signum, frame):
@@ -12,17 +13,19 @@ def _interrupted_early(signum, frame):
     raise SystemExit(130)
 
 
-# First thing: the imports below take most of the start-up. Another program's handler (a host importing us) stays.
-if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+# First thing: the imports below take most of the start-up. Another program's handler (a host importing us)
+# stays, and so does everything when a thread other than the main one imports us (only it may set handlers).
+if signal.getsignal(signal.SIGINT) is signal.default_int_handler and threading.current_thread() is \
+        threading.main_thread():
     signal.signal(signal.SIGINT, _interrupted_early)
 
-import errno  # noqa: E402 (after the handler, on purpose)
-import json  # noqa: E402
-import math  # noqa: E402
-import os  # noqa: E402
-from typing import Optional  # noqa: E402
+import errno
+import json
+import math
+import os
+from typing import Optional
 
-import click  # noqa: E402
+import click
 
 from .aoti.flags import REUSE_MODES
 from .child.contract import DB_ENV
