@@ -197,7 +197,7 @@ def render_markdown(d: dict) -> str:
     counts = [s["compiles"] for s in d["stages"] if s.get("compiles") and s["compiles"]["runs"]]
     ahead = d.get("compiled_ahead") or []
     if counts or ahead:
-        out += ["", f"Compiles (`--reuse {md_cell(d.get('reuse') or 'hooked')}`):", ""]
+        out += ["", f"Compiles ({md_code('--reuse ' + str(d.get('reuse') or 'hooked'))}):", ""]
         for count in counts:
             out += _item(md_cell(describe_counts(count)))
         # Compile-only runs for a later stage, in slots the baseline's first run left idle (run/harness.py).
@@ -226,7 +226,7 @@ def render_markdown(d: dict) -> str:
             out += _item(md_cell(e), f"{i}. ")
     if c.get("source"):
         # The generated file's name is a 52-character hash: under the heading, not in it.
-        out += ["", "## Culprit source", "", f"`{md_cell(os.path.basename(c['source']['path']))}`:", "",
+        out += ["", "## Culprit source", "", f"{md_code(os.path.basename(c['source']['path']))}:", "",
                 _code(c["source"]["excerpt"], "cpp" if c["source"]["path"].endswith(".cpp") else "python")]
     if d.get("next_steps"):
         out += ["", "## Next steps", ""]
