@@ -200,6 +200,9 @@ def test_a_control_with_nothing_miscompiled_convicts_no_kernel():
     culprit = walk_eager(graph, walk, lambda l: sources.origin(l.name, l.handle, l.source_nodes).nodes)
     lines = render_all(culprit.evidence)
     assert culprit.kind == "unknown"
+    assert any(line.startswith("eager is itself unstable here: float32 and float64 eager disagree beyond the tolerance "
+                               "at 5 nodes (`sub` by up to 2.326, `clamp_min` by up to 2.326, `mul_2` by up to 0.487, "
+                               "`rsqrt` by up to 0.0996)") for line in lines)
     # the output misses eager `mul_2` by 1.27, as eager's own float32 misses float64 by 0.49: no conviction
     assert ("wrote buf3 ([8, 32] float32) (not compared: the eager reference `mul_2` is itself unstable: float32 and "
             "float64 eager differ by up to 0.487, beyond the tolerance, and this tensor misses it by max abs 1.271") \

@@ -198,10 +198,21 @@ def walk_eager(graph: WrapperGraph, walk: EagerWalk, nodes_of: Callable[[Launch]
         bad = [v for v in writes if made[v].state == "differs"]
         if bad:
             return _ended(_bad_kernel(launch, bad, made, seen, head, namer), gaps)
-    return _ended(Culprit(CulpritKind.UNKNOWN, evidence=[*head, note(
+    return _ended(Culprit(CulpritKind.UNKNOWN, evidence=[*head, *_shaky(walk), note(
         "no tensor the instrumented kernels read or wrote differs from the eager value it stands for beyond "
         "tolerance (tensors not compared say why below): the difference arises outside them (an output copy or "
         "view, a custom op, state carried between calls) or where eager itself is unstable")]), gaps)
+
+
+def _shaky(walk: EagerWalk) -> list[Fact]:
+    """The unstable eager values, said once where the walk convicted nothing: the package may differ by rounding."""
+    if not walk.unstable:
+        return []
+    worst = sorted(walk.unstable.items(), key=lambda kv: -(kv[1] or 0.0))[:MAX_NAMED]
+    return [fact(FactKind.EAGER, "eager is itself unstable here: float32 and float64 eager disagree beyond the "
+                 "tolerance at {n} nodes ({worst:, }): the package may differ by rounding an ill-conditioned "
+                 "computation otherwise, not by a miscompile", n=len(walk.unstable),
+                 worst=tuple(f"{eager_name(k)} by up to {'?' if v is None else f'{v:.4g}'}" for k, v in worst))]
 
 
 def _escapes(graph: WrapperGraph, launch: Launch, var: str) -> bool:
