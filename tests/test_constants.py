@@ -402,3 +402,22 @@ def test_a_parameter_updated_in_place_after_the_export_is_stale_by_its_attribute
     stale = {r["fqn"]: r.get("stale") for r in rows}
     assert stale["head.bias"] is None
     assert stale["head.weight"]["differ"] == 4 and stale["head.weight"]["index"] == [2, 0]
+
+
+def test_a_constant_the_eager_walk_convicted_is_told_by_what_is_wrong_with_it():
+    # On CUDA the level-1 wrapper may save the stale buffer a Triton kernel reads: the eager walk then convicts the
+    # constant itself ("read it otherwise than the program"), and the stale comparison says why.
+    from aoti_bisect.aoti.constants import ConstantValue, ConstantValues, Stale
+    from aoti_bisect.aoti.hook_record import HookRecord, PackageEvent
+    from aoti_bisect.diagnose.facts import note
+    shift = ConstantValue("shift", "shift", "float32", (32,), 32, min=0.0, max=0.0,
+                          stale=Stale(32, 0.5, (0,), 0.0, -0.5))
+    events = (PackageEvent("aoti_load_package", "returned", None, None, True,
+                           constant_values=ConstantValues("m.wrapper.so", (shift,))),)
+    walked = note("triton_poi_fused_addmm_relu_0 read `shift` as differs from eager")
+    out = findings(Culprit("constant", input_name="shift", user_name="shift", evidence=[walked]), "python_exception")
+    convict_constants(out, [HookRecord(events)], None, ["python", "repro.py"])
+    c = out.culprit
+    assert (c.kind, c.input_name) == ("constant", "shift") and render_all(c.evidence)[0] == render(walked)
+    assert render(c.summary).startswith("constant `shift` is stale in the package: changed on the module after the "
+                                        "build, 32 of 32 elements differ by up to 0.5")

@@ -278,6 +278,9 @@ def convict_constants(out: Findings, records: list[HookRecord], graph: Optional[
     elif (c is None or not c.pinned) and out.signature is not None and out.signature.kind == "nan_inf":
         pick = 0 if bad else next((i for i, (x, _) in enumerate(outside) if x.seen_in == "the exported graph"),
                                   None)
+    if pick is None and c is not None and c.kind == CulpritKind.CONSTANT:
+        # The walk convicted a constant already (eager saw the package read it otherwise): what is wrong with it.
+        pick = next((i for i, (v, _, _) in enumerate(suspects) if v.placeholder == c.input_name), None)
     if pick is None and stale and (c is None or not c.pinned) and out.signature is not None and \
             out.signature.kind in ("nan_inf", "python_exception"):
         # A wrong or NaN output and nothing pinned: the package computes from values the module no longer holds
