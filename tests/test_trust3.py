@@ -155,6 +155,16 @@ def test_minify_never_deletes_or_writes_through_a_linked_minify_folder(tmp_path)
     assert untouched(mine)
 
 
+@pytest.mark.parametrize("name", ["runs", "cache"])
+def test_minify_never_captures_or_caches_into_a_linked_folder(tmp_path, name):
+    run, mine = run_folder(tmp_path), victim(tmp_path)
+    (run / "minify").mkdir()
+    (run / "minify" / name).symlink_to(mine)
+    proc = cli("minify", str(run), "-q")
+    assert proc.returncode == 2 and one_line(proc) and name in proc.stderr, proc.stderr
+    assert sorted(os.listdir(mine)) == ["candidates", "graph.json", "minify.json", "repro.py", "values.pt"]
+
+
 @pytest.mark.parametrize("name", ["candidates", "repro.py", "graph.json", "values.pt", "minify.json"])
 def test_a_link_planted_inside_the_minify_folder_is_removed_not_followed(tmp_path, name):
     run, mine = run_folder(tmp_path), victim(tmp_path)

@@ -26,7 +26,7 @@ from ..child.contract import CAPTURE_DIR, CAPTURE_ENV, CAPTURE_LIBS, CAPTURE_REC
 from ..files import RunFolder, RunFolderError, read_log
 from .ddmin import ddmin, shrink_sizes, simplify_each
 from .graph import Candidate, Check, Graph
-from .search import Expected, Trials
+from .search import Expected, Trials, scratch
 
 if TYPE_CHECKING:
     from ..report.redact import Redactor
@@ -216,7 +216,8 @@ def _capture(run: RunFolder, out: str, report: dict, options: MinifyOptions,
     if not argv:
         return None, "report.json holds no command to rerun"
     say("minify: no captured program in the run; running the repro again to capture it")
-    harness = Harness(out, jobs=1, reuse="none", cache_root=os.path.join(out, "cache", "capture"))
+    run.folder("minify/runs")  # where the harness makes its run folder: a planted link is refused, not followed
+    harness = Harness(out, jobs=1, reuse="none", cache_root=run.folder("minify/cache/capture"))
     kind = report["signature"]["kind"]
     for index in range(CAPTURE_TRIES):
         result = harness.run(RunSpec(argv, "capture", index, ((CAPTURE_ENV, "1"),), options.timeout_s,
@@ -252,10 +253,11 @@ def _extract(python: str, capture: str, out: str, options: MinifyOptions,
 
     log = os.path.join(out, "extract.log")
     libraries = os.path.join(capture, CAPTURE_LIBS)
+    env = {**os.environ, **CHILD_ENV, **scratch(RunFolder(out), "cache/extract")}
     for custom in ("run", "skip"):
         exit = process.execute([python, EXTRACT_CHILD, os.path.join(capture, "program.pt2"),
-                                os.path.join(capture, "inputs.pt"), out, custom, libraries],
-                               {**os.environ, **CHILD_ENV, **_scratch(out, "extract")}, out, log, options.timeout_s)
+                                os.path.join(capture, "inputs.pt"), out, custom, libraries], env, out, log,
+                               options.timeout_s)
         if exit.returncode == 0 and os.path.isfile(os.path.join(out, "graph.json")):
             return None
         if exit.signal is None or not os.path.isdir(libraries):
@@ -271,14 +273,6 @@ def _extract(python: str, capture: str, out: str, options: MinifyOptions,
         return f"{ours[-1]} (see {log})"
     last = lines[-1] if lines else f"exit {exit.returncode}"
     return f"cannot load and run the captured program on its own: {last[:300]} (see {log})"
-
-
-def _scratch(out: str, name: str) -> dict[str, str]:
-    """Temporary files and Inductor's cache inside the run folder: torch would otherwise make
-    $TMPDIR/torchinductor_<user>, outside every folder aoti-bisect owns."""
-    tmp = os.path.join(out, "cache", name, "tmp")
-    os.makedirs(tmp, exist_ok=True)
-    return {"TMPDIR": tmp, "TORCHINDUCTOR_CACHE_DIR": os.path.join(out, "cache", name, "inductor")}
 
 
 def _expected(report: dict, graph: Graph) -> Expected:

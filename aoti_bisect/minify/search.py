@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Optional
 
-from ..files import read_log, write_file
+from ..files import RunFolder, read_log, write_file
 from ..run import process
 from ..run.classify import classify
 from .graph import Candidate, Check, Graph, Source, render
@@ -57,6 +57,15 @@ def refuse(graph: Graph, candidate: Candidate, expected: Expected) -> Optional[s
             if name not in candidate.zeros and graph.value(name).get("finite") is False:
                 return f"input {name} is already non-finite"
     return None
+
+
+def scratch(minify_folder: RunFolder, rel: str) -> dict[str, str]:
+    """A child's TMPDIR and Inductor and Triton caches, real folders under `rel` of the minify folder: torch would
+    otherwise make $TMPDIR/torchinductor_<user> outside every folder aoti-bisect owns, and a run folder received
+    from someone may hold a link at any of these names (RunFolder.folder refuses it)."""
+    return {"TMPDIR": minify_folder.folder(f"{rel}/tmp"),
+            "TORCHINDUCTOR_CACHE_DIR": minify_folder.folder(f"{rel}/inductor"),
+            "TRITON_CACHE_DIR": minify_folder.folder(f"{rel}/triton")}
 
 
 class Trials:
@@ -143,12 +152,8 @@ class Trials:
         return interesting
 
     def _execute(self, folder: str, slot: int):
-        cache = os.path.join(self.out, "cache", f"slot{slot}")
-        tmp = os.path.join(cache, "tmp")
-        os.makedirs(tmp, exist_ok=True)
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1", "TMPDIR": tmp,
-               "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache, "inductor"),
-               "TRITON_CACHE_DIR": os.path.join(cache, "triton")}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1",
+               **scratch(RunFolder(self.out), f"cache/slot{slot}")}
         log = os.path.join(folder, "output.log")
         exit = process.execute([self.python, os.path.join(folder, PROGRAM)], env, folder, log,
                                self.options.timeout_s)
