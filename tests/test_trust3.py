@@ -392,7 +392,8 @@ def test_a_bundle_of_a_hook_record_nested_past_the_redactor_redacts_it_as_text(t
 # detect-secrets' own detectors over a corpus of the formats they know: a format its maintainers add, or one we
 # stop masking, fails here. Samples are made up (none is a real credential).
 DETECT_SECRETS_CORPUS = {
-    "ArtifactoryDetector": "artifactory token AKCp8" + "kRt5Yu2Wq9Zx3Vb7Nm1Lk4Jh6Gf8Ds0Aa2Ss4Dd6Ff8Gg0Hh2Jj4Kk6Ll8Zz0Xx2Cc4Vv6",
+    "ArtifactoryDetector": "artifactory token AKCp8" + "kRt5Yu2Wq9Zx3Vb7Nm1Lk4Jh6Gf8Ds0Aa2Ss4Dd6Ff8Gg0Hh2Jj4Kk6"
+                           + "Ll8Zz0Xx2Cc4Vv6",
     "AWSKeyDetector": "using key AKIA" + "Q7V3KR9PZ2MW8NT4" + " for s3",
     "AzureStorageKeyDetector": "DefaultEndpointsProtocol=https;AccountName=x;AccountKey="
                                + "Zq8RtY2uV5wX7yA1bC3dE6fG9hJ0kL4m" * 2 + "N5oP8qR2sT4uV6wX8yZ0ab==",

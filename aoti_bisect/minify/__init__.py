@@ -87,7 +87,7 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
     # An earlier minify's files would mix with this one's (its capture is kept and reused), and removing them
     # first means every file this minify writes is a new one.
     for stale in ("candidates", "repro.py", "inputs.pt", "repro.pt2", RESULT, "graph.json", "values.pt",
-                  "extract.log", *(os.path.basename(p) for p in glob.glob(os.path.join(out, "*.so")))):
+                  "extract.log", "verify.log", *(os.path.basename(p) for p in glob.glob(os.path.join(out, "*.so")))):
         run.remove(f"minify/{stale}")
     python = _python(report)
     capture, problem = _find_capture(run, signature["kind"]) or _capture(run, out, report, options, say)

@@ -183,7 +183,7 @@ class Trials:
 
     def write_final(self, candidate: Candidate, out: str) -> Source:
         for name in (PROGRAM, INPUTS, *self.graph.libraries):
-            if os.path.exists(os.path.join(out, name)):
+            if os.path.lexists(os.path.join(out, name)):  # a link is removed, never written through
                 os.remove(os.path.join(out, name))
         return self._write(candidate, out)
 

@@ -139,7 +139,8 @@ def _write(run_dir: str, dest: str, data: dict, redactor: Redactor) -> list[str]
             add(name, _redact_file(name, mask_spans(text, spans), redactor))
         if left_out:
             add("LEFT_OUT.txt", "Left out: the run recorded no redactions for these files, or they changed after "
-                                "it, so their secrets cannot be known:\n" + "".join(f"{redactor(n)}\n" for n in left_out))
+                                "it, so their secrets cannot be known:\n"
+                                + "".join(f"{redactor(name)}\n" for name in left_out))
     return left_out
 
 

@@ -209,7 +209,8 @@ def render_markdown(d: dict) -> str:
             "What the hooked runs compiled (or reused) and loaded; runs without the hook (the baseline's, unless "
             "`--reuse all`) are not listed.", WRAP), ""]
         out.append(_table([(md_cell(p["stage"]), md_cell(p["action"]),
-                            md_cell(_package_path(p["path"], d.get("run_dir"))), md_cell((p["sha256"] or "-")[:12]), ("yes" if p["built_here"] else "no")
+                            md_cell(_package_path(p["path"], d.get("run_dir"))), md_cell((p["sha256"] or "-")[:12]),
+                            ("yes" if p["built_here"] else "no")
                             + (f" ({_REDIRECTS[p['redirect']]})" if p.get("redirect") in _REDIRECTS else ""), p["runs"])
                            for p in d["packages"]],
                           headers=["stage", "action", "package", "sha256", "built by the run", "runs"]))
