@@ -118,8 +118,8 @@ _run_dir: Optional[str] = None
 @click.option("--stages", default=",".join(STAGE_NAMES), show_default=True,
               help="Comma-separated stages to run (baseline always runs).")
 @click.option("--budget", type=float, default=300.0, show_default=True, metavar="SECONDS",
-              help="When the memory checker convicts before the baseline has its runs, the baseline's rate runs "
-                   "on after the verdict for at most this long (0: report the rate as it stands).")
+              help="After the verdict the baseline's rate runs on, until its 95% interval is within 15 points, "
+                   "for at most this long (0: end at the verdict, reporting the rate as it stands).")
 @click.option("--redact-paths", is_flag=True, help="Replace home directories and the user name in the report.")
 @click.option("--sanitize", is_flag=True, help="Run the memory checker (memcheck stage) whatever the failure, "
                                                "also when the repro passes but its output is known to be wrong.")

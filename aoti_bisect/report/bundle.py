@@ -15,7 +15,9 @@ import stat
 import tarfile
 from typing import Optional
 
+from ..child.contract import CRASH_FILE
 from ..exits import EXIT_INCONCLUSIVE, EXIT_USAGE, UsageFailure
+from ..run.witness import DUMP_READING
 from ..files import (DISK_FAULTS, RunFolder, RunFolderError, atomic_write, read_own_text, read_text, valid_utf8,
                      write_file)
 from .markdown import render_markdown
@@ -24,7 +26,8 @@ from .redact import Redactor, mask_spans
 
 # Not the capture/ folder of a fakecheck run: it holds the repro's own tensors.
 _RUN_FILES = ("output.log", "checker.log", "rerun.sh", "spec.json", "result.json", "hook.json", "fakecheck.json",
-              "differential.json")  # checker.log: a memory checker's own report (run/checkers.py)
+              "differential.json", CRASH_FILE, DUMP_READING)  # checker.log: a memory checker's own report
+# (run/checkers.py); a crash's native stack and cuda-gdb's reading of a core dump (run/witness.py), never the dump.
 RECORD = "redactions.json"
 REPRO_DIR = "repro"  # the session's copy of the repro script: the one file a maintainer reads first
 

@@ -28,6 +28,7 @@ from .types import CrashSite, ProcessExit
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "witness.c")
 LIBRARY = "libaoti_bisect_witness.so"
+DUMP_READING = "cuda-gdb.log"  # beside output.log: what cuda-gdb read from a crashed run's core dump
 MAX_CRASH_TEXT = 256 << 10  # a witness file is a few KiB; a repro that writes more is not read past this
 READ_TIMEOUT_S = 60.0  # addr2line or cuda-gdb; a reader that hangs costs the run this much, then "unreadable"
 # Folders whose code is never the culprit of a repro's crash: the C library, Python, torch and its wheels' libraries.
@@ -267,7 +268,7 @@ class Witness:
             return None, f"{name} is a link or not a file: not read"
         if os.path.getsize(dump) > cudacore.MAX_DUMP_BYTES:
             return None, f"{name} is larger than {cudacore.MAX_DUMP_BYTES >> 20} MiB: not read"
-        log = os.path.join(run_path, "cuda-gdb.log")
+        log = os.path.join(run_path, DUMP_READING)
         exit = process.execute(cudacore.reader_argv(self.cuda_gdb, dump), self.base_env, run_path, log,
                                READ_TIMEOUT_S, cancel=self.cancel)
         if exit.timed_out:
