@@ -48,7 +48,8 @@ def test_an_index_made_by_cumsum_convicts_the_mask_not_the_token_ids_in_range_fo
     assert (c.kind, c.input_index, c.input_name, c.user_name) == ("model_input", 1, "arg3_1", "mask")
     came = ("the index is computed, not handed in: aoti_torch_cpu_cumsum (cumsum) makes it from model input 1 "
             "(`mask`, wrapper arg3_1), which holds 1..1 at run time; that op takes it past the bound 16")
-    assert render(c.summary).startswith(f"{KERNEL} faulted: {came}; index into a dimension of size 16 reached 24; "
+    assert render(c.summary).startswith(f"{KERNEL} faulted: {came}; index into dim 0 of `pos_weight` (size 16, fixed "
+                                        "at export) reached 24; "
                                         "the values come from `buf1`")
     assert "tokens" not in render(c.summary)  # in range for its own table
     assert came in render_all(c.evidence)
@@ -177,7 +178,8 @@ def offsets_walk(names=True):
     g = wrapper.parse_wrapper(read("index_plus_offsets.wrapper.cpp"))
     ids = int64("before_launch", OFFSETS_KERNEL, "arg2_1", 1, 19, "[16, 3]")
     views = {OFFSETS_KERNEL: KernelView(OFFSETS_KERNEL, {"arg2_1": ids}, {})}
-    namer = Namer(inputs={"arg2_1": "ids"}, placeholders=tuple(g.inputs)) if names else None
+    namer = Namer(inputs={"arg2_1": "ids"}, constants={"table_weight": "table.weight"},
+                  placeholders=tuple(g.inputs)) if names else None
     return g, walk(g, lambda kernels: (views, {"arg2_1": ids}), OFFSETS_KERNEL, True, IndexBound("tmp33", "60"),
                    namer=namer, source=lambda k: read("index_plus_offsets.kernel.cpp"))
 
@@ -197,9 +199,9 @@ def test_the_index_is_read_from_the_kernel_as_a_sum_of_its_loads_and_the_literal
 def test_ids_in_range_plus_an_inlined_offset_name_the_literal_that_takes_the_index_out():
     _, c = offsets_walk()
     assert (c.kind, c.kernel) == ("kernel", OFFSETS_KERNEL)  # the walk cannot see the buffer: constants.py can
-    assert (f"{OFFSETS_KERNEL} computes the index into a dimension of size 60 as `ids` (arg2_1) + 55: `ids` (arg2_1) "
-            "1..19 plus 55 reach 74 ≥ 60; the literal 55 (a constant Inductor inlined into the kernel) takes it out of "
-            "range") in render(c.summary)
+    assert (f"{OFFSETS_KERNEL} computes the index into dim 0 of `table.weight` (table_weight) (size 60, fixed at "
+            "export) as `ids` (arg2_1) + 55: `ids` (arg2_1) 1..19 plus 55 reach 74 ≥ 60; the literal 55 (a constant "
+            "Inductor inlined into the kernel) takes it out of range") in render(c.summary)
 
 
 def test_the_inlined_buffer_whose_element_takes_the_index_out_is_convicted_by_fqn_index_and_value():
@@ -220,7 +222,7 @@ def test_the_inlined_buffer_whose_element_takes_the_index_out_is_convicted_by_fq
     convict_constants(out, [parse(json.dumps({"events": [event]}))], g, ["python", "repro.py"])
     line = ("buffer `offsets` (inlined into its kernels by Inductor: the package holds no copy; the exported value): "
             f"element [2] = 55 takes the index of {OFFSETS_KERNEL} out of range: `ids` (arg2_1) ≤ 19 plus `offsets`[2] "
-            "= 55 gives 74 ≥ 60 (a dimension of size 60)")
+            "= 55 gives 74 ≥ 60 (dim 0 of `table.weight` (table_weight) (size 60, fixed at export))")
     assert (out.culprit.kind, out.culprit.user_name, render(out.culprit.summary)) == ("constant", "offsets", line)
 
 
@@ -236,8 +238,8 @@ def test_an_index_made_by_an_extern_op_is_followed_to_the_ops_own_inputs():
              source=lambda name: read("index_from_bucketize.kernel.cpp"))
     assert (c.kind, c.input_index, c.user_name) == ("model_input", 0, "age")
     assert ("the index is computed, not handed in: aoti_torch_cpu_bucketize_Tensor (bucketize) makes it from model "
-            "input 0 (`age`, wrapper arg2_1), which holds 0.6..91 at run time, and from `bounds`; that op takes it past "
-            "the bound 9") in render(c.summary)
+            "input 0 (`age`, wrapper arg2_1), which holds 0.6..91 at run time, and from `bounds`; that op takes it "
+            "past the bound 9") in render(c.summary)
 
 
 def test_the_constants_an_index_maker_also_read_are_told_with_their_values():

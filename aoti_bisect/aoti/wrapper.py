@@ -22,6 +22,7 @@ _ALIAS = re.compile(r"^\s*(?:auto|RAIIAtenTensorHandle|AtenTensorHandle)\s+(?P<n
 _ARRAY = re.compile(r"(?P<name>\w+)\[\]\s*=\s*\{(?P<items>[^}]*)\}")
 _CONST_REF = re.compile(r"auto&\s+(?P<name>\w+)\s*=\s*constants_->at\(\d+\)")
 _INPUT_NAME = re.compile(r'inputs_info_\[(?P<i>\d+)\]\.name = "(?P<name>[^"]+)"')
+_CONSTANT_INFO = re.compile(r'constants_info_\[(?P<i>\d+)\]\.(?P<field>name|shape) = (?P<value>"[^"]*"|\{[^}]*\})')
 _OUTPUT = re.compile(r"output_handles\[(?P<i>\d+)\]\s*=\s*(?P<name>\w+)\.release\(\)")
 _ASSERT = re.compile(r"assert_size_stride\((?P<name>\w+), \{(?P<size>[^}]*)\}, \{(?P<stride>[^}]*)\}")
 _SOURCE_NODES = re.compile(r"//\s*Topologically Sorted Source Nodes: (?P<nodes>.*)")
@@ -64,6 +65,7 @@ class WrapperGraph:
     sizes: dict[str, tuple[str, int]] = field(default_factory=dict)  # size symbol -> (input, dim)
     # (input, dim) -> the exported range of a dynamic dimension, as the input check enforces it (None: open)
     ranges: dict[tuple[str, int], tuple[Optional[int], Optional[int]]] = field(default_factory=dict)
+    constant_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  # constant -> its shape
 
     def storage(self, var: str) -> str:
         while var in self.aliases:
@@ -179,6 +181,15 @@ def _ranges(text: str) -> dict[tuple[str, int], tuple[Optional[int], Optional[in
     return out
 
 
+def _constant_shapes(text: str) -> dict[str, tuple[int, ...]]:
+    """Each constant's shape as the model's constructor declares it (`constants_info_[0].shape = {60, 8};`)."""
+    info: dict[int, dict[str, str]] = {}
+    for m in _CONSTANT_INFO.finditer(text):
+        info.setdefault(int(m["i"]), {})[m["field"]] = m["value"]
+    return {i["name"].strip('"'): tuple(int(d) for d in re.findall(r"-?\d+", i["shape"]))
+            for i in info.values() if "name" in i and "shape" in i}
+
+
 def parse_wrapper(text: str, path: str = "", extern_nodes: Optional[list[str]] = None) -> WrapperGraph:
     """extern_nodes: custom-op targets by proxy-executor index (the wrapper's .json), to name those calls."""
     body, offset = _run_impl(text)
@@ -227,6 +238,7 @@ def parse_wrapper(text: str, path: str = "", extern_nodes: Optional[list[str]] =
     graph.params = {**triton, **_cpp_params(text)}
     graph.sizes = {m["sym"]: (m["var"], int(m["dim"])) for m in _SIZE_SYMBOL.finditer(body)}
     graph.ranges = _ranges(text)
+    graph.constant_shapes = _constant_shapes(text)
     graph.outputs = [m["name"] for m in sorted(_OUTPUT.finditer(body), key=lambda m: int(m["i"]))]
     graph.expected = {m["name"]: (m["size"].replace("L", "").strip(", "), m["stride"].replace("L", "").strip(", "))
                       for m in _ASSERT.finditer(body)}

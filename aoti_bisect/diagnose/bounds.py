@@ -75,9 +75,13 @@ def bound_dims(bound: IndexBound, kernel: str, graph: WrapperGraph) -> list[DimR
         return list(dict.fromkeys(refs))
     hits = graph.by_name(kernel)
     inputs = [v for v in hits[0].reads if graph.is_model_input(v)] if hits else []
-    return [DimRef(var, d) for var in inputs
-            for d, size in enumerate(graph.expected.get(var, ("", ""))[0].split(","))
-            if size.strip() == str(bound.value)]
+    found = [DimRef(var, d) for var in inputs
+             for d, size in enumerate(graph.expected.get(var, ("", ""))[0].split(","))
+             if size.strip() == str(bound.value)]
+    # None of the inputs: a table the model holds (an embedding's weight), whose shape the wrapper declares.
+    tables = [graph.storage(v) for v in hits[0].reads if graph.is_constant(v)] if hits and not found else []
+    return found or [DimRef(var, d) for var in tables for d, size in enumerate(graph.constant_shapes.get(var, ()))
+                     if size == bound.value]
 
 
 def run_time_size(ref: DimRef, inputs: Mapping[str, TensorStats]) -> Optional[int]:
