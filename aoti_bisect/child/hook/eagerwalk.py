@@ -133,13 +133,13 @@ def before_call(ep, args, kwargs, call, budget):
     import torch
     import torch.utils._pytree as pytree
     positional, named = pytree.tree_map_only(torch.Tensor, lambda t: t.detach().clone(), (list(args), dict(kwargs)))
-    # The graph's placeholders are the leaves of (args, kwargs) with kwargs in the exported signature's order,
-    # whatever order the call gave them in.
-    if named:
-        from torch.export._tree_utils import reorder_kwargs
-        positional = [*positional, reorder_kwargs(named, ep.call_spec.in_spec)]
     recorder = _interpreter_class()(ep.module(), budget)
     try:
+        # The graph's placeholders are the leaves of (args, kwargs) with kwargs in the exported signature's order,
+        # whatever order the call gave them in.
+        if named:
+            from torch.export._tree_utils import reorder_kwargs
+            positional = [*positional, reorder_kwargs(named, ep.call_spec.in_spec)]
         outputs = _run(torch, recorder, positional)
     except Exception as exc:
         return {"status": "eager_raised", "outputs": None, "values": recorder.values, "targets": recorder.targets,
