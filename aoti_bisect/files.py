@@ -2,8 +2,10 @@
 the guarded reads and writes of a run folder (RunFolder) that report and minify make."""
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import errno
+import fcntl
 import getpass
 import json
 import os
@@ -374,3 +376,60 @@ def release_empty_claim(path: Optional[str]) -> None:
             os.remove(lock)
     except OSError:
         pass
+
+
+def unlink_stale(path: str) -> None:
+    """Removes whatever stands at `path` before a new file is made there with O_EXCL. A repro can plant a link
+    (symbolic, or hard: then O_NOFOLLOW does not see it) at a name aoti-bisect is about to write, to a file of
+    the user's; truncating it would destroy that file. Unlinking removes only the name; O_EXCL then refuses a
+    link planted again in between."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def write_new(path: str, text: str, executable: bool = False) -> None:
+    """write_file into a new file: what stood at `path` (an earlier version, a planted link) is replaced,
+    never written through."""
+    unlink_stale(path)
+    _write(path, text, os.O_EXCL, executable)
+
+
+def nested_over(value: object, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Parsed JSON nested deeper than `limit`: not something aoti-bisect wrote, and deep enough to overflow the
+    recursion of whatever walks it next (the redactor, the renderers)."""
+    return _depth(value) > limit
+
+
+class OutInUse(UsageFailure):
+    """Another aoti-bisect process holds the lock of this --out: one line, exit 2."""
+
+
+@contextlib.contextmanager
+def out_lock(folder: str, name: str, shared: bool = False, holder: str = "another aoti-bisect process"):
+    """Holds an advisory lock (flock) on `folder/name` while the block runs; another process holding it (or,
+    for `shared`, holding it exclusively) is refused at once with OutInUse, naming `holder`.
+
+    flock, not an O_EXCL file: the kernel drops it when its holder dies, however it dies (SIGKILL, a lost node),
+    so a crashed night never leaves a lock someone must find and remove. The lock file is opened without
+    following a link and must be a regular file with one name; nothing is ever written into it."""
+    path = os.path.join(folder, name)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UsageFailure(f"{printable(path)} is a symbolic link, not aoti-bisect's lock file (remove it)")
+        raise out_failure("--out", folder, exc)
+    _own(fd, UsageFailure(f"{printable(path)} is a link or not a regular file, not aoti-bisect's lock file "
+                          "(remove it)"))
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise OutInUse(f"--out {printable(folder)} is in use by {holder}; wait for it to end, or give another "
+                       "--out")
+    try:
+        yield
+    finally:
+        os.close(fd)

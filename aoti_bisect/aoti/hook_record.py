@@ -13,11 +13,16 @@ from dataclasses import dataclass, field
 from typing import Optional, Union
 
 from ..child import contract
+from ..files import MAX_JSON_DEPTH, NotOwnFile, nested_over, open_own
 from .constants import ConstantValue, ConstantValues, parse_value, parse_values
 from .provenance import ProgramNode, parse_program
 
 COMPILE = "aoti_compile_and_package"
 MAX_RECORD_BYTES = 16 << 20
+# What a record the repro damaged (or wrote itself) can raise while it is parsed: JSON nested past the
+# interpreter's recursion (json.loads raises RecursionError), a wrong type or shape anywhere, a number like
+# 1e999 where a size goes (OverflowError). Each is one problem line; none may end the bisection with 255.
+_DAMAGE = (ValueError, KeyError, IndexError, TypeError, AttributeError, ArithmeticError, RecursionError)
 
 
 @dataclass(frozen=True)
@@ -97,20 +102,29 @@ def _inlined(raw: dict) -> Optional[ConstantValue]:
         return None
 
 
+def _text(raw: object) -> Optional[str]:
+    """A field the hook writes as a string or null; anything else in its place (the repro wrote the file) is
+    null, so no reader of the event meets a list where it expects a path."""
+    return raw if isinstance(raw, str) else None
+
+
 def _event(raw: dict) -> PackageEvent:
     program = raw.get("program") or {}
-    inputs = tuple(InputName(str(i["name"]), i.get("placeholder"), _dims(i.get("dims")))
+    inputs = tuple(InputName(str(i["name"]), _text(i.get("placeholder")), _dims(i.get("dims")))
                    for i in program.get("inputs") or () if i.get("name"))
-    constants = tuple(ConstantName(str(c["fqn"]), str(c.get("kind")), c.get("placeholder"),
+    constants = tuple(ConstantName(str(c["fqn"]), str(c.get("kind")), _text(c.get("placeholder")),
                                    tuple((str(op), str(arg)) for op, arg in c.get("uses") or ()),
                                    _inlined(c))
                       for c in program.get("constants") or () if c.get("fqn"))
     reuse = raw.get("reuse") or {}
-    return PackageEvent(str(raw["call"]), str(raw.get("status")), raw.get("path"), raw.get("sha256"),
-                        bool(raw.get("built_here")), raw.get("existed_before"), raw.get("error"), inputs,
-                        constants, program.get("naming_problem"), parse_values(raw.get("constant_values")),
-                        raw.get("served_from"), raw.get("redirect"), raw.get("requested_path"),
-                        parse_program(raw.get("provenance")), reuse.get("outcome"), reuse.get("reason"))
+    existed = raw.get("existed_before")
+    return PackageEvent(str(raw["call"]), str(raw.get("status")), _text(raw.get("path")), _text(raw.get("sha256")),
+                        bool(raw.get("built_here")), existed if isinstance(existed, bool) else None,
+                        _text(raw.get("error")), inputs, constants, _text(program.get("naming_problem")),
+                        parse_values(raw.get("constant_values")), _text(raw.get("served_from")),
+                        _text(raw.get("redirect")), _text(raw.get("requested_path")),
+                        parse_program(raw.get("provenance")), _text(reuse.get("outcome")),
+                        _text(reuse.get("reason")))
 
 
 def parse(text: str, where: str = contract.HOOK_RECORD) -> HookRecord:
@@ -119,9 +133,11 @@ def parse(text: str, where: str = contract.HOOK_RECORD) -> HookRecord:
         return HookRecord()
     try:
         data = json.loads(text)
+        if nested_over(data):
+            return HookRecord(problems=(f"{where} is nested over {MAX_JSON_DEPTH} levels deep: not a hook record",))
         events = tuple(_event(e) for e in data["events"])
         problems = tuple(f"{where}: {e}" for e in data.get("hook_errors") or ())
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except _DAMAGE as exc:
         return HookRecord(problems=(f"{where} is not a hook record: {type(exc).__name__}: {exc}"[:300],))
     return HookRecord(events, problems)
 
@@ -135,9 +151,13 @@ def read_hook(run_dir: str) -> HookRecord:
     problems: list[str] = []
     for path in [first, *rest]:
         try:
-            with open(path, "rb") as f:
+            # open_own: the repro can plant a link at its record's name, to a file of the user's.
+            with os.fdopen(open_own(path), "rb") as f:
                 blob = f.read(MAX_RECORD_BYTES + 1)
         except FileNotFoundError:
+            continue
+        except NotOwnFile:
+            problems.append(f"{path} is a link or not a regular file: not read")
             continue
         except OSError as exc:
             problems.append(f"cannot read {path}: {exc.strerror}")

@@ -19,7 +19,7 @@ from ..aoti.eagerwalk import EagerWalk, read_eager_walk
 from ..aoti.fakecheck import FakeCheck, read_fakecheck
 from ..aoti.hook_record import HookRecord, PackageEvent, read_hook
 from ..child.contract import REDIRECT_ENV
-from ..files import atomic_write, read_log
+from ..files import RunFolder, RunFolderError, atomic_write, read_log
 from ..aoti.package import PackageFacts, read_package
 from ..aoti.provenance import KernelInfo, read_kernel_information
 from ..run import process, rebuild
@@ -143,10 +143,12 @@ class RunEvidence:
         mapping = result.spec.env_dict.get(REDIRECT_ENV)
         copies = []
         if mapping:
+            # Ours (instrumented, below), but in a folder the runs' children can write: a link, a FIFO, a
+            # damaged or hostile file is no mapping, never a path to follow or a crash.
             try:
-                with open(mapping) as f:
-                    copies = list(json.load(f).values())
-            except (OSError, ValueError):
+                found = RunFolder(os.path.dirname(mapping)).read_json(os.path.basename(mapping))
+                copies = [c for c in found.values() if isinstance(c, str)]
+            except (OSError, RunFolderError):
                 pass
         # A run served from its flag set's package (reuse) compiled nothing in its own slot's cache: the compile
         # that built the package left its sources in the key's first slot or its snapshot.

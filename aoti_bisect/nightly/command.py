@@ -2,6 +2,7 @@
 returns to the CLI. Each piece of work lives in its own module; this one only sequences them."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import sys
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from ..exits import EXIT_INCOMPLETE, EXIT_INTERRUPTED, UsageFailure
-from ..files import default_out, prepare_out
+from ..files import default_out, out_lock, prepare_out
 from ..report.redact import process_redactor
 from .history import History, HistoryError, default_path, reused_batch
 from .plan import Plan, Shard, parse_shard
@@ -89,6 +90,9 @@ class Finished:
     summary: Optional[dict] = None
 
 
+NIGHT_LOCK = ".aoti-bisect-nightly.lock"
+
+
 def _night_folder(out: Optional[str], prefix: str) -> str:
     return prepare_out(out or default_out(f"{prefix}-"))
 
@@ -100,7 +104,7 @@ def nightly(req: NightlyRequest, say: Say) -> Finished:
         raise UsageFailure("--until-confident cannot be sharded: its stopping rule needs every run of a repro "
                            "in one place; give --runs N")
     repros = load_set(req.set_path, sys.executable, req.only)
-    from .runner import default_batch, run_records, visible_gpus
+    from .runner import default_batch
 
     batch = req.batch or default_batch(dict(os.environ))
     if shard.count == 1:
@@ -113,7 +117,23 @@ def nightly(req: NightlyRequest, say: Say) -> Finished:
             store.close()
     plan = dataclasses.replace(req.plan, shard=shard)
     out = _night_folder(req.out, "nightly")
+    whole = req.submitit is not None or shard.count == 1
+    # Two nights at once in one --out both ran every repro into the same record file and folders, and both
+    # were lost. A whole night (unsharded, or submitit's array) holds the night's lock alone; hand-started
+    # shards of one night may share the folder, so each shares the night's lock and holds its own index's
+    # (the folder shard-<i> it works in) alone.
+    busy = "another `aoti-bisect nightly` (a night, or a shard of one)"
+    with out_lock(out, NIGHT_LOCK, shared=not whole, holder=busy), \
+            (contextlib.nullcontext() if whole else
+             out_lock(out, f".aoti-bisect-nightly-shard-{shard.index}.lock",
+                      holder=f"another `aoti-bisect nightly` running shard {shard.index} of this night")):
+        return _run_night(req, repros, plan, batch, out, say)
 
+
+def _run_night(req: NightlyRequest, repros: list[Repro], plan: Plan, batch: str, out: str, say: Say) -> Finished:
+    from .runner import run_records, visible_gpus
+
+    shard = plan.shard
     # Shards of one night may share a folder (one --out on a shared disk); a second night may not reuse it.
     taken = record_path(out, plan.shard) if req.submitit is None else records_dir(out)
     if os.path.isfile(taken) or (os.path.isdir(taken) and os.listdir(taken)):

@@ -20,7 +20,7 @@ import threading
 from typing import Optional
 
 from ..aoti import flags
-from ..files import user_name, write_file
+from ..files import RunFolder, RunFolderError, user_name, write_new
 from .types import RunResult, RunSpec
 
 
@@ -67,17 +67,21 @@ class Layout:
         """Makes a run's folders and brings its slot's cache up to the key's snapshot."""
         cwd = os.path.join(run_path, "cwd")
         tmp = os.path.join(run_path, "tmp")
-        # An earlier run's child (or whoever filled the folder) may have put a link where this run's folders
-        # go: following it would write this run's files, and its child's, outside the run directory.
-        if any(os.path.realpath(d) != d for d in (cwd, tmp)):
-            raise OSError(f"a symbolic link lies on the way to {cwd} or {tmp}")
         cache = self.cache_dir(spec.env_dict, slot)
-        self._sync_slot(spec, slot, cache)
         headers = os.path.join(self.cache_root, "precompiled-headers")
-        for d in (cwd, tmp, os.path.join(cache, "inductor"), headers, reuse_dir):
-            if d is None:
-                continue
-            os.makedirs(d, exist_ok=True)
+        # An earlier run's child (or whoever filled the folder) may have put a link where this run's folders
+        # go, or on the way to them: following it would write this run's files, and its child's, outside the
+        # run directory. Each folder is made by RunFolder, which follows no link below the run directory
+        # (or the cache root, which may lie outside it); the slot's cache is made before it is filled.
+        try:
+            for root, d in [(self.run_dir, cwd), (self.run_dir, tmp), (self.cache_root, headers),
+                            (self.cache_root, os.path.join(cache, "inductor")), (self.cache_root, reuse_dir)]:
+                if d is not None:
+                    os.makedirs(root, exist_ok=True)  # the run directory or the cache root: the user's, as given
+                    RunFolder(root).folder(os.path.relpath(d, root))
+        except RunFolderError as exc:
+            raise OSError(str(exc))  # this run cannot happen (harness.run); the others still can
+        self._sync_slot(spec, slot, cache)
         # Inductor keeps precompiled headers under $TMPDIR/torchinductor_<user>; a private TMPDIR would
         # rebuild them (10-20 s) every run. Their names hash the header and the compiler flags, so one
         # folder can serve every run and every flag set.
@@ -88,18 +92,20 @@ class Layout:
     def write_run_files(self, spec: RunSpec, run_path: str, overlay: dict[str, str]) -> None:
         """spec.json and rerun.sh (the run exactly as it will go), and the empty output.log the child appends to."""
         cwd = os.path.join(run_path, "cwd")
-        write_file(os.path.join(run_path, "spec.json"), json.dumps(
+        # write_new: a link planted at any of these names (by an earlier run's child) is replaced, never
+        # written through, hard links included.
+        write_new(os.path.join(run_path, "spec.json"), json.dumps(
             {"argv": list(spec.argv), "cwd": cwd, "env_overlay": overlay, "stage": spec.stage,
              "timeout_s": spec.timeout}, indent=2))
         lines = ["#!/bin/sh", f"# aoti-bisect run {spec.name}: rerun exactly as aoti-bisect ran it",
                  f"cd {shlex.quote(cwd)} || exit 3"]
         lines.append("env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(overlay.items()))
                      + " \\\n  " + " ".join(shlex.quote(a) for a in spec.argv))
-        write_file(os.path.join(run_path, "rerun.sh"), "\n".join(lines) + "\n", executable=True)
-        write_file(os.path.join(run_path, "output.log"), "")  # refuses a link; the child appends to a file
+        write_new(os.path.join(run_path, "rerun.sh"), "\n".join(lines) + "\n", executable=True)
+        write_new(os.path.join(run_path, "output.log"), "")
 
     def write_result(self, result: RunResult) -> None:
-        write_file(os.path.join(result.run_dir, "result.json"), json.dumps(result.to_json(), indent=2))
+        write_new(os.path.join(result.run_dir, "result.json"), json.dumps(result.to_json(), indent=2))
 
     def _sync_slot(self, spec: RunSpec, slot: int, cache: str) -> None:
         """Brings a slot's private cache up to the key's snapshot, once per repro and key; the slot is ours."""

@@ -25,6 +25,7 @@ from typing import Optional
 import psutil
 
 from ..child.contract import RUN_MARK
+from ..files import unlink_stale
 from .checkers import create_checker_log
 from .types import ProcessExit
 
@@ -355,8 +356,10 @@ def execute(
     cancel: Optional[Cancel] = None,
 ) -> ProcessExit:
     """Run argv to completion (or timeout/cancel) with stdout+stderr in log_path; nothing of it outlives this."""
-    # O_NOFOLLOW: a link planted at log_path would have the child's output written over its target.
-    fd = os.open(log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_NOFOLLOW, 0o644)
+    # A new file, never an old one truncated: a link planted at log_path (symbolic, or hard: O_NOFOLLOW does
+    # not see that one) would have the child's output written over its target, a file of the user's.
+    unlink_stale(log_path)
+    fd = os.open(log_path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_NOFOLLOW, 0o644)
     start = time.monotonic()
     token = f"{_session}.{next(_runs)}"
     try:

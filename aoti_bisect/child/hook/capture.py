@@ -31,7 +31,7 @@ import os
 import sys
 import weakref
 
-from . import contract, eagerwalk, fakecheck, oplibs
+from . import atomic, contract, eagerwalk, fakecheck, oplibs
 
 SCHEMA_VERSION = 1
 
@@ -100,10 +100,9 @@ def _save(name, obj, what):
     if size > max_bytes():
         return None, f"{what} hold {_mib(size)} of tensors, over the cap of {_mib(max_bytes())}"
     path = os.path.join(_folder(), name)
-    tmp = f"{path}.{os.getpid()}.tmp"
     try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
+        with atomic.replacing(path, "wb") as f:
+            torch.save(obj, f)
     except Exception as exc:  # an unpicklable argument, a full disk
         return None, f"cannot save {what}: {type(exc).__name__}: {exc}"[:300]
     return name, None
@@ -124,10 +123,9 @@ def on_compile(ep, package_path):
                                                           f"constants, over the cap of {_mib(max_bytes())}")
             return
         path = os.path.join(_folder(), "program.pt2")
-        tmp = f"{path}.{os.getpid()}.tmp.pt2"
         try:
-            torch.export.save(ep, tmp)
-            os.replace(tmp, path)
+            with atomic.replacing(path, "wb") as f:
+                torch.export.save(ep, f)
             _write_manifest(program="program.pt2", program_problem=None, libraries=_copy_libraries(ep))
         except Exception as exc:
             _write_manifest(program=None, program_problem=f"torch.export.save failed: {type(exc).__name__}: "

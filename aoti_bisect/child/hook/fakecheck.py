@@ -27,6 +27,8 @@ with torch.testing.assert_close's tolerances for the dtype; `close` is assert_cl
 import json
 import os
 
+from . import atomic
+
 SCHEMA_VERSION = 1
 MAX_CALLS = 16
 MAX_OPS = 64  # op calls recorded per model call; later ones are counted in ops_dropped
@@ -39,10 +41,8 @@ _found = {"mismatch": False}
 
 
 def write_json(path, doc):
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
+    with atomic.replacing(path) as f:
         json.dump(doc, f, indent=1)
-    os.replace(tmp, path)
 
 
 def custom_ops(ep):

@@ -21,7 +21,7 @@ import time
 import weakref
 import zipfile
 
-from . import capture, constants, contract, provenance, redirect, reuse, vecisa
+from . import atomic, capture, constants, contract, provenance, redirect, reuse, vecisa
 
 SCHEMA_VERSION = 1
 # module -> the functions wrapped in it. torch._inductor.package re-exports load_package from .package.package,
@@ -79,10 +79,8 @@ class Record:
         try:
             target = self.target or self._claim()
             self.target = target
-            tmp = f"{target}.{self.pid}.tmp"
-            with open(tmp, "w") as f:
+            with atomic.replacing(target) as f:
                 json.dump(doc, f, indent=1)
-            os.replace(tmp, target)
         except OSError as exc:
             if not self.errors or not self.errors[-1].startswith("cannot write"):
                 self.errors.append(f"cannot write {self.path}: {exc}")

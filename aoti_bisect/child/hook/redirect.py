@@ -11,7 +11,7 @@ Two redirections, each recorded in the load's or compile's event:
 import json
 import os
 
-from . import contract
+from . import atomic, contract
 
 PRIVATE = "private-packages.json"
 
@@ -37,10 +37,8 @@ def private_path(requested):
     target = mapping.get(requested) or os.path.join(folder, "packages", f"{len(mapping)}-{os.path.basename(requested)}")
     os.makedirs(os.path.dirname(target), exist_ok=True)
     mapping[requested] = target
-    tmp = os.path.join(folder, f"{PRIVATE}.{os.getpid()}.tmp")
-    with open(tmp, "w") as f:
+    with atomic.replacing(os.path.join(folder, PRIVATE)) as f:
         json.dump(mapping, f, indent=1)
-    os.replace(tmp, os.path.join(folder, PRIVATE))
     return target
 
 

@@ -19,7 +19,7 @@ import time
 import warnings
 import zipfile
 
-from . import contract, vecisa
+from . import atomic, contract, vecisa
 # What Inductor's build reads from the environment outside its config: the compiler (a package built by another
 # g++ may not even load; see docs/aoti-facts.md).
 _TOOLCHAIN_ENV = ("CXX", "CC", "CUDA_HOME", "TORCH_CUDA_ARCH_LIST", "ATEN_CPU_CAPABILITY")
@@ -229,15 +229,12 @@ def _file_digest(path):
 
 def _place(source, target):
     # Temp and rename: a reader of target never sees half a package.
-    tmp = f"{target}.{os.getpid()}.reuse-tmp"
-    shutil.copyfile(source, tmp)
-    os.replace(tmp, target)
+    with open(source, "rb") as src, atomic.replacing(target, "wb") as f:
+        shutil.copyfileobj(src, f)
 
 
 def _store(built, stored, parts):
     _place(built, stored)
     sidecar = f"{os.path.splitext(stored)[0]}.json"
-    tmp = f"{sidecar}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
+    with atomic.replacing(sidecar) as f:
         json.dump({"sha256": _file_digest(stored), "parts": parts, "pid": os.getpid()}, f, indent=1)
-    os.replace(tmp, sidecar)

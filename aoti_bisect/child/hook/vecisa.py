@@ -10,7 +10,7 @@ Standard library at import time; torch only once the repro has imported it.
 import json
 import os
 
-from . import contract
+from . import atomic, contract
 
 
 def effective():
@@ -32,7 +32,5 @@ def share():
         return
     with config.patch({"cpp.vec_isa_ok": True}):  # what the shortcut would answer: every ISA the CPU claims
         claimed = [str(isa) for isa in checked.__wrapped__()]
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
+    with atomic.replacing(path) as f:
         json.dump({"checked": effective(), "claimed": claimed, "pid": os.getpid()}, f)
-    os.replace(tmp, path)
