@@ -181,3 +181,63 @@ def test_a_user_preload_is_kept_behind_the_witness(tmp_path):
     if witness.library() is None:
         pytest.skip(witness.problem)
     assert env["LD_PRELOAD"].endswith(":/opt/theirs.so") and env["LD_PRELOAD"].startswith(str(tmp_path / "w"))
+
+
+# -- CUDA: the run's core dump, read by cuda-gdb (its real output captured on an H200, tests/logs/cuda/) ----------
+def _fake_cuda_gdb(tmp_path, body: str) -> str:
+    """A stand-in for cuda-gdb (there is no GPU here) that prints what the real one printed, or hangs."""
+    tool = tmp_path / "cuda-gdb"
+    tool.write_text("#!/bin/sh\n" + body + "\n")
+    tool.chmod(0o755)
+    return str(tool)
+
+
+def _crashed_run(tmp_path, dump_bytes: bytes = b"\x7fELF dump") -> str:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "cudacore.4242").write_bytes(dump_bytes)
+    return str(run)
+
+
+def test_a_dumped_illegal_address_names_the_user_kernel_and_convicts_its_launch(tmp_path):
+    witness = Witness(str(tmp_path / "w"), dict(os.environ))
+    witness.cuda_gdb = _fake_cuda_gdb(tmp_path, "cat " + os.path.abspath("tests/logs/cuda/cudagdb-ima-user-triton.log"))
+    run = _crashed_run(tmp_path)
+    site, problem = witness.read(run, ProcessExit(1, None, False, 60.0, 0), "RuntimeError: CUDA error")
+    assert problem is None and site.source == "CUDA core dump" and site.function == "gather_rows"
+    assert site.how == "Warp Illegal Address" and site.location.endswith(".py:22") and "block (" in site.detail
+    with open("tests/logs/cuda/wrapper_ima_user_triton.cpp") as f:
+        graph = wrapper.parse_wrapper(f.read(), "w.cpp")
+    culprit = crash_culprit([_result(site, kind="illegal_memory_access")], graph)
+    assert culprit.kind == "kernel" and culprit.kernel == "gather_rows_0"  # the user kernel's launch name
+
+
+@pytest.mark.parametrize("log", ["cudagdb-not-a-dump-random.log", "cudagdb-truncated-half.log",
+                                 "cudagdb-dump-cut-by-exit.log"])
+def test_a_dump_cuda_gdb_cannot_read_is_one_line_and_no_site(tmp_path, log):
+    witness = Witness(str(tmp_path / "w"), dict(os.environ))
+    witness.cuda_gdb = _fake_cuda_gdb(tmp_path, "cat " + os.path.abspath("tests/logs/cuda/" + log) + "; exit 1")
+    site, problem = witness.read(_crashed_run(tmp_path), ProcessExit(1, None, False, 1.0, 0), "")
+    assert site is None and "no device exception" in problem
+
+
+def test_a_reader_that_hangs_is_cut_off_and_a_huge_or_linked_dump_is_not_read(tmp_path, monkeypatch):
+    from aoti_bisect.run import witness as module
+    monkeypatch.setattr(module, "READ_TIMEOUT_S", 1.0)
+    witness = Witness(str(tmp_path / "w"), dict(os.environ))
+    witness.cuda_gdb = _fake_cuda_gdb(tmp_path, "sleep 30")
+    run = _crashed_run(tmp_path)
+    site, problem = witness.read(run, ProcessExit(1, None, False, 1.0, 0), "")
+    assert site is None and "did not read" in problem
+    monkeypatch.setattr(module, "MAX_DUMP_BYTES", 4)
+    assert "larger than" in witness.read(run, ProcessExit(1, None, False, 1.0, 0), "")[1]
+    os.remove(os.path.join(run, "cudacore.4242"))
+    os.symlink("/etc/hostname", os.path.join(run, "cudacore.4242"))
+    assert "link" in witness.read(run, ProcessExit(1, None, False, 1.0, 0), "")[1]
+
+
+def test_without_cuda_gdb_a_run_carries_no_dump_settings(tmp_path):
+    witness = Witness(str(tmp_path / "w"), {"PATH": "/nonexistent"})
+    env = witness.env(str(tmp_path / "run"))
+    assert "CUDA_ENABLE_COREDUMP_ON_EXCEPTION" not in env
+    assert witness.env(str(tmp_path / "run"), checked=True) == {}  # a memory checker's run gets neither

@@ -30,6 +30,7 @@ SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "witness.c")
 LIBRARY = "libaoti_bisect_witness.so"
 DUMP_READING = "cuda-gdb.log"  # beside output.log: what cuda-gdb read from a crashed run's core dump
 MAX_CRASH_TEXT = 256 << 10  # a witness file is a few KiB; a repro that writes more is not read past this
+MAX_DUMP_BYTES = 256 << 20  # a dump without memory contents is a few MiB (docs/gpu.md); a larger one is not read
 READ_TIMEOUT_S = 60.0  # addr2line or cuda-gdb; a reader that hangs costs the run this much, then "unreadable"
 # Folders whose code is never the culprit of a repro's crash: the C library, Python, torch and its wheels' libraries.
 _SYSTEM = re.compile(r"^/(usr/)?lib(32|64|x32)?/|^/usr/local/cuda|/lib-dynload/|/libpython[\d.]+\.so|/bin/python[\d.]*$"
@@ -164,8 +165,8 @@ def _is_kernel(function: str) -> bool:
 
 def device_site(fault: cudacore.DeviceFault) -> CrashSite:
     location = f"{os.path.basename(fault.source)}:{fault.line}" if fault.source and fault.line else None
-    detail = ", ".join(f"{name} {value}" for name, value in
-                       (("grid", fault.grid), ("block", fault.block), ("thread", fault.thread)) if value)
+    dims = (("grid", fault.grid_dim), ("block", fault.block), ("thread", fault.thread))
+    detail = ", ".join(f"{name} ({','.join(map(str, value))})" for name, value in dims if value)
     return CrashSite(fault.exception, fault.kernel, location, None, detail, "CUDA core dump")
 
 
@@ -266,8 +267,8 @@ class Witness:
         dump = os.path.join(run_path, name)
         if os.path.islink(dump) or not os.path.isfile(dump):
             return None, f"{name} is a link or not a file: not read"
-        if os.path.getsize(dump) > cudacore.MAX_DUMP_BYTES:
-            return None, f"{name} is larger than {cudacore.MAX_DUMP_BYTES >> 20} MiB: not read"
+        if os.path.getsize(dump) > MAX_DUMP_BYTES:
+            return None, f"{name} is larger than {MAX_DUMP_BYTES >> 20} MiB: not read"
         log = os.path.join(run_path, DUMP_READING)
         exit = process.execute(cudacore.reader_argv(self.cuda_gdb, dump), self.base_env, run_path, log,
                                READ_TIMEOUT_S, cancel=self.cancel)
