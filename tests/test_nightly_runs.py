@@ -137,3 +137,33 @@ def test_real_aoti_flaky_scenario_night(tmp_path):
     keys = set(os.listdir(tmp_path / "night" / "shard-0" / "cache")) - {"precompiled-headers", "torch_extensions",
                                                                         "xdg"}
     assert {k.split(".")[0] for k in keys} == {"default"}
+
+
+CRASHER = """
+import ctypes, os, sys
+lib = ctypes.CDLL(sys.argv[1])
+lib.boom_read.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+# One run in three reads far out of bounds inside the library's own function, the others read nothing.
+if int(os.environ.get("AOTI_BISECT_RUN_INDEX", "0")) % 3 == 1:
+    lib.boom_read(None, 1 << 40)
+print("ok")
+"""
+BOOM = "#include <stddef.h>\nint boom_read(const int *p, size_t i) {\n    return p[i];\n}\n"
+
+
+def test_a_crashed_runs_record_and_the_summary_say_where_it_faulted(tmp_path):
+    import shutil
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler for the crashing library")
+    (tmp_path / "boom.c").write_text(BOOM)
+    subprocess.run(["cc", "-g", "-O0", "-shared", "-fPIC", "-o", str(tmp_path / "libboom.so"),
+                    str(tmp_path / "boom.c")], check=True)
+    (tmp_path / "crasher.py").write_text(CRASHER)
+    set_path = manifest(tmp_path / "set.toml", {"crasher": (str(tmp_path / "crasher.py"),
+                                                             [str(tmp_path / "libboom.so")])})
+    night = nightly(tmp_path, set_path, "night", "--runs", "6", "--jobs", "2")
+    assert night.returncode in (0, 1), night.stderr
+    sigs = by_name(summary(tmp_path, "night"))["crasher"]["signatures"]
+    assert len(sigs) == 1 and sigs[0]["count"] == 2 and sigs[0]["kernel"] == "boom_read"
+    assert sigs[0]["crash"] == "SIGSEGV in boom_read (boom.c:3)"
+    assert "SIGSEGV in boom_read (boom.c:3)" in (tmp_path / "night" / "summary.md").read_text()

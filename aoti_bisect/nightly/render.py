@@ -57,12 +57,15 @@ def render_markdown(data: dict) -> str:
                                        else ()), "signatures", "change"], tablefmt="github"))
     sig_rows = [(md_cell(r["name"]), md_cell(f"{s['kind']}/{s['phase']}"), md_code(s["fingerprint"])
                  + (" **new**" if s["new"] else ""), s["count"], md_cell((s["first_seen"] or "")[:16]),
-                 md_cell((s["last_seen"] or "")[:16]), md_cell((s["message"] or "")[:160]))
+                 md_cell((s["last_seen"] or "")[:16]), md_cell(s.get("crash") or s["kernel"] or "-"),
+                 md_cell((s["message"] or "")[:160]))
                 for r in data["repros"] for s in r["signatures"]]
     if sig_rows:
+        # "where": the function a crashed run faulted in, told by its own native stack or core dump (else the
+        # kernel the failure message names); signatures of crashes in different functions are different rows.
         out += ["", "## Failure signatures", "",
                 tabulate(sig_rows, headers=["repro", "kind/phase", "fingerprint", "runs", "first seen (UTC)",
-                                            "last seen (UTC)", "message"], tablefmt="github")]
+                                            "last seen (UTC)", "where", "message"], tablefmt="github")]
     out += ["", f"Rates are failures over runs that ran (infrastructure errors excluded), with 95% Wilson "
             f"intervals; a change is reported when Fisher's exact test against the last {data['window']} "
             f"nights gives p < {data['alpha']}. History: {md_code(data['db'])}."]
