@@ -27,11 +27,14 @@ CPU = [s for s in load_manifest() if s.device == "cpu"]
 # scenarios (a buffer read from the package, a stale buffer, a prebuilt package's names) have their decisions
 # tested on captured records (tests/test_constants.py, test_hook.py); symbolic_index_bound and empty_batch on
 # their captured logs (tests/test_dynamic_shapes.py); wrong_fake_custom_op's check runs on its real program in
-# tests/test_fakecheck.py; flaky_custom_op_crash's crash-driven ladder is bench/flaky.py's subject (20 bisections).
-# Keeping them out keeps `.ci/run` under 30 minutes on 2 cores.
+# tests/test_fakecheck.py; flaky_custom_op_crash's crash-driven ladder is bench/flaky.py's subject and
+# rare_crash_custom_op's in CI; stale_parameter and stale_buffer_after_linear are stale constants as stale_buffer
+# (tests/test_constants.py), index_from_bucketize an index's origin as index_plus_offsets in CI (its captured
+# kernel in tests/test_index_origin.py). Keeping them out keeps `.ci/run` under 30 minutes on 2 cores.
 HEAVY = ["nan_source_line", "nan_constant", "crashing_toolchain", "bn_negative_running_var", "stale_buffer",
          "prebuilt_named_inputs", "prebuilt_nan_constant", "symbolic_index_bound", "empty_batch",
-         "wrong_fake_custom_op", "flaky_custom_op_crash"]
+         "wrong_fake_custom_op", "flaky_custom_op_crash", "stale_parameter", "stale_buffer_after_linear",
+         "index_from_bucketize"]
 # silent_oob_custom_op (a silent read that only --sanitize's valgrind run sees) proves valgrind's conviction of a
 # custom op's line in CI; rare_oob_custom_op's crashes now convict from their own stack before the checker is
 # needed. Its own test below reads its report.
