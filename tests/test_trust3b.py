@@ -176,6 +176,19 @@ def test_a_hook_record_no_json_can_crash(text):
     assert not record.events and len(record.problems) == 1 and "\n" not in record.problems[0]
 
 
+def test_a_repro_writing_a_deeply_nested_hook_record_gets_its_verdict_not_255(tmp_path):
+    repro = tmp_path / "deep.py"
+    repro.write_text(textwrap.dedent("""
+        import os
+        with open(os.path.join(os.path.dirname(os.getcwd()), "hook.json"), "w") as f:  # the run's hook record
+            f.write('{"events": ' + "[" * 100000 + "]" * 100000 + "}")
+        raise SystemExit("the output is wrong")
+    """))
+    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", str(repro), "--out", str(tmp_path / "out"), "--runs",
+                           "1"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and "internal error" not in proc.stderr, proc.stderr
+
+
 def test_a_hook_records_wrong_types_are_dropped_not_carried(tmp_path):
     record = parse(json.dumps({"events": [{"call": "aoti_load_package", "status": "returned", "path": ["/x"],
                                            "sha256": {"a": 1}, "error": 7, "existed_before": "yes"}]}))
