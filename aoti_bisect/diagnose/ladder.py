@@ -40,6 +40,9 @@ EARLY_COST = 2.0
 # or --max-runs ends it): 10 runs for a failure that fails every time, about 40 for one that fails half the time.
 HONEST_HALF_WIDTH = 0.15
 HONEST_MIN_RUNS = 10  # 9/9 is already within ±15 points; "10/10" is what a reader takes for "every run"
+# The rate after the verdict may take up to this many times --max-runs: a failure of about half the runs needs about
+# 40 runs for ±15 points, and 20 leave a coin-flip failure's interval as wide as 11%-47% or 53%-89% (bench/flaky.py).
+HONEST_RUNS_FACTOR = 2
 
 
 @dataclass
@@ -239,7 +242,7 @@ class Ladder:
         return bool(checkers) and not isinstance(checkers, Missing) and min(c.cost for c in checkers) <= EARLY_COST
 
     def runs_after_verdict(self, out: Findings) -> int:
-        """Baseline runs the rate may still take after the verdict: an adaptive baseline's up to --max-runs (its
+        """Baseline runs the rate may still take after the verdict: an adaptive baseline's up to twice --max-runs (its
         stopping rule, a checker or a crash may have ended it at a wide interval), an explicit --runs' remainder."""
         base = self.stages[0]
         if out.interrupted or out.verdict is not Verdict.REPRODUCED or self.opt.budget <= 0:
@@ -248,7 +251,7 @@ class Ladder:
             return self.clues.rate_left
         if not base.rate.failures and out.culprit is None:
             return 0
-        return max(0, self.opt.max_runs - len(base.results)) if not _honest(base.results) else 0
+        return max(0, HONEST_RUNS_FACTOR * self.opt.max_runs - len(base.results)) if not _honest(base.results) else 0
 
     def rate_after_verdict(self, out: Findings, left: int) -> None:
         """The baseline runs on after the verdict until its rate's 95% interval is within HONEST_HALF_WIDTH, bounded
@@ -267,7 +270,7 @@ class Ladder:
             out.summary = out.masked
         why = ("its 95% interval is within ±{:.0f} points".format(HONEST_HALF_WIDTH * 100) if _honest(base.results)
                else f"the budget of {self.opt.budget:.0f} s ran out" if self.clock() > deadline
-               else f"the {base.rate.runs} runs of --max-runs/--runs are spent")
+               else f"its {base.rate.runs} runs are all the rate may take (twice --max-runs, or --runs)")
         base.finding = joined(base.finding, fact(
             FactKind.REPRODUCTION, "the rate ran on after the verdict: {now} ({more} more run(s); stopped because "
             "{why})", now=base.rate.describe(), more=base.rate.runs - before.runs, why=why),
