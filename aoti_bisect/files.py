@@ -396,10 +396,17 @@ def write_new(path: str, text: str, executable: bool = False) -> None:
     _write(path, text, os.O_EXCL, executable)
 
 
-def nested_over(value: object, limit: int = MAX_JSON_DEPTH) -> bool:
-    """Parsed JSON nested deeper than `limit`: not something aoti-bisect wrote, and deep enough to overflow the
-    recursion of whatever walks it next (the redactor, the renderers)."""
-    return _depth(value) > limit
+def loads_child_json(text: str) -> object:
+    """JSON a child wrote (the hook's records): ValueError, as for any malformed JSON, for JSON nested past
+    MAX_JSON_DEPTH or past the interpreter's recursion (json.loads raises RecursionError there), so the reader's
+    one problem line for a damaged file covers it too and the repro cannot end a bisection with 255."""
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise ValueError("nested past Python's recursion limit: not a file aoti-bisect wrote")
+    if _depth(data) > MAX_JSON_DEPTH:  # deep enough to overflow whatever walks it next (the redactor, renderers)
+        raise ValueError(f"nested over {MAX_JSON_DEPTH} levels deep: not a file aoti-bisect wrote")
+    return data
 
 
 class OutInUse(UsageFailure):

@@ -7,22 +7,21 @@ an empty record; a damaged one gives a problem line, never an exception.
 from __future__ import annotations
 
 import glob
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
 from ..child import contract
-from ..files import MAX_JSON_DEPTH, NotOwnFile, nested_over, open_own
+from ..files import NotOwnFile, loads_child_json, open_own
 from .constants import ConstantValue, ConstantValues, parse_value, parse_values
 from .provenance import ProgramNode, parse_program
 
 COMPILE = "aoti_compile_and_package"
 MAX_RECORD_BYTES = 16 << 20
-# What a record the repro damaged (or wrote itself) can raise while it is parsed: JSON nested past the
-# interpreter's recursion (json.loads raises RecursionError), a wrong type or shape anywhere, a number like
-# 1e999 where a size goes (OverflowError). Each is one problem line; none may end the bisection with 255.
-_DAMAGE = (ValueError, KeyError, IndexError, TypeError, AttributeError, ArithmeticError, RecursionError)
+# What a record the repro damaged (or wrote itself) can raise while it is parsed: malformed or too deeply
+# nested JSON (loads_child_json), a wrong type or shape anywhere, a number like 1e999 where a size goes
+# (OverflowError). Each is one problem line; none may end the bisection with 255.
+_DAMAGE = (ValueError, KeyError, IndexError, TypeError, AttributeError, ArithmeticError)
 
 
 @dataclass(frozen=True)
@@ -132,9 +131,7 @@ def parse(text: str, where: str = contract.HOOK_RECORD) -> HookRecord:
     if not text.strip():
         return HookRecord()
     try:
-        data = json.loads(text)
-        if nested_over(data):
-            return HookRecord(problems=(f"{where} is nested over {MAX_JSON_DEPTH} levels deep: not a hook record",))
+        data = loads_child_json(text)
         events = tuple(_event(e) for e in data["events"])
         problems = tuple(f"{where}: {e}" for e in data.get("hook_errors") or ())
     except _DAMAGE as exc:
