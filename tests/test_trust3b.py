@@ -326,3 +326,11 @@ def test_a_failed_hook_write_leaves_the_old_file_and_no_temporary(tmp_path):
             f.write("half")
             1 / 0
     assert path.read_text() == "old" and os.listdir(tmp_path) == ["capture.json"]
+
+
+def test_every_reader_of_a_childs_json_takes_json_nested_past_the_recursion_limit_as_damaged():
+    from aoti_bisect.aoti import eagerwalk, fakecheck, provenance
+    deep = "[" * 100_000 + "]" * 100_000
+    assert "recursion" in fakecheck.parse(deep).problem
+    assert "recursion" in eagerwalk.parse(deep).problem
+    assert provenance.parse_kernel_information(deep) == {}

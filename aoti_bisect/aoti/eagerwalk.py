@@ -3,13 +3,13 @@
 `problem` says why in one line, never an exception."""
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Optional
 
 from ..child import contract
 from .fakecheck import differing_outputs
+from ..files import loads_child_json
 
 MAX_BYTES = 32 << 20
 
@@ -69,7 +69,7 @@ class EagerWalk:
 
 def parse(text: str) -> EagerWalk:
     try:
-        data = json.loads(text)
+        data = loads_child_json(text)
         saved = {}
         for d in data.get("dumps") or ():
             pairs = tuple(_pair(*p) for p in d.get("pairs") or ())

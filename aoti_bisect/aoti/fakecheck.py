@@ -8,12 +8,12 @@ exception.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from dataclasses import dataclass
 from typing import Optional
 
 from ..child import contract
+from ..files import loads_child_json
 
 CAPTURE = os.path.join(contract.CAPTURE_DIR, contract.CAPTURE_RECORD)
 MAX_BYTES = 4 << 20
@@ -84,7 +84,7 @@ def _tensor(d: Optional[dict]) -> str:
 
 def parse(text: str, where: str = contract.FAKECHECK_RESULT) -> FakeCheck:
     try:
-        data = json.loads(text)
+        data = loads_child_json(text)
         ops = tuple(OpCheck(str(o["op"]), str(o["status"]), tuple(_tensor(t) for t in o.get("inputs") or () if t),
                             tuple(str(m) for m in o.get("mismatches") or ()), o.get("error"))
                     for o in data["ops"])
@@ -100,7 +100,7 @@ def parse(text: str, where: str = contract.FAKECHECK_RESULT) -> FakeCheck:
 def differences(text: str) -> tuple[str, ...]:
     """One line per output of the package that eager does not match within assert_close's tolerance."""
     try:
-        return differing_outputs(json.loads(text))
+        return differing_outputs(loads_child_json(text))
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         return (f"{contract.DIFFERENTIAL_RESULT} is damaged: {type(exc).__name__}: {exc}"[:300],)
 
@@ -129,7 +129,7 @@ def _number(x: Optional[float]) -> str:
 def capture_problem(text: str) -> Optional[str]:
     """None when capture.json says the program and a call's inputs were saved; else why not, in one line."""
     try:
-        data = json.loads(text)
+        data = loads_child_json(text)
         missing = [data.get(f"{k}_problem") or f"no {k} saved" for k in ("program", "inputs") if not data.get(k)]
     except (ValueError, AttributeError) as exc:
         return f"capture.json is damaged: {type(exc).__name__}: {exc}"[:300]

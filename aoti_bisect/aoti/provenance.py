@@ -12,11 +12,11 @@ A stack trace quotes the line's text itself; that one line is all a report shows
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass
 from typing import Optional
+from ..files import loads_child_json
 
 KERNEL_INFORMATION = "kernel_information.json"
 MAX_KERNEL_INFORMATION_BYTES = 32 << 20
@@ -82,7 +82,7 @@ class KernelInfo:
 def parse_kernel_information(text: str) -> dict[str, KernelInfo]:
     """`name:handle` -> what Inductor recorded; {} for anything that is not its JSON."""
     try:
-        data = json.loads(text)
+        data = loads_child_json(text)
     except ValueError:
         return {}
     if not isinstance(data, dict):

@@ -57,7 +57,7 @@ def render_markdown(data: dict) -> str:
                                        else ()), "signatures", "change"], tablefmt="github"))
     sig_rows = [(md_cell(r["name"]), md_cell(f"{s['kind']}/{s['phase']}"), md_code(s["fingerprint"])
                  + (" **new**" if s["new"] else ""), s["count"], md_cell((s["first_seen"] or "")[:16]),
-                 md_cell((s["last_seen"] or "")[:16]), md_cell(s.get("crash") or s["kernel"] or "-"),
+                 md_cell((s["last_seen"] or "")[:16]), md_cell(s.get("crash") or s.get("kernel") or "-"),
                  md_cell((s["message"] or "")[:160]))
                 for r in data["repros"] for s in r["signatures"]]
     if sig_rows:
