@@ -35,7 +35,7 @@ def test_plan_reads_runs_and_compile_keys_from_a_report():
     with open(os.path.join(REPO, "docs", "examples", "nan_after_matmul.report.json")) as f:
         plan = floor.Plan.from_report(json.load(f))
     assert [name for name, _, _ in plan.steps] == ["baseline", "sanity", "trace", "inspect"]  # determinism: 0 runs
-    assert plan.runs == 5 and len(plan.keys) == 4
+    assert plan.runs == 13 and len(plan.keys) == 4  # the baseline's 10 runs: the rate ran on after the verdict
 
 
 def test_by_hand_reads_the_last_launch_and_the_input_check(tmp_path):
