@@ -5,7 +5,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
@@ -13,6 +12,7 @@ from aoti_bisect.child.contract import CRASH_FILE
 from aoti_bisect.diagnose.crash import crash_culprit
 from aoti_bisect.aoti import wrapper
 from aoti_bisect.run import process
+from aoti_bisect.run.classify import Frame
 from aoti_bisect.run.types import CrashSite, Outcome, ProcessExit, RunResult, RunSpec
 from aoti_bisect.run.witness import (Witness, culprit_frame, native_site, parse, parse_addr2line,
                                      python_op_frame)
@@ -52,7 +52,7 @@ def test_addr2line_answers_are_read_with_and_without_a_source_line():
 
 def test_without_addr2line_the_site_keeps_the_exported_symbol():
     crash = parse(_read("witness-flaky_custom_op_crash.txt"))[0]
-    site = native_site(crash, (None, None), _read("flaky_custom_op_crash-witnessed.log"))
+    site = native_site(crash, culprit_frame(crash), (None, None), _read("flaky_custom_op_crash-witnessed.log"))
     assert site.how == "SIGSEGV" and site.function == "_Z14shifted_gatherRKN2at6TensorES2_"
     assert site.library == "bisectlab_flaky_gather.so" and site.source == "native stack"
 
@@ -70,7 +70,7 @@ Current thread 0x00007f0e (most recent call first):
 
 
 def test_a_python_op_the_model_called_back_is_named_but_the_scripts_own_call_is_not():
-    assert python_op_frame(FAULTHANDLER_PYTHON_OP) == ("/work/repro.py", 21, "my_gather_impl")
+    assert python_op_frame(FAULTHANDLER_PYTHON_OP) == Frame("/work/repro.py", "my_gather_impl", 21)
     own = FAULTHANDLER_PYTHON_OP.replace('  File "/work/repro.py", line 21 in my_gather_impl\n', "").replace(
         '  File "/usr/lib/python3.11/site-packages/torch/_library/custom_ops.py", line 617 in inner\n', "")
     own = own.replace("ctypes/__init__.py", "x/torch/export/pt2_archive/_package.py")

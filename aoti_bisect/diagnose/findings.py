@@ -12,7 +12,7 @@ from ..aoti.provenance import Origin
 from ..run.types import RunResult, Signature
 from ..stats import Rate
 from ..verdict import Verdict
-from .facts import Fact
+from .facts import Fact, FactKind
 
 
 class CulpritKind(enum.StrEnum):
@@ -59,6 +59,11 @@ class Culprit:
     @property
     def pinned(self) -> bool:
         return self.kind != CulpritKind.UNKNOWN
+
+    @property
+    def from_crash(self) -> bool:
+        """Whether a crashed run's own account of its fault named it (diagnose/crash.py)."""
+        return self.headline is not None and self.headline.kind is FactKind.CRASH
 
 
 # Stages whose failure rates are compared (with the baseline's, by Fisher's test) run exactly as the user runs

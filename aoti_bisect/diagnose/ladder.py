@@ -285,7 +285,7 @@ class Ladder:
             return "not requested (--stages)"
         c = out.culprit
         if c is not None and c.pinned and c.kind not in rung.after:
-            if c.headline is not None and c.headline.kind is FactKind.CRASH:
+            if c.from_crash:
                 return "culprit already pinned: the crashed run's own stack named where it faulted"
             return "culprit already pinned"
         if rung.refinds and self.clues.crash is not None:

@@ -11,7 +11,7 @@ from ..aoti.printer import parse_trace
 from ..text import printable
 from .types import Outcome, ProcessExit, Signature
 
-_TB_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+,? in (?P<func>\S+)')
+_TB_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+),? in (?P<func>\S+)')
 _FINAL_EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failed|Fault))(?:: (?P<msg>.*))?$")
 _THREAD_SPAM = re.compile(r"block: \[[\d,]+\], thread: \[[\d,]+\]")
 _TRITON_ASSERT = re.compile(r"^(?P<path>/\S+\.py):(?P<line>\d+): \S+: block: \[.*Assertion `(?P<cond>.*)` failed", re.M)
@@ -67,6 +67,7 @@ _CPP_PHASE = [("run", re.compile(r"AOTInductorModelContainerRun|AOTIModelContain
 class Frame:
     path: str
     func: str
+    line: int = 0
 
     @property
     def in_library(self) -> bool:
@@ -103,7 +104,7 @@ def parse_frames(text: str) -> list[Frame]:
     for line in lines[max(tb_start, fh_start) + 1:] if max(tb_start, fh_start) >= 0 else []:
         m = _TB_FRAME.match(line)
         if m:
-            frames.append(Frame(m["path"], m["func"]))
+            frames.append(Frame(m["path"], m["func"], int(m["line"])))
         elif fh_start > tb_start or (_FINAL_EXC.match(line) and frames):
             break  # a faulthandler dump ends at its first non-frame line
     return frames[::-1] if fh_start > tb_start else frames
@@ -179,7 +180,7 @@ def _last_words(text: str) -> str:
     return ""
 
 
-def _signal_name(sig: int) -> str:
+def signal_name(sig: int) -> str:
     try:
         return _signal.Signals(sig).name
     except ValueError:
@@ -247,7 +248,7 @@ def _line_at(text: str, pos: int) -> str:
 def _failure_message(text: str, exc: Optional[tuple[str, str]], exit: ProcessExit) -> str:
     if exit.signal is not None:
         fatal = re.search(r"^Fatal Python error: (.*)$", text, re.M)
-        return _one_line(f"killed by {_signal_name(exit.signal)}" + (f" ({fatal.group(1)})" if fatal else ""))
+        return _one_line(f"killed by {signal_name(exit.signal)}" + (f" ({fatal.group(1)})" if fatal else ""))
     if exc:
         return _one_line(f"{exc[0]}: {exc[1]}" if exc[1] else exc[0])
     return _one_line(_last_words(text) or f"exit status {exit.returncode}")

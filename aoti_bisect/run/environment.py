@@ -12,9 +12,13 @@ from typing import Optional
 
 from ..aoti import flags
 from ..child import contract, hook
+from . import process
 from .checkers import checked
 from .layout import Layout, compile_key
 from .types import RunSpec
+from .witness import Witness
+
+WITNESS_DIR = "witness"  # in the run directory: the crash witness library, built once
 
 CHILD_ENV = {"PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"}
 # Only the diagnostic (hooked) runs: it makes a CPU kernel's exception name the kernel, but it also changes
@@ -29,7 +33,7 @@ NO_BYTECODE, PYCACHE_PREFIX = "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX"
 
 class Environment:
     def __init__(self, layout: Layout, base_env: Optional[dict[str, str]] = None, reuse: str = "hooked",
-                 gpu_slots: Optional[list[str]] = None) -> None:
+                 gpu_slots: Optional[list[str]] = None, cancel: Optional[process.Cancel] = None) -> None:
         self.layout = layout
         self.base_env = {k: v for k, v in (base_env if base_env is not None else os.environ).items()
                          if not k.startswith(flags.OWNED)}
@@ -39,7 +43,8 @@ class Environment:
         # A run's slot names its GPU on a GPU host.
         self.gpu_slots = list(gpu_slots or [])
         self.vec_isa_skipped = 0  # runs that took an earlier run's vector-ISA answer (vec_isa)
-        self.witness = None  # run/witness.py's Witness, set by the harness: every run can tell where it crashed
+        # Every run can tell where it crashed: the witness library it preloads, built once in the run directory.
+        self.witness = Witness(os.path.join(layout.run_dir, WITNESS_DIR), self.base_env, cancel)
         self._lock = threading.Lock()
 
     def hooked_stage(self, hook: bool) -> bool:
@@ -81,8 +86,7 @@ class Environment:
             # Extensions do not depend on Inductor flags; sharing them saves a C++ build per stage.
             "TORCH_EXTENSIONS_DIR": os.path.join(self.layout.cache_root, "torch_extensions"),
         })
-        if self.witness is not None:
-            env.update(self.witness.env(run_path, checked(spec.argv)))
+        env.update(self.witness.env(run_path, checked(spec.argv)))
         if spec.hook:  # a diagnostic stage's own: never a baseline run, even one that carries the hook for reuse
             env.update(DIAGNOSTIC_ENV)
         if spec.compile_only:

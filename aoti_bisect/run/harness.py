@@ -17,9 +17,6 @@ from .environment import Environment
 from .layout import Layout
 from .scheduler import Scheduler
 from .types import Outcome, ProcessExit, RunResult, RunSpec, Signature
-from .witness import Witness
-
-WITNESS_DIR = "witness"  # in the run directory: the crash witness library, built once
 
 
 class Harness:
@@ -29,9 +26,7 @@ class Harness:
                  gpu_slots: Optional[list[str]] = None, reuse: str = "hooked") -> None:
         self.layout = Layout(run_dir, cache_root)
         self.cancel = cancel or process.Cancel()
-        self.environment = Environment(self.layout, base_env, reuse, gpu_slots)
-        self.witness = Witness(os.path.join(run_dir, WITNESS_DIR), self.environment.base_env, self.cancel)
-        self.environment.witness = self.witness
+        self.environment = Environment(self.layout, base_env, reuse, gpu_slots, self.cancel)
         self.limits = limits
         self.scheduler = Scheduler(self.run, self.layout, len(gpu_slots) if gpu_slots else max(1, jobs),
                                    self.cancel, self.environment.reuse_dir)
@@ -55,7 +50,8 @@ class Harness:
         outcome, signature = classify(text, exit)
         if signature and signature.kernel and signature.kernel.endswith(".py"):
             signature = _resolve_triton_source(signature)
-        crash, crash_problem = self.witness.read(run_path, exit, text) if outcome.is_failure else (None, None)
+        crash, crash_problem = (self.environment.witness.read(run_path, exit, text) if outcome.is_failure
+                                else (None, None))
         if crash is not None and signature is not None and not signature.kernel:
             # Failures group by the function they crashed in (nightly signatures, the ladder's dominant one).
             signature = dataclasses.replace(signature, kernel=crash.function, fingerprint=fingerprint(

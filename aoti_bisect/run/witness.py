@@ -24,6 +24,7 @@ from ..aoti import cudacore
 from ..child.contract import CRASH_FILE, CRASH_FILE_ENV
 from ..files import NotOwnFile, read_own_text
 from . import process
+from .classify import Frame, parse_frames, signal_name
 from .types import CrashSite, ProcessExit
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "witness.c")
@@ -38,7 +39,6 @@ _SYSTEM = re.compile(r"^/(usr/)?lib(32|64|x32)?/|^/usr/local/cuda|/lib-dynload/|
 FATAL = frozenset({_signal.SIGSEGV, _signal.SIGBUS, _signal.SIGILL, _signal.SIGFPE, _signal.SIGABRT})  # witness.c's
 _HEADER = re.compile(r"^aoti-bisect-crash pid=(?P<pid>\d+) signal=(?P<signal>\d+) addr=(?P<addr>0x[0-9a-f]+)$")
 _FRAME = re.compile(r"^frame (?P<pc>0x[0-9a-f]+)(?: (?P<offset>0x[0-9a-f]+) (?P<object>\S+)(?: (?P<symbol>\S+))?)?$")
-_PY_FRAME = re.compile(r'^\s+File "(?P<path>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
 _MODEL_SO = re.compile(r"aotinductor|\.wrapper\.so$|/data/aotinductor/", re.I)
 
 
@@ -100,25 +100,14 @@ def culprit_frame(crash: NativeCrash) -> Optional[tuple[NativeFrame, bool, Optio
     return None
 
 
-def python_op_frame(log: str) -> Optional[tuple[str, int, str]]:
-    """(path, line, function) of Python code that torch called back into when the process crashed: a custom op
-    implemented in Python, run by the compiled model. faulthandler prints the crashing thread innermost first."""
-    lines = log.splitlines()
-    start = max((i for i, l in enumerate(lines) if l.startswith("Current thread 0x")), default=-1)
-    frames = []
-    for line in lines[start + 1:] if start >= 0 else []:
-        m = _PY_FRAME.match(line)
-        if m is None:
-            break
-        frames.append((m["path"], int(m["line"]), m["func"]))
-    own = next((i for i, (path, _, _) in enumerate(frames) if not _python_library(path)), None)
-    if own is None or not any("/torch/" in path for path, _, _ in frames[own + 1:]):
+def python_op_frame(log: str) -> Optional[Frame]:
+    """The frame of Python code that torch called back into when the process crashed: a custom op implemented in
+    Python, run by the compiled model (faulthandler's stack of the crashing thread, classify.parse_frames)."""
+    frames = parse_frames(log)[::-1]  # innermost first
+    own = next((i for i, f in enumerate(frames) if not f.in_library), None)
+    if own is None or not any("/torch/" in f.path for f in frames[own + 1:]):
         return None  # the script's own call into torch, not code torch called
     return frames[own]
-
-
-def _python_library(path: str) -> bool:
-    return "/site-packages/" in path or "/lib/python3" in path or path.startswith("<frozen")
 
 
 def parse_addr2line(text: str) -> tuple[Optional[str], Optional[str]]:
@@ -132,31 +121,25 @@ def parse_addr2line(text: str) -> tuple[Optional[str], Optional[str]]:
     return function, location
 
 
-def _signal_name(number: int) -> str:
-    try:
-        return _signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
-def native_site(crash: NativeCrash, resolved: tuple[Optional[str], Optional[str]], log: str) -> Optional[CrashSite]:
-    """The crash site a native crash names: its innermost own frame, named as addr2line `resolved` it; a compiled
-    model that crashed in Python it called back into names the Python function instead."""
-    found = culprit_frame(crash)
-    if found is None:
-        return None
+def native_site(crash: NativeCrash, found: tuple[NativeFrame, bool, Optional[NativeFrame]],
+                resolved: tuple[Optional[str], Optional[str]], log: str) -> CrashSite:
+    """The crash site a native crash names: its innermost own frame (`found`, culprit_frame's answer), named as
+    addr2line `resolved` it; a compiled model that crashed in Python it called back into names the Python function
+    instead."""
     frame, _, callee = found
     function, location = resolved
     name = function or frame.symbol or f"{os.path.basename(frame.object or '?')}+{frame.offset or 0:#x}"
-    how = _signal_name(crash.signal)
     via = f"called into {callee.symbol}" if callee is not None and callee.symbol else ""
     if frame.object and _MODEL_SO.search(frame.object) and not _is_kernel(name):
         py = python_op_frame(log)
         if py is not None:
-            path, line, func = py
-            return CrashSite(how, func, f"{os.path.basename(path)}:{line}", os.path.basename(path),
-                             "the compiled model called this Python function", "Python stack")
-    return CrashSite(how, name, location, os.path.basename(frame.object or ""), via)
+            return python_site(crash, py, "the compiled model called this Python function")
+    return CrashSite(signal_name(crash.signal), name, location, os.path.basename(frame.object or ""), via)
+
+
+def python_site(crash: NativeCrash, frame: Frame, detail: str = "") -> CrashSite:
+    name = os.path.basename(frame.path)
+    return CrashSite(signal_name(crash.signal), frame.func, f"{name}:{frame.line}", name, detail, "Python stack")
 
 
 def _is_kernel(function: str) -> bool:
@@ -240,12 +223,10 @@ class Witness:
         if found is None:
             py = python_op_frame(log)
             if py is not None:
-                path, line, func = py
-                return CrashSite(_signal_name(crash.signal), func, f"{os.path.basename(path)}:{line}",
-                                 os.path.basename(path), "", "Python stack"), None
+                return python_site(crash, py), None
             return None, "every native frame of the crash is in the system's, Python's or torch's libraries"
         frame, exact, _ = found
-        return native_site(crash, self._addr2line(run_path, frame, exact), log), None
+        return native_site(crash, found, self._addr2line(run_path, frame, exact), log), None
 
     def _addr2line(self, run_path: str, frame: NativeFrame, exact: bool) -> tuple[Optional[str], Optional[str]]:
         tool = shutil.which("addr2line", path=self.base_env.get("PATH"))

@@ -54,7 +54,7 @@ def run(ladder: "Ladder") -> tuple[Findings, Optional[str]]:
     if named is not None:
         stage.finding = joined(fact(FactKind.REPRODUCTION, "{rate} before the {who} named the culprit",
                                     rate=rate.describe(),
-                                    who="crashed run" if named.headline.kind is FactKind.CRASH else "checker"),
+                                    who="crashed run" if named.from_crash else "checker"),
                                reuse)
         out.summary = named.headline
         return out, None

@@ -33,7 +33,7 @@ def run(ladder: "Ladder", out: Findings) -> None:
                     "no custom op runs through the proxy executor")
         return
     stage = Stage(StageName.FAKECHECK, dict(flags.FAKECHECK))
-    if out.culprit is not None and out.culprit.headline is not None and out.culprit.headline.kind is FactKind.CRASH:
+    if out.culprit is not None and out.culprit.from_crash:
         # The crash already named the op: a fake function's layout is checked on every call, crashing or not, so
         # one run asks it without waiting for another crash.
         ladder.run_stage(stage, 1)
