@@ -162,7 +162,7 @@ def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, cach
         check_python_runs(python, run_dir)
     # psutil, the harness and the ladder load only for a real run
     from .config import RunConfig
-    from .diagnose.session import Session
+    from .session import Session
     from .progress import Progress
     from .run.probe import interpreter_of
 

@@ -169,7 +169,7 @@ def run_setup(s: Scenario, folder: str) -> Optional[str]:
 def check(scenarios: list[Scenario], run_dir: str, jobs: int = 1, stages: tuple[str, ...] = (),
           device: str = "auto", reuse: str = "hooked", ahead: bool = True) -> bool:
     from .config import RunConfig
-    from .diagnose.session import Session
+    from .session import Session
     from .progress import Progress
 
     has_cuda = device == "cuda" or (device == "auto" and cuda_visible(run_dir))

@@ -95,7 +95,7 @@ def test_an_internal_error_exits_255_with_one_line_and_a_saved_traceback(tmp_pat
     (tmp_path / "ok.py").write_text("print('ok')\n")
     out_dir = tmp_path / "out"
     # A bug planted in the session, as a real one would surface: an exception nobody catches.
-    bug = ("import sys; from aoti_bisect import cli; from aoti_bisect.diagnose import session; "
+    bug = ("import sys; from aoti_bisect import cli; from aoti_bisect import session; "
            "session.Session.execute = lambda self: 1 / 0; sys.argv[0] = 'aoti-bisect'; cli.entry()")
     out = subprocess.run([sys.executable, "-c", bug, str(tmp_path / "ok.py"), "--runs", "1", "--out", str(out_dir)],
                          capture_output=True, text=True, timeout=120, env=_env())

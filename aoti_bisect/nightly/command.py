@@ -231,7 +231,7 @@ def _not_judged(problems: list[str], redo: list[str], finished: list[str], batch
 def _bisect(night, names: list[str], out: str, jobs: Optional[int], say: Say) -> dict[str, str]:
     """The full ladder on each changed repro; returns report.md paths, relative to out."""
     from ..config import RunConfig
-    from ..diagnose.session import Session
+    from ..session import Session
     from ..progress import Progress
 
     reports = {}

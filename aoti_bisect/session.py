@@ -6,29 +6,29 @@ import os
 import threading
 from typing import Optional
 
-from ..exits import EXIT_INCONCLUSIVE, UsageFailure
-from ..report.bundle import keep_repro_script, record_secret_spans
-from ..report.model import Report
-from ..report.facts import render
-from ..report.redact import Redactor
-from ..config import RunConfig
-from ..run import checkers, toolchains
-from ..run.environment import PYCACHE_PREFIX
-from ..run.harness import Harness
-from ..run.layout import compile_key
-from ..run.probe import interpreter_of, probe_environment, relevant_env
-from ..run.registry import debugger, fresh_process
-from ..run.types import Outcome, RunResult
-from ..aoti.hook_record import ahead_row, compile_counts, package_rows
-from .evidence import RunEvidence
-from .constants import convict_constants
-from ..stats import Rate
-from .source import locate_findings, source_map, walked_graph
-from ..text import printable
-from ..verdict import Verdict
-from .facts import note
-from .findings import Findings
-from .ladder import Ladder, Options
+from .aoti.hook_record import ahead_row, compile_counts, package_rows
+from .config import RunConfig
+from .diagnose.constants import convict_constants
+from .diagnose.evidence import RunEvidence
+from .diagnose.facts import note
+from .diagnose.findings import Findings
+from .diagnose.ladder import Ladder, Options
+from .diagnose.source import locate_findings, source_map, walked_graph
+from .exits import EXIT_INCONCLUSIVE, UsageFailure
+from .report.bundle import keep_repro_script, record_secret_spans
+from .report.facts import render
+from .report.model import Report
+from .report.redact import Redactor
+from .run import checkers, toolchains
+from .run.environment import PYCACHE_PREFIX
+from .run.harness import Harness
+from .run.layout import compile_key
+from .run.probe import interpreter_of, probe_environment, relevant_env
+from .run.registry import debugger, fresh_process
+from .run.types import Outcome, RunResult
+from .stats import Rate
+from .text import printable
+from .verdict import Verdict
 
 PROBE_WAIT_S = 120.0  # how long a batch of nothing but infrastructure errors waits for the environment probe
 
