@@ -17,8 +17,15 @@ Two bugs in the run-time ids:
     memory access.
 So a plain run fails about 1 time in 15, while the memory checker convicts gather_rows from any run.
 
+Options (none: the above):
+  --only-rare        no every-run read past the table: the bad id exists only in the runs that crash, so no
+                     checker sees anything in the others; only a crashing run can say where it faulted.
+  PACKAGE            load this package instead of compiling (a package built before the run);
+  --build-only       with PACKAGE: compile it there and exit (the scenario's setup).
+
 Pipeline: tanh(w)*0.5 (Triton) -> gather_rows (user Triton kernel, BUG) -> mm -> relu/sum (Triton).
 """
+import argparse
 import os
 
 import torch
@@ -59,16 +66,26 @@ class M(torch.nn.Module):
 
 
 def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("package", nargs="?")
+    p.add_argument("--build-only", action="store_true")
+    p.add_argument("--only-rare", action="store_true")
+    a = p.parse_args()
     dev = "cuda"
     g = torch.Generator(device=dev).manual_seed(0)
     table = torch.randn(N_ROWS, D, device=dev, generator=g)
     ids = torch.randint(0, N_ROWS, (N_IDS,), device=dev, generator=g)   # all valid at compile time
     w = torch.randn(D, 64, device=dev, generator=g)
-    ep = torch.export.export(M(), (table, ids, w))
-    path = torch._inductor.aoti_compile_and_package(ep, package_path=os.path.abspath("rare_ima.pt2"))
+    path = os.path.abspath(a.package or "rare_ima.pt2")
+    if a.build_only or not a.package:
+        ep = torch.export.export(M(), (table, ids, w))
+        path = torch._inductor.aoti_compile_and_package(ep, package_path=path)
+        if a.build_only:
+            return
     runner = torch._inductor.aoti_load_package(path)
 
-    ids[NEAR_POS] = NEAR_ROW                                        # every run: silent, memcheck sees it
+    if not a.only_rare:
+        ids[NEAR_POS] = NEAR_ROW                                    # every run: silent, memcheck sees it
     r = int.from_bytes(os.urandom(8), "little")
     far = r % 100 < CRASH_PERCENT
     if far:                                                         # rare: faults
@@ -76,8 +93,9 @@ def main():
         pos %= N_IDS
         dist = MIN_FAR + ((r >> 16) % (MAX_FAR - MIN_FAR))
         ids[pos] = N_ROWS + dist // (D * 4)
-    print(f"[rare_ima] table=0x{table.data_ptr():x} id {NEAR_ROW} at position {NEAR_POS} reads "
-          f"{(NEAR_ROW - N_ROWS) * D * 4 / 2**20:.2f} MiB past the table end"
+    print(f"[rare_ima] table=0x{table.data_ptr():x}"
+          + ("" if a.only_rare else f" id {NEAR_ROW} at position {NEAR_POS} reads "
+             f"{(NEAR_ROW - N_ROWS) * D * 4 / 2**20:.2f} MiB past the table end")
           + (f"; corrupted id {int(ids[pos])} at position {pos} reads {dist / 2**30:.1f} GiB past it" if far else "")
           + f"; caching={'off' if os.environ.get('PYTORCH_NO_CUDA_MEMORY_CACHING') == '1' else 'on'}",
           flush=True)
