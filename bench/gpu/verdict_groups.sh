@@ -22,7 +22,7 @@ if [ "${1:-wait}" = start ]; then
   rm -rf $w; mkdir -p $w
   { nvidia-smi -L; python3 -c "import torch; print('torch', torch.__version__, torch.version.cuda)";
     $CUDA_HOME/bin/compute-sanitizer --version | tail -n 1; $CUDA_HOME/bin/cuda-gdb --version | head -n 1;
-    nproc; git rev-parse --short HEAD 2>/dev/null; date -u; } > $w/device.txt 2>&1
+    nproc; echo "commit $(git rev-parse --short HEAD 2>/dev/null || cat COMMIT)"; date -u; } > $w/device.txt 2>&1
   g=0
   while v="GROUP$g"; [ -n "${!v:-}" ]; do
     mkdir -p $w/g$g
