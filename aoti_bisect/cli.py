@@ -31,8 +31,8 @@ from .aoti.flags import REUSE_MODES
 from .child.contract import DB_ENV
 from .diagnose.stages import REQUESTABLE as STAGE_NAMES
 from . import stopping
-from .exits import EXIT_BROKEN_PIPE, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_USAGE, UsageFailure, report_crash
-from .files import claim_out, default_out, prepare_out, release_empty_claim
+from .exits import EXIT_BROKEN_PIPE, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_USAGE, UsageFailure
+from .files import claim_out, default_out, prepare_out, release_empty_claim, report_crash
 from .repro import check_python_runs, repro_argv, unknown_word, validate_python
 from .stats import DEFAULT_MAX_RUNS
 from .validate import MAX_JOBS, MAX_RUNS, check_count, check_seconds, check_timeout

@@ -1,4 +1,4 @@
-"""Exit codes (one table for every command), the one-line usage failure, and the crash line.
+"""Exit codes (one table for every command) and the one-line usage failure.
 
 `aoti-bisect run` is a `git bisect run` predicate: git reads 0 as good, 1-127 except 125 as bad, 125 as "skip
 this commit", and anything above 127 as "stop bisecting". So only a decision about the repro may use 0 or 1;
@@ -7,11 +7,6 @@ full or read-only disk, a repro that deleted its own run folder); a command line
 commit says 2; only a fault of aoti-bisect itself says 255, which stops the bisection.
 """
 from __future__ import annotations
-
-import os
-import sys
-import traceback
-from typing import Optional
 
 EXIT_NOT_REPRODUCED = 0
 EXIT_REPRODUCED = 1
@@ -30,25 +25,3 @@ class UsageFailure(Exception):
     def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
         super().__init__(message)
         self.code = code
-
-
-def report_crash(exc: BaseException, run_dir: Optional[str]) -> int:
-    """An uncaught exception: one line on stderr and EXIT_INTERNAL. The traceback is saved in the run
-    directory; before there is one, it follows the line on stderr (nothing is written outside a run)."""
-    text = "".join(traceback.format_exception(exc))
-    line = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
-    where = "traceback below"
-    if run_dir and os.path.isdir(run_dir):
-        from .files import atomic_write  # files imports this module
-
-        path = os.path.join(run_dir, "crash-traceback.txt")
-        try:
-            # A new file renamed into place: a link the repro planted at the name is replaced, never written through.
-            atomic_write(path, text)
-            where, text = f"traceback saved in {path}", ""
-        except OSError as write_error:
-            where = f"traceback not saved ({write_error.strerror}), below"
-    print(f"aoti-bisect: internal error: {line}; {where}; please report it", file=sys.stderr)
-    if text:
-        print(text, file=sys.stderr, end="")
-    return EXIT_INTERNAL

@@ -1,5 +1,6 @@
-"""Small file helpers every wing shares: bounded log reads, whole-file reads, atomic writes, the user's name, and
-the guarded reads and writes of a run folder (RunFolder) that report and minify make."""
+"""Small file helpers every wing shares: bounded log reads, whole-file reads, atomic writes, the user's name, the
+guarded reads and writes of a run folder (RunFolder) that report and minify make, and the saved traceback of an
+internal error (report_crash)."""
 from __future__ import annotations
 
 import contextlib
@@ -11,10 +12,12 @@ import json
 import os
 import shutil
 import stat
+import sys
 import tempfile
+import traceback
 from typing import Optional
 
-from .exits import EXIT_USAGE, UsageFailure
+from .exits import EXIT_INCONCLUSIVE, EXIT_INTERNAL, EXIT_USAGE, UsageFailure
 from .text import printable
 
 MAX_LOG_READ = 64 << 20
@@ -324,8 +327,6 @@ DISK_FAULTS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO)
 
 
 def out_failure(option: str, path: str, exc: OSError) -> UsageFailure:
-    from .exits import EXIT_INCONCLUSIVE
-
     return UsageFailure(f"cannot write to {option} {path}: {exc.strerror}",
                         EXIT_INCONCLUSIVE if exc.errno in DISK_FAULTS else EXIT_USAGE)
 
@@ -440,3 +441,23 @@ def out_lock(folder: str, name: str, shared: bool = False, holder: str = "anothe
         yield
     finally:
         os.close(fd)
+
+
+def report_crash(exc: BaseException, run_dir: Optional[str]) -> int:
+    """An uncaught exception: one line on stderr and EXIT_INTERNAL. The traceback is saved in the run
+    directory; before there is one, it follows the line on stderr (nothing is written outside a run)."""
+    text = "".join(traceback.format_exception(exc))
+    line = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+    where = "traceback below"
+    if run_dir and os.path.isdir(run_dir):
+        path = os.path.join(run_dir, "crash-traceback.txt")
+        try:
+            # A new file renamed into place: a link the repro planted at the name is replaced, never written through.
+            atomic_write(path, text)
+            where, text = f"traceback saved in {path}", ""
+        except OSError as write_error:
+            where = f"traceback not saved ({write_error.strerror}), below"
+    print(f"aoti-bisect: internal error: {line}; {where}; please report it", file=sys.stderr)
+    if text:
+        print(text, file=sys.stderr, end="")
+    return EXIT_INTERNAL

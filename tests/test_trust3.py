@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from aoti_bisect.exits import UsageFailure, report_crash
+from aoti_bisect.exits import UsageFailure
+from aoti_bisect.files import report_crash
 from aoti_bisect.files import MAX_JSON_DEPTH, RunFolder, RunFolderError
 from aoti_bisect.report.markdown import md_cell, md_code, render_markdown
 from aoti_bisect.report.model import Report

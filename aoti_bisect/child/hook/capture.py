@@ -38,6 +38,9 @@ SCHEMA_VERSION = 1
 _state = {"program": None, "calls": 0, "manifest": None, "eager": None, "walk": None}
 _programs = {}  # package realpath -> the ExportedProgram compiled into it
 _models = weakref.WeakKeyDictionary()  # loaded model -> its package's realpath
+# Where a failure inside a call goes: hook.json's hook_errors once the recorder is installed (it sets this, so that
+# capture, which the recorder calls, never imports the recorder back); stderr before that.
+report_error = None
 
 
 def _on(name):
@@ -190,9 +193,8 @@ def _guard(fn):
         try:
             fn(*args)
         except Exception as exc:
-            from . import recorder
-            if recorder.RECORD is not None:
-                recorder.RECORD.error(f"capture: {fn.__name__}: {type(exc).__name__}: {exc}")
+            if report_error is not None:
+                report_error(f"capture: {fn.__name__}: {type(exc).__name__}: {exc}")
             else:
                 sys.stderr.write(f"aoti-bisect hook: capture: {type(exc).__name__}: {exc}\n")
     guarded.__name__ = fn.__name__

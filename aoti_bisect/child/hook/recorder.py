@@ -461,6 +461,7 @@ def install():
     if not path or RECORD is not None:
         return
     RECORD = Record(os.path.abspath(path))
+    capture.report_error = RECORD.error
     try:
         # Without it, a run whose Python ignored PYTHONPATH (-I, -E, -S) looks like one that loaded no package.
         open(os.path.join(os.path.dirname(RECORD.path), contract.HOOK_LOADED), "a").close()
