@@ -174,18 +174,16 @@ def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, cach
     session = Session(config, Progress(verbose - quiet))
     report = session.execute()
     if then_minify and report.data.get("verdict") == "reproduced":
-        _minify_after_verdict(run_dir, jobs, quiet, redact_paths)
+        _minify_after_verdict(run_dir, jobs, quiet)
     if as_json:
         print(json.dumps(report.data, indent=2))
     sys.exit(report.exit_code)
 
 
-def _minify_after_verdict(run_dir: str, jobs: int, quiet: int, redact_paths: bool) -> None:
-    """The --minify stage: its outcome is said on stderr and in report.md, never in the exit code, which answers
-    `git bisect run` about the repro, not about the reducer."""
-    from .files import atomic_write, read_own_text, valid_utf8
-    from .minify import MinifyOptions, markdown_section, minify
-    from .report.redact import Redactor
+def _minify_after_verdict(run_dir: str, jobs: int, quiet: int) -> None:
+    """The --minify stage: its outcome is said on stderr and in report.md (minify rewrites it), never in the exit
+    code, which answers `git bisect run` about the repro, not about the reducer."""
+    from .minify import MinifyOptions, minify
 
     try:
         result = minify(run_dir, MinifyOptions(jobs=jobs), _say(quiet))
@@ -196,9 +194,6 @@ def _minify_after_verdict(run_dir: str, jobs: int, quiet: int, redact_paths: boo
         report_crash(exc, run_dir)
         return
     print(f"aoti-bisect: minify: {result.message}", file=sys.stderr)
-    path = os.path.join(run_dir, "report.md")
-    redactor = Redactor.from_env(dict(os.environ), redact_paths)
-    atomic_write(path, read_own_text(path) + valid_utf8(markdown_section(run_dir, redactor)))
 
 
 def _check_sanitizer(path: Optional[str]) -> None:
@@ -206,41 +201,54 @@ def _check_sanitizer(path: Optional[str]) -> None:
         raise UsageFailure(f"--sanitizer {path}: not an executable file")
 
 
-@main.command("report")
+REPORT_EXIT_HELP = """\b
+Exit codes:
+  0, 1, 125, 130  the run's own exit code (as `aoti-bisect run` exited), for --format md|json|text
+  0    with --bundle: the bundle was written (its path is on stdout)
+  2    bad command line, or RUN_DIR holds no report.json aoti-bisect wrote, or --bundle would overwrite
+       a file of the run or cannot be written there
+  125  a full or read-only disk where the bundle goes
+"""
+
+
+@main.command("report", epilog=REPORT_EXIT_HELP)
 @click.argument("run_dir")
 @click.option("--format", "fmt", type=click.Choice(["md", "json", "text"]), default="md", show_default=True)
 @click.option("--bundle", "bundle", is_flag=False, flag_value="", default=None, metavar="[PATH]",
-              help="Also pack report, logs, commands and the culprit's generated sources into a .tar.gz "
-                   "(default RUN_DIR/bundle.tar.gz).")
+              help="Instead, pack report, logs, commands, the culprit's generated sources and the minified repro "
+                   "into a redacted .tar.gz (default RUN_DIR/bundle.tar.gz) and print its path.")
 @click.option("--redact-paths", is_flag=True, help="Replace home directories and the user name.")
 def report_cmd(run_dir, fmt, bundle, redact_paths):
     """Re-render a finished run's report without rerunning anything."""
     from .report.markdown import render_markdown
-    from .report.model import Report, redact_data
+    from .report.model import Report, minified_record, redact_data
+    from .report.record import ReportRecord
     from .report.redact import Redactor
     from .text import printable
 
+    ctx = click.get_current_context()
+    if bundle is not None and ctx.get_parameter_source("fmt").name != "DEFAULT":
+        raise UsageFailure("--bundle writes a tarball and prints its path: give --format without it")
     rep = Report.load(run_dir)
     redactor = Redactor.from_env(dict(os.environ), redact_paths)
-    data = redact_data(rep.data, redactor)
     if bundle is not None:
         from .report.bundle import write_bundle
 
         dest = bundle or os.path.join(run_dir, "bundle.tar.gz")
         left_out = write_bundle(run_dir, dest, rep.data, redactor)
         if left_out:
-            print(f"aoti-bisect: warning: {len(left_out)} file(s) left out of the bundle: the run recorded no "
-                  "redactions for them, or they changed since (see LEFT_OUT.txt in the bundle)", file=sys.stderr)
-        print(f"aoti-bisect: bundle: {dest}", file=sys.stderr)
+            print(f"aoti-bisect: warning: {len(left_out)} file(s) left out of the bundle, their secrets unknown "
+                  "(see LEFT_OUT.txt in the bundle)", file=sys.stderr)
+        print(dest)
+        sys.exit(0)
+    data = redact_data(rep.data, redactor)
     if fmt == "json":
         print(json.dumps(data, indent=2))
     elif fmt == "md":
-        from .minify import markdown_section
-
-        print(render_markdown(data) + markdown_section(run_dir, redactor))
+        print(render_markdown(ReportRecord.from_json(data), minified_record(run_dir, redactor)))
     else:
         print(rep.headline())
-        for e in (data.get("culprit") or {}).get("evidence") or []:
+        for e in ReportRecord.from_json(data).culprit.evidence:
             print(printable(f"  - {e}"))
     sys.exit(rep.exit_code)
 

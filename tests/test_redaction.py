@@ -134,7 +134,7 @@ def make_bundle(tmp_path, out):
     bundle = tmp_path / "b.tar.gz"
     proc = subprocess.run([sys.executable, "-m", "aoti_bisect", "report", str(out), "--bundle", str(bundle)],
                           capture_output=True, text=True, env=clean, timeout=600)
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 0 and proc.stdout.strip() == str(bundle), proc.stderr
     with tarfile.open(bundle) as tar:
         return {m.name.split("/", 1)[1]: tar.extractfile(m).read().decode() for m in tar.getmembers()
                 if m.isfile()}, proc.stderr

@@ -24,12 +24,14 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from ..child.contract import CAPTURE_DIR, CAPTURE_ENV, CAPTURE_LIBS, CAPTURE_RECORD
 from ..files import RunFolder, RunFolderError, read_log
+from ..report.model import Report, rewrite_markdown
+from ..verdict import Verdict
 from .ddmin import ddmin, shrink_sizes, simplify_each
 from .graph import Candidate, Check, Graph
 from .search import Expected, Trials, scratch
 
 if TYPE_CHECKING:
-    from ..report.redact import Redactor
+    from ..report.record import ReportRecord
 
 EXTRACT_CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "extract_child.py")
 RESULT = "minify.json"
@@ -72,17 +74,15 @@ class MinifyResult:
 def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> MinifyResult:
     """Raises RunFolderError (UsageFailure, one line) for a report.json or minify folder that is not what
     aoti-bisect wrote: a link, a file where a folder goes, bad or future-schema JSON."""
-    from ..report.model import Report
-
     start = time.monotonic()
     # Every file of the run folder is read and written through `run`: a repro, or whoever sent the folder, may
     # have planted a link at any name in it (files.RunFolder).
     run = RunFolder(run_dir)
-    report = Report.load(run.root).data
-    signature = report.get("signature") or {}
-    if report.get("verdict") != "reproduced" or not signature.get("kind"):
+    report = Report.load(run.root).record
+    signature = report.signature
+    if report.verdict is not Verdict.REPRODUCED or signature is None:
         return MinifyResult(Status.NOT_REPRODUCED, f"the run did not reproduce a failure "
-                                                   f"(verdict {report.get('verdict')!r}): nothing to minify")
+                                                   f"(verdict {report.verdict.value!r}): nothing to minify")
     out = run.folder("minify")
     # An earlier minify's files would mix with this one's (its capture is kept and reused), and removing them
     # first means every file this minify writes is a new one.
@@ -90,7 +90,7 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
                   "extract.log", "verify.log", *(os.path.basename(p) for p in glob.glob(os.path.join(out, "*.so")))):
         run.remove(f"minify/{stale}")
     python = _python(report)
-    capture, problem = _find_capture(run, signature["kind"]) or _capture(run, out, report, options, say)
+    capture, problem = _find_capture(run, signature.kind) or _capture(run, out, report, options, say)
     if capture is None:
         return _finish(run, MinifyResult(Status.NO_PROGRAM, problem), {})
     say(f"minify: program and inputs from {capture}")
@@ -172,12 +172,13 @@ def _finish(run: RunFolder, result: MinifyResult, record: dict) -> MinifyResult:
     record = {"schema_version": 1, "status": result.status.value, "message": result.message,
               "repro": result.repro, **record}
     run.write_text(f"minify/{RESULT}", json.dumps(record, indent=2) + "\n")
+    rewrite_markdown(run.root)  # report.md's "Minified repro" section and next steps say what minify made
     return MinifyResult(result.status, result.message, result.repro, record)
 
 
-def _python(report: dict) -> str:
+def _python(report: ReportRecord) -> str:
     """The repro's interpreter where its command names one; candidates need the same torch."""
-    argv = report.get("command") or []
+    argv = report.command
     if argv and os.path.basename(argv[0]).startswith("python") and os.path.isfile(argv[0]):
         return argv[0]
     return sys.executable
@@ -205,20 +206,20 @@ def _find_capture(run: RunFolder, kind: str) -> Optional[tuple[str, None]]:
     return (folders[0], None) if folders else None
 
 
-def _capture(run: RunFolder, out: str, report: dict, options: MinifyOptions,
+def _capture(run: RunFolder, out: str, report: ReportRecord, options: MinifyOptions,
              say: Callable[[str], None]) -> tuple[Optional[str], str]:
     """One more hooked run of the repro with capture on, through the harness (the same overlay as the ladder's
     hooked stages); returns (capture folder, None) or (None, why not in one line)."""
     from ..run.harness import Harness
     from ..run.types import RunSpec
 
-    argv = tuple(report.get("command") or ())
+    argv = report.command
     if not argv:
         return None, "report.json holds no command to rerun"
     say("minify: no captured program in the run; running the repro again to capture it")
     run.folder("minify/runs")  # where the harness makes its run folder: a planted link is refused, not followed
     harness = Harness(out, jobs=1, reuse="none", cache_root=run.folder("minify/cache/capture"))
-    kind = report["signature"]["kind"]
+    kind = report.signature.kind
     for index in range(CAPTURE_TRIES):
         result = harness.run(RunSpec(argv, "capture", index, ((CAPTURE_ENV, "1"),), options.timeout_s,
                                      hook=True))
@@ -275,40 +276,29 @@ def _extract(python: str, capture: str, out: str, options: MinifyOptions,
     return f"cannot load and run the captured program on its own: {last[:300]} (see {log})"
 
 
-def _expected(report: dict, graph: Graph) -> Expected:
-    signature = report["signature"]
-    culprit = report.get("culprit") or {}
-    origin = [n for n in ((culprit.get("origin") or {}).get("nodes") or []) if n in {x.name for x in graph.nodes}]
+def _expected(report: ReportRecord, graph: Graph) -> Expected:
+    signature, culprit = report.signature, report.culprit
+    origin = [n for n in (culprit.origin.nodes if culprit.origin else ()) if n in {x.name for x in graph.nodes}]
     family = {graph.node(n).op for n in origin}
-    if not family and culprit.get("kernel"):
+    if not family and culprit.kernel:
         # No node names to go by: the fused ops a kernel name lists (cpp_fused_add_index_mul_sin_sum_0).
-        words = set(culprit["kernel"].split("_"))
+        words = set(culprit.kernel.split("_"))
         family = {n.op for n in graph.nodes if n.op in words}
-    if culprit.get("kernel"):
+    if culprit.kernel:
         # A custom op named as the culprit (outside the instrumented kernels): bisectlab::shifted_gather
-        family |= {n.op for n in graph.nodes if n.custom and n.target.split(".", 1)[0] == culprit["kernel"]}
-    kind = signature["kind"]
+        family |= {n.op for n in graph.nodes if n.custom and n.target.split(".", 1)[0] == culprit.kernel}
+    kind = signature.kind
     check = Check.FINITE if kind in NAN_KINDS else Check.EAGER if kind in EAGER_KINDS else Check.RUN
     first_bad = next((n for n in graph.nodes if n.op in family and n.value.get("finite") is False), None)
     if check is Check.FINITE and first_bad is not None and first_bad.value.get("nan"):
         # The culprit made a NaN when run eagerly: a candidate must make a NaN too, not merely an Inf.
         check = Check.NAN
-    headline = f"{kind} in {signature['phase']}" + (f", culprit kernel {culprit['kernel']}"
-                                                    if culprit.get("kernel") else "")
-    return Expected(kind, signature["phase"], frozenset(family), check, headline)
+    headline = f"{kind} in {signature.phase}" + (f", culprit kernel {culprit.kernel}" if culprit.kernel else "")
+    return Expected(kind, signature.phase, frozenset(family), check, headline)
 
 
-def _cut(graph: Graph, report: dict) -> tuple[str, ...]:
+def _cut(graph: Graph, report: ReportRecord) -> tuple[str, ...]:
     """The culprit's nodes and everything that feeds them (the whole graph when the report names none)."""
-    origin = (((report.get("culprit") or {}).get("origin") or {}).get("nodes")) or []
+    origin = report.culprit.origin.nodes if report.culprit.origin else ()
     known = [n for n in origin if n in {x.name for x in graph.nodes}]
     return graph.ancestors(known) if known else graph.order(n.name for n in graph.nodes)
-
-
-def markdown_section(run_dir: str, redactor: Redactor) -> str:
-    """The report's "Minified repro" section, from minify/minify.json ('' when minify has not run), redacted
-    and rendered by the report's Markdown writer like every other part of the report."""
-    from ..report.markdown import render_minified
-
-    record = _read_json(RunFolder(run_dir), f"minify/{RESULT}")
-    return render_minified(redactor.data(record)) if record else ""

@@ -3,7 +3,11 @@
 A bundle is often made later, from another shell, whose environment no longer holds the run's secrets. So the
 run itself, while it still holds them, records where its secret values occur in each file a bundle may take
 (redactions.json: offsets and a digest of each file, never a value nor a hash of one); the bundle masks those
-spans, then redacts as usual. A file that changed since, or that the record does not cover, is left out."""
+spans, then redacts as usual. A file that changed since, or that the record does not cover, is left out.
+
+minify writes its folder after the run, so no record covers it: its repro.py and record are redacted like any
+file, and its binary files (inputs.pt, the custom ops' libraries the repro loads) go in only where the
+redactor finds nothing in their bytes."""
 from __future__ import annotations
 
 import glob
@@ -13,7 +17,7 @@ import json
 import os
 import stat
 import tarfile
-from typing import Optional
+from typing import Callable, Optional
 
 from ..child.contract import CRASH_FILE
 from ..exits import EXIT_INCONCLUSIVE, EXIT_USAGE, UsageFailure
@@ -21,7 +25,8 @@ from ..run.witness import DUMP_READING
 from ..files import (DISK_FAULTS, RunFolder, RunFolderError, atomic_write, read_own_text, read_text, valid_utf8,
                      write_file)
 from .markdown import render_markdown
-from .model import redact_data
+from .model import MINIFY_RECORD, minified_record, redact_data
+from .record import ReportRecord
 from .redact import Redactor, mask_spans
 
 # Not the capture/ folder of a fakecheck run: it holds the repro's own tensors.
@@ -30,6 +35,11 @@ _RUN_FILES = ("output.log", "checker.log", "rerun.sh", "spec.json", "result.json
 # (run/checkers.py); a crash's native stack and cuda-gdb's reading of a core dump (run/witness.py), never the dump.
 RECORD = "redactions.json"
 REPRO_DIR = "repro"  # the session's copy of the repro script: the one file a maintainer reads first
+# What `aoti-bisect minify` leaves for a ticket: repro.py runs alone with inputs.pt and the custom ops'
+# libraries (*.so) beside it (minify/graph.py writes it so).
+_MINIFIED = ("minify/repro.py", "minify/inputs.pt", MINIFY_RECORD)
+_BINARY = (".pt", ".so")
+MAX_BINARY = 64 << 20  # a ticket's attachment, not a checkpoint: GitHub takes 25 MB
 
 
 def keep_repro_script(run_dir: str, argv: list[str]) -> None:
@@ -39,8 +49,9 @@ def keep_repro_script(run_dir: str, argv: list[str]) -> None:
     write_file(os.path.join(run_dir, REPRO_DIR, os.path.basename(argv[1])), read_text(argv[1]))
 
 
-def bundle_files(run_dir: str, data: dict) -> list[tuple[str, str]]:
-    """(name in the bundle, path) of every run file and culprit source a bundle takes."""
+def bundle_files(run_dir: str, report: Optional[ReportRecord]) -> list[tuple[str, str]]:
+    """(name in the bundle, path) of every run file and culprit source a bundle takes (no culprit source
+    without a report)."""
     files = []
     for path in sorted(glob.glob(os.path.join(run_dir, "runs", "*", ""))):
         for name in _RUN_FILES:
@@ -49,8 +60,16 @@ def bundle_files(run_dir: str, data: dict) -> list[tuple[str, str]]:
                 files.append((f"runs/{os.path.basename(os.path.dirname(path))}/{name}", f))
     files += [(f"{REPRO_DIR}/{os.path.basename(p)}", p)
               for p in sorted(glob.glob(os.path.join(glob.escape(run_dir), REPRO_DIR, "*"))) if _packable(run_dir, p)]
-    files += [(f"generated/{os.path.basename(p)}", p) for p in _culprit_sources(run_dir, data)]
+    if report:
+        files += [(f"generated/{os.path.basename(p)}", p) for p in _culprit_sources(run_dir, report)]
     return files
+
+
+def minified_files(run_dir: str) -> list[tuple[str, str]]:
+    """(name in the bundle, path) of the minified repro and what it needs, where minify wrote one."""
+    libraries = sorted(glob.glob(os.path.join(glob.escape(run_dir), "minify", "*.so")))
+    paths = [os.path.join(run_dir, name) for name in _MINIFIED] + libraries
+    return [(os.path.relpath(p, run_dir), p) for p in paths if _packable(run_dir, p)]
 
 
 def _digest(text: str) -> str:
@@ -58,9 +77,9 @@ def _digest(text: str) -> str:
 
 
 def record_secret_spans(run_dir: str, data: dict, redactor: Redactor) -> None:
-    """Called at the end of a run, by the process whose environment holds the secrets."""
+    """Called at the end of a run, by the process whose environment holds the secrets; `data` is report.json."""
     record = {}
-    for name, path in bundle_files(run_dir, data):
+    for name, path in bundle_files(run_dir, ReportRecord.from_json(data)):
         try:
             text = read_own_text(path)
         except OSError:  # a link, or gone since: bundle_files checked it a moment ago; never packed
@@ -119,17 +138,18 @@ def _write(run_dir: str, dest: str, data: dict, redactor: Redactor) -> list[str]
     # O_NOFOLLOW: the default destination lies in the run directory, where a link may wait.
     fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666)
     with os.fdopen(fd, "wb") as blob, tarfile.open(fileobj=blob, mode="w:gz") as tar:
-        def add(name: str, text: str) -> None:
-            blob = valid_utf8(text).encode()
+        def add(name: str, content: str | bytes) -> None:
+            blob = content if isinstance(content, bytes) else valid_utf8(content).encode()
             # Names are redacted as contents are: a token can sit in the script's or the --out folder's name.
             info = tarfile.TarInfo(valid_utf8(redactor(f"{root}/{name}")))
             info.size = len(blob)
             tar.addfile(info, io.BytesIO(blob))
 
         shown = redact_data(data, redactor)
+        report = ReportRecord.from_json(shown)
         add("report.json", json.dumps(shown, indent=2))
-        add("report.md", render_markdown(shown))
-        for name, path in bundle_files(run_dir, data):
+        add("report.md", render_markdown(report, minified_record(run_dir, redactor)))
+        for name, path in bundle_files(run_dir, report):
             try:
                 text = read_own_text(path)
             except OSError:  # replaced by a link since bundle_files looked
@@ -140,22 +160,41 @@ def _write(run_dir: str, dest: str, data: dict, redactor: Redactor) -> list[str]
                 left_out.append(name)
                 continue
             add(name, _redact_file(name, mask_spans(text, spans), redactor))
+        left_out += _add_minified(run_dir, add, redactor)
         if left_out:
-            add("LEFT_OUT.txt", "Left out: the run recorded no redactions for these files, or they changed after "
-                                "it, so their secrets cannot be known:\n"
+            add("LEFT_OUT.txt", "Left out: files whose secrets cannot be known (the run recorded no redactions for "
+                                "them, they changed after it, or a binary file the redactor found something in, or "
+                                f"over {MAX_BINARY >> 20} MiB):\n"
                                 + "".join(f"{redactor(name)}\n" for name in left_out))
     return left_out
 
 
-def _culprit_sources(run_dir: str, data: dict) -> list[str]:
+def _add_minified(run_dir: str, add: Callable[[str, str | bytes], None], redactor: Redactor) -> list[str]:
+    """Packs the minified repro and what it needs; returns the names left out. A binary file cannot be masked
+    without breaking it: it goes in whole where the redactor finds nothing in its bytes, else not at all."""
+    left_out = []
+    folder = RunFolder(run_dir)
+    for name, _ in minified_files(run_dir):
+        try:
+            blob = folder.read_bytes(name, MAX_BINARY)
+        except OSError:  # replaced by a link since minified_files looked, or over the cap (RunFolderError)
+            left_out.append(name)
+            continue
+        if not name.endswith(_BINARY):
+            add(name, _redact_file(name, blob.decode("utf-8", "replace"), redactor))
+        elif redactor(blob.decode("latin-1")) == blob.decode("latin-1"):
+            add(name, blob)
+        else:
+            left_out.append(name)
+    return left_out
+
+
+def _culprit_sources(run_dir: str, report: ReportRecord) -> list[str]:
     """The culprit kernel's source file and the generated wrappers of the runs that localised it."""
-    found = []
-    source = ((data.get("culprit") or {}).get("source") or {}).get("path")
-    if source:
-        found.append(source)
-    for stage in data.get("stages", []):
-        if stage["name"] in ("trace", "inspect") and stage.get("logs"):
-            spec = os.path.join(os.path.dirname(stage["logs"][0]), "spec.json")
+    found = [report.culprit.source.path] if report.culprit.source else []
+    for stage in report.stages:
+        if stage.name in ("trace", "inspect") and stage.logs:
+            spec = os.path.join(os.path.dirname(stage.logs[0]), "spec.json")
             try:
                 cache = (json.loads(read_own_text(spec)).get("env_overlay") or {}).get("TORCHINDUCTOR_CACHE_DIR")
             except (OSError, ValueError, RecursionError, AttributeError):  # a link, or not the spec we wrote

@@ -68,13 +68,14 @@ def _value(value, spec: str = "") -> str:
 _FORMATTER = _Formatter()
 
 
-def render(f: Union[Fact, str, None]) -> str:
+def render(f: Union[Fact, str, None], origins: bool = True) -> str:
+    """The fact's sentence; with `origins`, each kernel's lines in the user's code after it."""
     if f is None:
         return ""
     if isinstance(f, str):
         return f
     text = _FORMATTER.vformat(f.template, (), f.values)
-    for name, origin in f.origins:
+    for name, origin in f.origins if origins else ():
         text += f" [{name}: {origin.describe()}]"
     return text
 

@@ -6,14 +6,18 @@ import re
 import shlex
 import textwrap
 import urllib.parse
+from typing import Mapping, Optional
 
 from tabulate import tabulate
 
 from ..aoti.hook_record import describe_counts
 from ..text import printable
+from .record import Culprit, Environment, ReportRecord, Stage, TensorStat
 
 MD_LIMIT = 65536
 # How the hook's redirect.py served a package (aoti/hook_record.py's PackageEvent.redirect).
+# The next step that names `aoti-bisect minify` (minify_step), found again once minify has written a repro.
+MINIFY_STEP = "Cut the failing program down to a standalone repro (repro.py + inputs.pt):"
 _REDIRECTS = {"private": "at a private path in its run folder", "instrumented": "loaded an instrumented copy"}
 
 
@@ -74,25 +78,12 @@ def _code(text: str, lang: str = "") -> str:
     return f"{f}{lang}\n{text}\n{f}"
 
 
-def rate_cell(r: dict) -> str:
+def rate_cell(r: Mapping) -> str:
+    """A rate as a report or a night shows it; `r` is report.json's or a night's {runs, failures, rate, ci95}."""
     lo, hi = r["ci95"]
     if r["runs"] == 0:
         return "could not run" if r.get("could_not_run") else "no runs"
     return f"{r['failures']}/{r['runs']} ({r['rate']:.0%}, 95% CI {lo:.0%}–{hi:.0%})"
-
-
-def culprit_who(c: dict) -> str:
-    """The culprit in a few words: a kernel, or a model input / constant by the user's name where known."""
-    name = c.get("input_name")
-    if c.get("user_name"):
-        name = f"`{c['user_name']}`, wrapper {name}"
-    if c.get("kind") == "model_input":  # before its kernel: an index computed from it faulted there
-        return f"model input {c.get('input_index')} ({name})"
-    if c.get("kernel"):
-        return c["kernel"]
-    if c.get("op"):
-        return c["op"]
-    return name or "-"
 
 
 # GitHub shows a table as wide as its longest row, and a line wider than the page scrolls sideways: table
@@ -131,62 +122,87 @@ def _unblock(line: str) -> str:
     return line[:at] + "\\" + line[at:]
 
 
-def _rates(d: dict) -> str:
-    parts = [f"baseline {rate_cell(d['reproduction'])}"]
-    parts += [f"{s['name']} {s['failures']}/{s['runs']}" for s in d["stages"][1:] if s["runs"]]
+def render_markdown(report: ReportRecord | Mapping, minified: Optional[Mapping] = None) -> str:
+    """report.md from report.json's record (or its data), and from minify/minify.json's record where minify ran:
+    one function per section, in the order a reader needs them; at most MD_LIMIT characters."""
+    r = report if isinstance(report, ReportRecord) else ReportRecord.from_json(report)
+    sections = [_title(r), _first_screen(r), _kernel_chain(r), _stages(r), _packages(r), _constants(r),
+                _evidence(r), _culprit_source(r), _next_steps(r, minified), _minified(minified), _reproduce(r),
+                _environment_section(r)]
+    # Logs and messages are the child's bytes: escaped here, a report shown with cat cannot drive the terminal.
+    text = printable("\n".join(line for section in sections for line in section) + "\n")
+    return _with_logs(text, r)
+
+
+def _title(r: ReportRecord) -> list[str]:
+    out = [f"# aoti-bisect report: {md_cell(r.verdict.value)}", ""]
+    if not r.complete:
+        out += ["> **Interrupted**: this report covers only the runs that finished; later stages are missing.", ""]
+    return out
+
+
+def _first_screen(r: ReportRecord) -> list[str]:
+    """What failed, who did it, the line that convicts, how often, where it ran and how to run it again."""
+    sig, c = r.signature, r.culprit
+    items = [("Verdict", f"{r.verdict.value}: {sig.kind if sig else '-'} in phase {sig.phase if sig else '-'}"),
+             ("Message", sig.message if sig else "-")]
+    if c.kind:
+        items.append(("Culprit", f"{c.kind}: {c.who()}"))
+        if culprit_source(c):
+            items.append(("Source", culprit_source(c)))
+        elif c.source_nodes:
+            items.append(("FX nodes", c.source_nodes))
+        if c.conviction:
+            items.append(("Convicted by", c.conviction))
+    items.append(("Rates", _rates(r)))
+    if r.verdict_s is not None:
+        runs = f", {r.verdict_runs} run(s)" if r.verdict_runs is not None else ""
+        items.append(("Time to verdict", f"{r.verdict_s:g} s from the first run{runs}"))
+    if r.masked:
+        items.append(("Masked", r.masked))
+    env = r.environment
+    items.append(("Ran on", f"torch {env.torch or '(not probed)'}, device {r.device}"))
+    out = [line for key, value in items for line in _item(f"**{key}**: {md_cell(value)}")]
+    rerun = r.stages[0] if r.stages and r.command else None
+    if rerun is not None:
+        link = _run_link(rerun.rerun[0], r.run_dir) if rerun.rerun else None
+        out += _item(f"**Rerun**: {md_code(stage_command(rerun, r.command, ' '))}"
+                     + (f" ([rerun.sh](<{link}>) is the exact command)" if link else ""))
+    return out
+
+
+def _rates(r: ReportRecord) -> str:
+    parts = [f"baseline {rate_cell(vars(r.reproduction))}"]
+    parts += [f"{s.name} {s.failures}/{s.runs}" for s in r.stages[1:] if s.runs]
     return "; ".join(parts)
 
 
-def culprit_source(c: dict) -> str:
+def culprit_source(c: Culprit) -> str:
     """The culprit kernel's lines in the user's code ("line 11 of model.py: `...`"), or its FX nodes, saying so."""
-    o = c.get("origin") or {}
-    if o.get("lines"):
-        return "; ".join(f"line {line['line']} of {os.path.basename(line['path'])}: `{line['code']}`"
-                         if line.get("code") else f"line {line['line']} of {os.path.basename(line['path'])}"
-                         for line in o["lines"])
-    if o.get("nodes"):
-        return f"FX nodes {', '.join(o['nodes'])} (no source line recorded)"
+    o = c.origin
+    if o and o.lines:
+        return "; ".join(f"line {line.line} of {os.path.basename(line.path)}"
+                         + (f": `{line.code}`" if line.code else "") for line in o.lines)
+    if o and o.nodes:
+        return f"FX nodes {', '.join(o.nodes)} (no source line recorded)"
     return ""
 
 
-def render_markdown(d: dict) -> str:
-    c = d.get("culprit") or {}
-    sig = d.get("signature") or {}
-    out = [f"# aoti-bisect report: {md_cell(d['verdict'])}", ""]
-    if not d.get("complete", True):
-        out += ["> **Interrupted**: this report covers only the runs that finished; later stages are missing.", ""]
-    # The first screen: what failed, who did it, the line that convicts, how often.
-    summary = [("Verdict", f"{d['verdict']}: {sig.get('kind', '-')} in phase {sig.get('phase', '-')}"),
-               ("Message", sig.get("message", "-"))]
-    if c.get("kind"):
-        summary.append(("Culprit", f"{c['kind']}: {culprit_who(c)}"))
-        if culprit_source(c):
-            summary.append(("Source", culprit_source(c)))
-        elif c.get("source_nodes"):
-            summary.append(("FX nodes", c["source_nodes"]))
-        if c.get("summary"):
-            summary.append(("Convicted by", c["summary"]))
-    summary.append(("Rates", _rates(d)))
-    if d.get("verdict_s") is not None:
-        runs = f", {d['verdict_runs']} run(s)" if d.get("verdict_runs") is not None else ""
-        summary.append(("Time to verdict", f"{d['verdict_s']:g} s from the first run{runs}"))
-    if d.get("masked"):
-        summary.append(("Masked", d["masked"]))
-    for key, value in summary:
-        out += _item(f"**{key}**: {md_cell(value)}")
-    chain = kernel_chain(c)
-    if chain:
-        out += ["", "## Kernel chain", "", chain]
-    out += ["", "## Stages", ""]
+def _kernel_chain(r: ReportRecord) -> list[str]:
+    chain = kernel_chain(r.culprit)
+    return ["", "## Kernel chain", "", chain] if chain else []
+
+
+def _stages(r: ReportRecord) -> list[str]:
+    """The stage table, cut to the page; the findings it cut, in full; the compiles each stage made."""
     rows, cut = [], []
-    for s in d["stages"]:
-        finding = s["skipped"] and f"skipped: {s['skipped']}" or s["finding"]
+    for s in r.stages:
+        finding = s.skipped and f"skipped: {s.skipped}" or s.finding
         cell, was_cut = _short(finding, FINDING_CELL)
         if was_cut:
-            cut.append((s["name"], finding))
-        rows.append((md_cell(s["name"]), "yes" if s["recompiled"] else "no", s["runs"], s["failures"],
-                     md_cell(cell)))
-    out.append(_table(rows, headers=["stage", "recompiled", "runs", "failures", "finding"]))
+            cut.append((s.name, finding))
+        rows.append((md_cell(s.name), "yes" if s.recompiled else "no", s.runs, s.failures, md_cell(cell)))
+    out = ["", "## Stages", "", _table(rows, headers=["stage", "recompiled", "runs", "failures", "finding"])]
     if cut:
         out += ["", "Findings in full:", ""]
         same: dict[str, list[str]] = {}  # stages skipped for one reason are said once
@@ -194,63 +210,116 @@ def render_markdown(d: dict) -> str:
             same.setdefault(finding, []).append(name)
         for finding, names in same.items():
             out += _item(f"**{md_cell(', '.join(names))}**: {md_cell(finding)}")
-    counts = [s["compiles"] for s in d["stages"] if s.get("compiles") and s["compiles"]["runs"]]
-    ahead = d.get("compiled_ahead") or []
-    if counts or ahead:
-        out += ["", f"Compiles ({md_code('--reuse ' + str(d.get('reuse') or 'hooked'))}):", ""]
-        for count in counts:
-            out += _item(md_cell(describe_counts(count)))
-        # Compile-only runs for a later stage, in slots the baseline's first run left idle (run/harness.py).
-        for row in ahead:
-            out += _item(md_cell(f"{describe_counts(row)} ({row['seconds']} s, compiling ahead for a later stage; "
-                                 f"{row['ended']})"))
-    if d.get("packages"):
-        out += ["", "## Packages", "", *textwrap.wrap(
-            "What the hooked runs compiled (or reused) and loaded; runs without the hook (the baseline's, unless "
-            "`--reuse all`) are not listed.", WRAP), ""]
-        out.append(_table([(md_cell(p["stage"]), md_cell(p["action"]),
-                            md_cell(_package_path(p["path"], d.get("run_dir"))), md_cell((p["sha256"] or "-")[:12]),
-                            ("yes" if p["built_here"] else "no")
-                            + (f" ({_REDIRECTS[p['redirect']]})" if p.get("redirect") in _REDIRECTS else ""), p["runs"])
-                           for p in d["packages"]],
-                          headers=["stage", "action", "package", "sha256", "built by the run", "runs"]))
-    consts = d.get("constants") or {}
-    if consts:
-        out += ["", "## Constants", "", f"The hook read {consts['read']} constant(s) of the loaded package; "
-                f"holding NaN/Inf: {len(consts['nonfinite'])}.", ""]
-        out += [f"- {md_cell(x['finding'])}" for x in [*consts["nonfinite"], *consts.get("outside_domain", ()),
-                                                          *consts.get("stale", ())]]
-        out += [f"- not read: {md_cell(why)}" for why in consts.get("not_read") or ()]
-    if c.get("evidence"):
-        out += ["", "## Evidence chain", ""]
-        for i, e in enumerate(c["evidence"], 1):
-            out += _item(md_cell(e), f"{i}. ")
-    if c.get("source"):
-        # The generated file's name is a 52-character hash: under the heading, not in it.
-        out += ["", "## Culprit source", "", f"{md_code(os.path.basename(c['source']['path']))}:", "",
-                _code(c["source"]["excerpt"], "cpp" if c["source"]["path"].endswith(".cpp") else "python")]
-    if d.get("next_steps"):
-        out += ["", "## Next steps", ""]
-        for step in d["next_steps"]:
-            out += _item(md_cell(step))
-    out += ["", "## Reproduce each stage", "",
-            *textwrap.wrap("What each stage sets on top of the repro's command. Each run's rerun.sh (linked) "
-                           "reruns it exactly: its folder, caches and every variable aoti-bisect set.", WRAP), ""]
-    command = d.get("command") or []
-    for s in d["stages"]:
-        if s.get("rerun_script"):
-            link = _run_link(s["rerun"][0], d.get("run_dir")) if s.get("rerun") else None
-            out += [f"**{md_cell(s['name'])}**" + (f" ([rerun.sh](<{link}>))" if link else ""), "",
-                    _code(stage_command(s, command), "sh"), ""]
-    if d.get("environment"):
-        out += ["## Environment", "", *_environment(d["environment"], d.get("tool_version")), ""]
-    # Logs and messages are the child's bytes: escaped here, a report shown with cat cannot drive the terminal.
-    text = printable("\n".join(out) + "\n")
-    logs = [_details(s) for s in d["stages"] if s.get("excerpt")]
+    return out + _compiles(r)
+
+
+def _compiles(r: ReportRecord) -> list[str]:
+    counts = [s.compiles for s in r.stages if s.compiles and s.compiles["runs"]]
+    if not counts and not r.compiles_ahead:
+        return []
+    out = ["", f"Compiles ({md_code('--reuse ' + (r.reuse or 'hooked'))}):", ""]
+    for count in counts:
+        out += _item(md_cell(describe_counts(count)))
+    # Compile-only runs for a later stage, in slots the baseline's first run left idle (run/harness.py).
+    for row in r.compiles_ahead:
+        out += _item(md_cell(f"{describe_counts(row)} ({row['seconds']} s, compiling ahead for a later stage; "
+                             f"{row['ended']})"))
+    return out
+
+
+def _packages(r: ReportRecord) -> list[str]:
+    if not r.packages:
+        return []
+    rows = [(md_cell(p.stage), md_cell(p.action), md_cell(_package_path(p.path, r.run_dir)),
+             md_cell((p.sha256 or "-")[:12]),
+             ("yes" if p.built_here else "no") + (f" ({_REDIRECTS[p.redirect]})" if p.redirect in _REDIRECTS else ""),
+             p.runs) for p in r.packages]
+    return ["", "## Packages", "", *textwrap.wrap(
+        "What the hooked runs compiled (or reused) and loaded; runs without the hook (the baseline's, unless "
+        "`--reuse all`) are not listed.", WRAP), "",
+        _table(rows, headers=["stage", "action", "package", "sha256", "built by the run", "runs"])]
+
+
+def _constants(r: ReportRecord) -> list[str]:
+    k = r.constants
+    if k is None:
+        return []
+    return (["", "## Constants", "", f"The hook read {k.read} constant(s) of the loaded package; holding NaN/Inf: "
+             f"{k.nonfinite}.", ""] + [f"- {md_cell(finding)}" for finding in k.findings]
+            + [f"- not read: {md_cell(why)}" for why in k.not_read])
+
+
+def _evidence(r: ReportRecord) -> list[str]:
+    if not r.culprit.evidence:
+        return []
+    return ["", "## Evidence chain", ""] + [line for i, e in enumerate(r.culprit.evidence, 1)
+                                            for line in _item(md_cell(e), f"{i}. ")]
+
+
+def _culprit_source(r: ReportRecord) -> list[str]:
+    source = r.culprit.source
+    if source is None:
+        return []
+    # The generated file's name is a 52-character hash: under the heading, not in it.
+    return ["", "## Culprit source", "", f"{md_code(os.path.basename(source.path))}:", "",
+            _code(source.excerpt, "cpp" if source.path.endswith(".cpp") else "python")]
+
+
+def _next_steps(r: ReportRecord, minified: Optional[Mapping]) -> list[str]:
+    """The diagnosis's steps; once minify has written a repro, its step names that repro instead of the command."""
+    repro = minified.get("repro") if minified else None
+    steps = [minified_step(repro) if step.startswith(MINIFY_STEP) and isinstance(repro, str) else step
+             for step in r.next_steps]
+    return ["", "## Next steps", ""] + [line for step in steps for line in _item(md_cell(step))] if steps else []
+
+
+def minify_step(run_dir: str) -> str:
+    """report.json's next step for a reproduced failure of the program's kernels (model.Report.from_findings)."""
+    return f"{MINIFY_STEP} aoti-bisect minify {shlex.quote(run_dir)}"
+
+
+def minified_step(repro: str) -> str:
+    return (f"Attach the minified repro, {os.path.dirname(repro)}/ (repro.py + inputs.pt, see Minified repro "
+            f"below); run it alone with: python {shlex.quote(repro)}")
+
+
+def _minified(record: Optional[Mapping]) -> list[str]:
+    """The "Minified repro" section from minify/minify.json's record, redacted by the caller."""
+    if not record:
+        return []
+    lines = ["", "## Minified repro", "", f"- **Result**: {md_cell(record.get('message', ''))}"]
+    if "nodes_after" in record:
+        ops = record.get("ops_after")
+        repro = record.get("repro")
+        lines += [f"- graph nodes: {md_cell(record.get('nodes_before'))} -> {md_cell(record['nodes_after'])} "
+                  f"({md_cell(', '.join(map(str, ops)) if isinstance(ops, list) else ops)})",
+                  f"- lines: {md_cell(record.get('lines_before'))} -> {md_cell(record.get('lines_after'))}",
+                  f"- candidates run: {md_cell(record.get('candidates'))}, {md_cell(record.get('seconds'))} s",
+                  f"- verified alone from a copy of its folder: {'yes' if record.get('verified') else 'no'}",
+                  f"- attach: {md_code(os.path.dirname(repro) + '/' if isinstance(repro, str) else '-')} "
+                  "(repro.py + inputs.pt)"]
+    return lines
+
+
+def _reproduce(r: ReportRecord) -> list[str]:
+    out = ["", "## Reproduce each stage", "",
+           *textwrap.wrap("What each stage sets on top of the repro's command. Each run's rerun.sh (linked) "
+                          "reruns it exactly: its folder, caches and every variable aoti-bisect set.", WRAP), ""]
+    for s in r.stages:
+        if s.rerun_script:
+            link = _run_link(s.rerun[0], r.run_dir) if s.rerun else None
+            out += [f"**{md_cell(s.name)}**" + (f" ([rerun.sh](<{link}>))" if link else ""), "",
+                    _code(stage_command(s, r.command), "sh"), ""]
+    return out
+
+
+def _with_logs(text: str, r: ReportRecord) -> str:
+    """The log excerpts, whole blocks or none (a cut inside a <details> or a fence would break the rest of the
+    page), then the page cut to GitHub's issue size."""
+    logs = [_details(s) for s in r.stages if s.excerpt]
     if logs:
         text += "\n## Log excerpts\n\n"
     for name, block in logs:
-        # Whole blocks or none: a cut inside a <details> or a fence would break the rest of the page.
         if len(text) + len(block) + 200 < MD_LIMIT:
             text += block
         else:
@@ -260,29 +329,13 @@ def render_markdown(d: dict) -> str:
     return text
 
 
-def render_minified(record: dict) -> str:
-    """The "Minified repro" section from minify.json's record, redacted by the caller (minify.markdown_section)."""
-    lines = ["", "## Minified repro", "", f"- **Result**: {md_cell(record.get('message', ''))}"]
-    if "nodes_after" in record:
-        ops = record.get("ops_after")
-        repro = record.get("repro")
-        lines += ["", f"- graph nodes: {md_cell(record.get('nodes_before'))} -> {md_cell(record['nodes_after'])} "
-                      f"({md_cell(', '.join(map(str, ops)) if isinstance(ops, list) else ops)})",
-                  f"- lines: {md_cell(record.get('lines_before'))} -> {md_cell(record.get('lines_after'))}",
-                  f"- candidates run: {md_cell(record.get('candidates'))}, {md_cell(record.get('seconds'))} s",
-                  f"- verified alone from a copy of its folder: {'yes' if record.get('verified') else 'no'}",
-                  f"- attach: {md_code(os.path.dirname(repro) + '/' if isinstance(repro, str) else '-')} "
-                  "(repro.py + inputs.pt)"]
-    return "\n".join(lines) + "\n"
-
-
-def stage_command(stage: dict, command: list[str]) -> str:
-    """The repro's command with only what the stage adds (its flags, a checker's prefix), one per line."""
-    parts = [f"{k}={shlex.quote(str(v))}" for k, v in stage["env"].items()]
-    if stage.get("tool"):
-        parts.append(stage["tool"])
+def stage_command(stage: Stage, command: tuple[str, ...], joint: str = " \\\n  ") -> str:
+    """The repro's command with only what the stage adds (its flags, a checker's prefix), one per `joint`."""
+    parts = [f"{k}={shlex.quote(str(v))}" for k, v in stage.env.items()]
+    if stage.tool:
+        parts.append(stage.tool)
     parts.append(" ".join(shlex.quote(str(a)) for a in command))
-    return " \\\n  ".join(parts)
+    return joint.join(parts)
 
 
 def _run_link(path: str, run_dir: str | None) -> str | None:
@@ -300,33 +353,32 @@ def _package_path(path: str | None, run_dir: str | None) -> str:
     return shown if len(shown) <= 60 else "…" + shown[-59:]
 
 
-def kernel_chain(c: dict) -> str | None:
+def kernel_chain(c: Culprit) -> str | None:
     """The walk as a Mermaid flowchart in launch order: the culprit's good inputs, the culprit, and each later
     kernel whose output went bad, down to the graph output. GitHub renders a ```mermaid block as a diagram."""
-    stats = [s for s in c.get("stats") or () if s.get("kernel")]
-    kernels = list(dict.fromkeys(s["kernel"] for s in stats))[::-1]  # the walk went backwards
+    stats = [s for s in c.stats if s.kernel]
+    kernels = list(dict.fromkeys(s.kernel for s in stats))[::-1]  # the walk went backwards
     if not kernels:
         return None
-    culprit = c.get("kernel") if c.get("kind") == "kernel" else None
+    culprit = c.kernel if c.kind == "kernel" else None
     ids = {k: f"k{i}" for i, k in enumerate(kernels)}
     lines = ["flowchart LR", "  classDef culprit fill:#fdd,stroke:#c00,stroke-width:2px",
              "  classDef good fill:#dfd,stroke:#080"]
     edges = []
     for k in kernels:
-        wrote = [s for s in stats if s["kernel"] == k and s["when"].startswith("after")]
-        label = k + "".join(f"<br/>wrote {s['arg']}: {_range(s)}" for s in dict(
-            (s["arg"], s) for s in wrote).values())
+        wrote = [s for s in stats if s.kernel == k and s.when.startswith("after")]
+        label = k + "".join(f"<br/>wrote {s.arg}: {_range(s)}" for s in dict((s.arg, s) for s in wrote).values())
         lines.append(f"  {ids[k]}[\"{_mermaid(label)}\"]" + (":::culprit" if k == culprit else ""))
         if k == culprit:
-            for j, s in enumerate(s for s in stats if s["kernel"] == k and s["when"].startswith("before")):
-                lines.append(f"  in{j}[\"{_mermaid(s['arg'] + ': ' + _range(s))}\"]:::good")
+            for j, s in enumerate(s for s in stats if s.kernel == k and s.when.startswith("before")):
+                lines.append(f"  in{j}[\"{_mermaid(s.arg + ': ' + _range(s))}\"]:::good")
                 edges.append(f"in{j} --> {ids[k]}")
     edges += [f"{ids[a]} --> {ids[b]}" for a, b in zip(kernels, kernels[1:])]
     return _code("\n".join(lines + [f"  {e}" for e in edges]), "mermaid")
 
 
-def _range(s: dict) -> str:
-    return f"{s.get('dtype', '?')} {s.get('size', '')} min {s.get('min')} max {s.get('max')}"
+def _range(s: TensorStat) -> str:
+    return f"{s.dtype or '?'} {s.size} min {s.min} max {s.max}"
 
 
 def _mermaid(text: str) -> str:
@@ -338,37 +390,41 @@ def _mermaid(text: str) -> str:
 _SYSTEM_CUDA = re.compile(r"^CUDA runtime version: (?!Could not collect|No CUDA|N/A)(.+)$", re.M)
 
 
-def _environment(env: dict, tool_version: str | None) -> list[str]:
+def _environment_section(r: ReportRecord) -> list[str]:
+    return ["## Environment", "", *_environment(r.environment, r.tool_version), ""] if r.environment.present else []
+
+
+def _environment(env: Environment | Mapping, tool_version: str | None) -> list[str]:
     """What PyTorch's bug template asks for: collect_env's report, from the repro's interpreter, whole."""
-    torch = env.get("torch")
-    if torch and env.get("torch_git"):
-        torch += f" (git {env['torch_git'][:12]})"
-    rows = [("PyTorch", torch), ("CUDA used to build PyTorch", torch and (env.get("cuda_runtime") or "None")),
-            ("GPU, driver", env.get("gpu")),
-            ("Python", env.get("python") and f"{env['python']} ({env.get('executable', '?')})"),
-            ("C++ compiler", env.get("cxx_version")), ("libstdc++", env.get("libstdcxx")),
-            ("CPU vector ISAs (Inductor)", _vec_isa(env.get("vec_isa"))),
-            ("Python bytecode", env.get("bytecode_cache") and (
-                f"PYTHONDONTWRITEBYTECODE is set: the hooked runs kept theirs in {env['bytecode_cache']}; the runs "
+    if isinstance(env, Mapping):
+        env = Environment.from_json(env, "environment.")
+    torch = env.torch
+    if torch and env.torch_git:
+        torch += f" (git {env.torch_git[:12]})"
+    rows = [("PyTorch", torch), ("CUDA used to build PyTorch", torch and (env.cuda_runtime or "None")),
+            ("GPU, driver", env.gpu), ("Python", env.python and f"{env.python} ({env.executable or '?'})"),
+            ("C++ compiler", env.cxx_version), ("libstdc++", env.libstdcxx),
+            ("CPU vector ISAs (Inductor)", _vec_isa(env.vec_isa)),
+            ("Python bytecode", env.bytecode_cache and (
+                f"PYTHONDONTWRITEBYTECODE is set: the hooked runs kept theirs in {env.bytecode_cache}; the runs "
                 "without the hook compiled it afresh, as the user's do")),
-            ("aoti-bisect", tool_version), ("torch error", env.get("torch_error")),
-            ("probe error", env.get("probe_error")), ("collect_env error", env.get("collect_env_error"))]
+            ("aoti-bisect", tool_version), ("torch error", env.torch_error),
+            ("probe error", env.probe_error), ("collect_env error", env.collect_env_error)]
     out = [_table([(k, md_cell(v)) for k, v in rows if v], headers=["", ""])]
-    text = env.get("collect_env")
-    nvcc = _SYSTEM_CUDA.search(text or "")
-    if env.get("torch") and not env.get("cuda_runtime") and nvcc:
+    nvcc = _SYSTEM_CUDA.search(env.collect_env or "")
+    if env.torch and not env.cuda_runtime and nvcc:
         out += ["", f"This torch is a CPU-only build (CUDA used to build PyTorch: None): the CUDA runtime "
                     f"{md_cell(nvcc.group(1))} in collect_env below is the system's nvcc, which it does not use."]
-    if env.get("env"):
+    if env.env:
         out += ["", "Variables that change AOTI, Inductor or CUDA:", "",
-                _code("\n".join(f"{k}={v}" for k, v in env["env"].items()), "sh")]
-    if text:
+                _code("\n".join(f"{k}={v}" for k, v in env.env.items()), "sh")]
+    if env.collect_env:
         out += ["", "<details><summary>collect_env (python -m torch.utils.collect_env)</summary>", "",
-                _code(text, "text"), "", "</details>"]
+                _code(env.collect_env, "text"), "", "</details>"]
     return out
 
 
-def _vec_isa(answer: dict | None) -> str | None:
+def _vec_isa(answer: Mapping | None) -> str | None:
     if not answer:
         return None
     checked = ", ".join(answer.get("checked") or []) or "none"
@@ -379,13 +435,13 @@ def _vec_isa(answer: dict | None) -> str | None:
     return f"{checked} (checked by the first hooked run; {skipped} later hooked run(s) took its answer)"
 
 
-def _details(stage: dict) -> tuple[str, str]:
-    e = stage["excerpt"]
-    parts = [f"<details><summary>{md_cell(stage['name'])}: {md_cell(os.path.basename(os.path.dirname(e['log'])))} "
-             f"({e['bytes']} bytes)</summary>", ""]
-    if e["key_lines"]:
-        parts += ["Key lines:", "", _code("\n".join(e["key_lines"]), "text"), ""]
-    if e["head"]:
-        parts += ["Head:", "", _code(e["head"], "text"), ""]
-    parts += ["Tail:", "", _code(e["tail"], "text"), "", "</details>", "", ""]
-    return stage["name"], printable("\n".join(parts))
+def _details(stage: Stage) -> tuple[str, str]:
+    e = stage.excerpt
+    parts = [f"<details><summary>{md_cell(stage.name)}: {md_cell(os.path.basename(os.path.dirname(e.log)))} "
+             f"({e.bytes} bytes)</summary>", ""]
+    if e.key_lines:
+        parts += ["Key lines:", "", _code("\n".join(e.key_lines), "text"), ""]
+    if e.head:
+        parts += ["Head:", "", _code(e.head, "text"), ""]
+    parts += ["Tail:", "", _code(e.tail, "text"), "", "</details>", "", ""]
+    return stage.name, printable("\n".join(parts))

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .. import __version__
+from ..failure import FailureKind
 from ..verdict import Verdict
 from ..exits import (
     EXIT_INCONCLUSIVE,
@@ -17,16 +18,18 @@ from ..exits import (
     EXIT_REPRODUCED,
     UsageFailure,
 )
-from ..files import NotOwnFile, RunFolder, atomic_write, read_own_text, valid_utf8
+from ..files import NotOwnFile, RunFolder, RunFolderError, atomic_write, read_own_text, valid_utf8
 from ..text import printable
 from .excerpt import log_excerpt
 from .facts import fact_json, render, tensor_json
-from .markdown import culprit_who, render_markdown
-from .redact import Redactor
+from .markdown import minify_step, render_markdown
+from .record import SCHEMA_VERSION, Malformed, NewerSchema, ReportRecord
+from .redact import Redactor, process_redactor
 
-SCHEMA_VERSION = 1
 # A report holds excerpts, not logs: even 10,000 runs' paths make a few MB. More is not a report.
 MAX_REPORT_BYTES = 64 << 20
+# minify's record, written at the end of every minify (minify/__init__.py's RESULT in the minify folder).
+MINIFY_RECORD = "minify/minify.json"
 
 VERDICT_EXIT = {
     Verdict.NOT_REPRODUCED: EXIT_NOT_REPRODUCED,
@@ -45,14 +48,26 @@ def exit_reason(data: dict) -> str:
         return "interrupted"
     if data["verdict"] != Verdict.ERROR.value:
         return data["verdict"]
-    return "script_broken" if (data.get("signature") or {}).get("kind") == "script_error" else "infra"
+    broken = (data.get("signature") or {}).get("kind") == FailureKind.SCRIPT_ERROR
+    return "script_broken" if broken else "infra"
+
+
+# PyTorch's in-process minifier (diagnose/advice.py): aoti-bisect minify does it from the run directory, which
+# only the report knows, in a process of its own.
+_PYTORCH_MINIFIER_STEP = "Shrink the graph with the AOTI minifier:"
 
 
 @dataclass
 class Report:
+    """report.json as written (`data`, what --json prints and the bundle redacts) and as typed records
+    (`record`, what every reader reads)."""
     run_dir: str
     command: list[str]
     data: dict = field(default_factory=dict)
+    record: ReportRecord = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.record = ReportRecord.from_json(self.data)
 
     @classmethod
     def from_findings(cls, run_dir: str, command: list[str], outcome, environment: Optional[dict] = None,
@@ -99,9 +114,11 @@ class Report:
             "constants": _constants(outcome.constants),
             "reuse": reuse,
             "compiled_ahead": list(ahead),
-            "next_steps": outcome.next_steps,
+            "next_steps": [minify_step(run_dir) if step.startswith(_PYTORCH_MINIFIER_STEP) else step
+                           for step in outcome.next_steps],
             "environment": environment or {},
             "run_dir": run_dir,
+            "paths_redacted": bool(redactor.paths),
         }
         data["exit_reason"] = exit_reason(data)
         return cls(run_dir, command, redact_data(data, redactor))
@@ -116,19 +133,16 @@ class Report:
             data = RunFolder(run_dir).read_json("report.json", MAX_REPORT_BYTES)
         except OSError as exc:
             raise UsageFailure(f"cannot read {path}: {exc.strerror}")
-        version = data.get("schema_version")
-        if type(version) is int and version > SCHEMA_VERSION:
-            raise UsageFailure(f"{path} has schema_version {version}, newer than this aoti-bisect reads "
-                               f"({SCHEMA_VERSION}): upgrade aoti-bisect")
-        problem = _schema_problem(data)
-        if problem:
-            raise UsageFailure(f"{path} is malformed: {printable(problem)}")
-        report = cls(run_dir, data.get("command") or [], data)
-        # The schema covers what is indexed everywhere; a field only a renderer reads (a summary that is a
-        # number, an origin that is a string) is found by rendering once: one line, never a traceback.
+        # The record checks the fields it takes; a field only a renderer indexes (a compile count, a vector
+        # ISA) is checked by rendering once: one line, never a traceback.
         try:
-            render_markdown(data)
+            report = cls(run_dir, list(data.get("command") or []) if isinstance(data, dict) else [], data)
+            render_markdown(report.record)
             report.headline()
+        except NewerSchema as exc:
+            raise UsageFailure(f"{path} has {exc}")
+        except Malformed as exc:
+            raise UsageFailure(f"{path} is malformed: {printable(str(exc))[:300]}")
         except (TypeError, KeyError, AttributeError, ValueError, IndexError, RecursionError) as exc:
             raise UsageFailure(f"{path} is malformed (edited by hand?): {type(exc).__name__}: "
                                f"{printable(str(exc))[:200]}")
@@ -142,39 +156,56 @@ class Report:
 
     def write(self) -> None:
         atomic_write(os.path.join(self.run_dir, "report.json"), json.dumps(self.data, indent=2))
-        atomic_write(os.path.join(self.run_dir, "report.md"), valid_utf8(render_markdown(self.data)))
+        self.write_markdown(None)
+
+    def write_markdown(self, minified: Optional[dict]) -> None:
+        atomic_write(os.path.join(self.run_dir, "report.md"), valid_utf8(render_markdown(self.record, minified)))
 
     def headline(self) -> str:
         """One line for the terminal; control characters from the child are escaped."""
-        d = self.data
-        c = d.get("culprit")
-        line = f"verdict: {d['verdict']}"
-        if d.get("signature"):
-            s = d["signature"]
-            line += f" | {s['kind']} in {s['phase']}"
-        r = d["reproduction"]
-        line += (" | the repro could not run here" if r.get("could_not_run")
-                 else f" | {r['failures']}/{r['runs']} runs failed")
-        if d.get("masked"):
+        r = self.record
+        c = r.culprit
+        line = f"verdict: {r.verdict.value}"
+        if r.signature:
+            line += f" | {r.signature.kind} in {r.signature.phase}"
+        line += (" | the repro could not run here" if r.reproduction.could_not_run
+                 else f" | {r.reproduction.failures}/{r.reproduction.runs} runs failed")
+        if r.masked:
             line += " | masked at baseline"
-        if c and c.get("kind") == "kernel":
-            line += f" | culprit kernel: {c.get('kernel')}"
-            where = [f"{os.path.basename(s['path'])}:{s['line']}" for s in (c.get("origin") or {}).get("lines") or ()]
+        if c.kind == "kernel":
+            line += f" | culprit kernel: {c.kernel}"
+            where = [f"{os.path.basename(s.path)}:{s.line}" for s in (c.origin.lines if c.origin else ())]
             line += f" (from {', '.join(where)})" if where else ""
-        elif c and c.get("kind") == "model_input":
-            line += f" | culprit: {culprit_who(c)}"
-        elif c and c.get("kind"):
-            line += f" | culprit: {c['kind']}" + (f" ({culprit_who(c)})" if c.get("kernel") or c.get("input_name") or c.get("op")
-                                                  else "")
-        if not d.get("complete", True):
+        elif c.kind == "model_input":
+            line += f" | culprit: {c.who()}"
+        elif c.kind:
+            line += f" | culprit: {c.kind}" + (f" ({c.who()})" if c.kernel or c.input_name or c.op else "")
+        if not r.complete:
             line += " | INTERRUPTED: partial report"
         return printable(line)
+
+
+def minified_record(run_dir: str, redactor: Redactor) -> Optional[dict]:
+    """minify's record of the run, redacted; None where minify has not run, or left nothing it could have
+    written (a link, not JSON): the report then has no "Minified repro" section."""
+    try:
+        return redactor.data(RunFolder(run_dir).read_json(MINIFY_RECORD))
+    except (RunFolderError, OSError):
+        return None
+
+
+def rewrite_markdown(run_dir: str) -> None:
+    """report.md again from report.json and minify's record: the last thing `aoti-bisect minify` does, so that
+    the report's "Minified repro" section and next steps say what minify made."""
+    report = Report.load(run_dir)
+    report.write_markdown(minified_record(run_dir, process_redactor(report.record.paths_redacted)))
 
 
 def culprit_json(c) -> dict:
     """report.json's `culprit`: each fact as a sentence (`evidence`) and as data (`facts`)."""
     tensors = [t for f in c.evidence for t in f.tensors()]
     return {"kind": str(c.kind), "kernel": c.kernel, "summary": render(c.headline),
+            "conviction": render(c.headline, origins=False),
             "input_index": c.input_index, "input_name": c.input_name, "user_name": c.user_name,
             "evidence": [render(f) for f in c.evidence], "facts": [fact_json(f) for f in c.evidence],
             "stats": [tensor_json(t) for t in tensors], "probes": c.probes, "op": c.op,
@@ -212,66 +243,3 @@ def redact_data(data: dict, redactor: Redactor) -> dict:
     """Every string value of the report goes through the redactor: the JSON is the only source of the Markdown.
     The verdict is our own word, never user text, and the exit code is read from it."""
     return {**redactor.data(data), "verdict": data["verdict"]}
-
-
-@dataclass(frozen=True)
-class _Opt:
-    """The key may be missing, the value null."""
-    shape: object
-
-
-@dataclass(frozen=True)
-class _List:
-    item: object
-    length: Optional[int] = None
-
-
-_NUM = (int, float)
-_RATE = {"runs": int, "failures": int, "rate": _NUM, "ci95": _List(_NUM, 2)}
-_EXCERPT = {"log": str, "bytes": int, "key_lines": _List(str), "head": str, "tail": str}
-_STAGE = {"name": str, "env": dict, "recompiled": bool, "runs": int, "failures": int, "skipped": _Opt(str),
-          "finding": str, "rerun_script": _Opt(str), "excerpt": _Opt(_EXCERPT), "logs": _Opt(_List(str))}
-_CULPRIT = {"kind": _Opt(str), "kernel": _Opt(str), "evidence": _Opt(list),
-            "source": _Opt({"path": str, "excerpt": str}),
-            "origin": _Opt({"nodes": _Opt(_List(str)), "lines": _Opt(_List(dict))})}
-# What the renderers and the bundle index: a report.json edited by hand, or written by a bug, is refused
-# in one line instead of failing somewhere in the rendering.
-_REPORT = {"schema_version": int, "verdict": str, "complete": _Opt(bool), "command": _Opt(_List(str)),
-           "reproduction": _RATE, "stages": _List(_STAGE), "culprit": _Opt(_CULPRIT),
-           "signature": _Opt({"kind": str, "phase": str}), "next_steps": _Opt(list), "environment": _Opt(dict),
-           "packages": _Opt(_List({"stage": str, "action": str, "runs": int})),
-           "constants": _Opt({"read": int, "nonfinite": _List({"finding": str})})}
-
-
-def _schema_problem(data: object) -> Optional[str]:
-    try:
-        _check(data, _REPORT, "the report")
-    except ValueError as exc:
-        return str(exc)
-    if data["verdict"] not in {v.value for v in Verdict}:
-        return f"verdict {data['verdict']!r} is none of {', '.join(v.value for v in Verdict)}"
-    return None
-
-
-def _check(value: object, shape: object, where: str) -> None:
-    if isinstance(shape, _Opt):
-        if value is not None:
-            _check(value, shape.shape, where)
-    elif isinstance(shape, _List):
-        if not isinstance(value, list) or shape.length not in (None, len(value)):
-            raise ValueError(f"{where} is not a list" + (f" of {shape.length}" if shape.length else ""))
-        for i, item in enumerate(value):
-            _check(item, shape.item, f"{where}[{i}]")
-    elif isinstance(shape, dict):
-        if not isinstance(value, dict):
-            raise ValueError(f"{where} is not an object")
-        for key, sub in shape.items():
-            if key not in value and not isinstance(sub, _Opt):
-                raise ValueError(f"{where} has no {key!r}")
-            _check(value.get(key), sub, f"{key}" if where == "the report" else f"{where}.{key}")
-    elif not isinstance(value, shape):
-        raise ValueError(f"{where} is {type(value).__name__}, not {_name(shape)}")
-
-
-def _name(shape: object) -> str:
-    return "number" if shape == _NUM else shape.__name__
