@@ -1,0 +1,140 @@
+"""report.json as typed records: loading with its schema version, the first screen read from them, minify's
+section rewritten into report.md, and the bundle of a minified run read back from the tarball."""
+import json
+import os
+import subprocess
+import sys
+import tarfile
+
+import pytest
+
+from aoti_bisect.failure import FailureKind, Phase
+from aoti_bisect.report.bundle import write_bundle
+from aoti_bisect.report.markdown import minify_step, render_markdown
+from aoti_bisect.report.model import Report, rewrite_markdown
+from aoti_bisect.report.record import Malformed, NewerSchema, ReportRecord
+from aoti_bisect.report.redact import MASK, Redactor
+from aoti_bisect.verdict import Verdict
+
+DATA = os.path.join(os.path.dirname(__file__), "data", "report-nan_after_matmul.json")
+GH_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+LINE = "h = torch.log(x - 0.5) * 2.0"
+SOURCE = f" [cpp_fused_add_log_mul_relu_sub_0: line 14 of nan_after_matmul.py: `{LINE}`]"
+
+
+def real() -> dict:
+    with open(DATA) as f:
+        return json.load(f)
+
+
+def with_source(data: dict) -> dict:
+    """The real report as the current aoti-bisect writes it: the culprit's line, and the conviction apart."""
+    c = data["culprit"]
+    c["origin"] = {"lines": [{"path": "/w/nan_after_matmul.py", "line": 14, "code": LINE}], "nodes": ["log"]}
+    c["conviction"] = c["summary"]
+    c["summary"] += SOURCE
+    return data
+
+
+def run_folder(tmp_path, data: dict) -> str:
+    run = tmp_path / "run"
+    (run / "minify").mkdir(parents=True)
+    data["run_dir"] = str(run)
+    (run / "report.json").write_text(json.dumps(data))
+    return str(run)
+
+
+def test_report_json_loads_into_typed_records():
+    r = ReportRecord.from_json(real())
+    assert r.schema_version == 1 and r.verdict is Verdict.REPRODUCED
+    assert r.signature.kind is FailureKind.NAN_INF and r.signature.phase is Phase.RUN
+    assert r.signature.kind == "nan_inf"  # a StrEnum: still equal to the word report.json holds
+    assert [s.name for s in r.stages][:3] == ["baseline", "sanity", "determinism"]
+    assert r.reproduction.runs == 2 and r.reproduction.ci95[1] == 1.0
+    assert r.culprit.who() == "cpp_fused_add_log_mul_relu_sub_0" and r.environment.torch == "2.13.0+cpu"
+    with pytest.raises(Exception):
+        r.verdict = Verdict.ERROR  # frozen
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda d: d.update(schema_version=7), "schema_version 7, newer than"),
+    (lambda d: d["signature"].update(kind="sideways"), "signature.kind 'sideways' is none of"),
+    (lambda d: d["stages"][1].update(runs="two"), "stages[1].runs is str, not int"),
+    (lambda d: d["reproduction"].update(ci95=[0.5]), "reproduction.ci95 is not a list of 2 numbers"),
+    (lambda d: d["culprit"].update(stats=[{"arg": 3}]), "culprit.stats[0].arg is int, not string"),
+    (lambda d: d.pop("stages"), "stages is missing"),
+])
+def test_a_field_that_is_not_what_aoti_bisect_writes_is_named(edit, words):
+    data = real()
+    edit(data)
+    with pytest.raises(Malformed) as caught:
+        ReportRecord.from_json(data)
+    assert words in str(caught.value)
+    assert isinstance(caught.value, NewerSchema) == ("newer" in words)
+
+
+def test_the_first_screen_says_where_it_ran_and_how_to_rerun_it_and_names_the_source_once():
+    first = render_markdown(with_source(real())).split("\n## ")[0]
+    assert "- **Ran on**: torch 2.13.0+cpu, device cpu" in first
+    assert "- **Rerun**: `/root/.pyenv/versions/3.11.7/bin/python /work/main/scenarios/cpu/nan_after_matmul.py`" in first
+    assert "[rerun.sh](<runs/baseline-000/rerun.sh>)" in first
+    assert first.count("line 14 of nan_after_matmul.py") == 1  # in Source, not again in Convicted by
+    assert "- **Convicted by**: cpp_fused_add_log_mul_relu_sub_0 produced bad values" in first
+    assert len(first.splitlines()) <= 20
+
+
+def test_minify_rewrites_the_minified_section_and_the_next_step_of_report_md(tmp_path):
+    data = with_source(real())
+    run = run_folder(tmp_path, data)
+    data["next_steps"] = [data["next_steps"][0], minify_step(run)]
+    open(os.path.join(run, "report.json"), "w").write(json.dumps(data))
+    Report.load(run).write()
+    before = flat(open(os.path.join(run, "report.md")).read())
+    assert f"aoti-bisect minify {run}" in before and "DUMP_AOTI_MINIFIER" not in before
+    assert "## Minified repro" not in before
+    record = {"schema_version": 1, "status": "verified", "message": "minified 4 -> 1 node(s)",
+              "repro": f"{run}/minify/repro.py", "nodes_before": 4, "nodes_after": 1, "ops_after": ["log"],
+              "lines_before": 30, "lines_after": 12, "candidates": 3, "seconds": 20.5, "verified": True}
+    open(os.path.join(run, "minify", "minify.json"), "w").write(json.dumps(record))
+    for _ in range(2):  # a second minify rewrites the section, it does not add another
+        rewrite_markdown(run)
+    after = flat(open(os.path.join(run, "report.md")).read())
+    assert after.count("## Minified repro") == 1 and "graph nodes: 4 -> 1 (log)" in after
+    steps = after.split("## Next steps")[1].split(" ## ")[0]
+    assert f"Attach the minified repro, {run}/minify/" in steps and "aoti-bisect minify" not in steps
+    assert after.index("## Next steps") < after.index("## Minified repro") < after.index("## Reproduce each stage")
+
+
+def flat(md: str) -> str:
+    """report.md with its wrapped lines joined: a path may be cut at the page's width."""
+    return " ".join(md.split())
+
+
+def test_the_bundle_of_a_minified_run_holds_the_repro_its_inputs_and_libraries_and_no_secret(tmp_path):
+    run = run_folder(tmp_path, with_source(real()))
+    minify = os.path.join(run, "minify")
+    open(os.path.join(minify, "repro.py"), "w").write(f"TOKEN = '{GH_TOKEN}'\nimport torch\n")
+    open(os.path.join(minify, "inputs.pt"), "wb").write(b"PK\x03\x04 tensors \x00\xff")
+    open(os.path.join(minify, "libop.so"), "wb").write(b"\x7fELF \x00\x01")
+    open(os.path.join(minify, "libleak.so"), "wb").write(b"\x7fELF " + GH_TOKEN.encode() + b"\x00")
+    open(os.path.join(minify, "minify.json"), "w").write(json.dumps(
+        {"status": "verified", "message": "minified", "repro": f"{minify}/repro.py", "nodes_after": 1}))
+    os.symlink("/etc/passwd", os.path.join(minify, "liblink.so"))
+    dest = tmp_path / "b.tar.gz"
+    left_out = write_bundle(run, str(dest), json.load(open(os.path.join(run, "report.json"))), Redactor())
+    with tarfile.open(dest) as tar:
+        files = {m.name.split("/", 1)[1]: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+    assert files["minify/inputs.pt"] == b"PK\x03\x04 tensors \x00\xff"  # whole: a masked zip would not load
+    assert files["minify/libop.so"] == b"\x7fELF \x00\x01" and "minify/minify.json" in files
+    assert MASK in files["minify/repro.py"].decode() and "import torch" in files["minify/repro.py"].decode()
+    assert "minify/libleak.so" in left_out and "minify/liblink.so" not in files
+    assert "## Minified repro" in files["report.md"].decode()
+    assert not [name for name, blob in files.items() if GH_TOKEN.encode() in blob]
+
+
+def test_report_bundle_with_a_format_is_one_line_and_exit_2(tmp_path):
+    run = run_folder(tmp_path, real())
+    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", "report", run, "--bundle", "--format", "json"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "--bundle" in proc.stderr
