@@ -288,8 +288,11 @@ def test_a_candidate_with_a_custom_op_loads_its_library_and_fakes_what_only_pyth
 def test_a_custom_op_culprit_is_its_own_family():
     from aoti_bisect.minify import _expected
 
-    report = {"signature": {"kind": "segfault", "phase": "run"},
-              "culprit": {"kind": "outside_instrumented_kernels", "kernel": "mylib::gather"}}
+    from types import SimpleNamespace
+
+    # The origin lists the fused nodes around the op too (relu); only the op can make its own crash.
+    report = SimpleNamespace(signature=SimpleNamespace(kind="segfault", phase="run"), culprit=SimpleNamespace(
+        kind="outside_instrumented_kernels", kernel="mylib::gather", origin=SimpleNamespace(nodes=("relu", "gather"))))
     assert _expected(report, Graph.from_json(CUSTOM)).family == {"gather"}
 
 
@@ -313,7 +316,8 @@ def test_a_capture_from_a_run_that_failed_comes_first(tmp_path):
 
 class FakeTrials(Trials):
     def __init__(self, graph, expected, fails, jobs):
-        super().__init__("/nonexistent", graph, expected, sys.executable, MinifyOptions(jobs=jobs), lambda s: None)
+        super().__init__("/nonexistent", graph, expected, sys.executable, MinifyOptions(jobs=jobs), lambda s: None,
+                         jobs=jobs)
         self.fails, self.ran = fails, []
 
     def _try(self, candidate):
@@ -439,3 +443,206 @@ def test_a_custom_op_that_crashes_stays_in_a_reduced_repro_that_loads_its_librar
     assert record["nodes_after"] == 1 and record["ops_after"] == ["shifted_gather"]
     assert record["libraries"] == ["bisectlab_flaky_gather.so"] and "keeps the custom op" in record["message"]
     assert os.path.isfile(os.path.join(run_dir, "minify", "bisectlab_flaky_gather.so"))
+
+
+# -- custom ops the repro defines in Python: their source, taken from the live process ------------------------
+
+OPS_MODULE = '''
+import ctypes
+import torch
+from torch import Tensor
+
+SCALE = 2.0
+KIND = torch.float32
+
+
+def helper(x):
+    return x * SCALE
+
+
+@torch.library.custom_op("pyopstest::twice", mutates_args=())
+def twice(x: Tensor) -> Tensor:
+    return helper(x).to(KIND)
+
+
+@twice.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("pyopstest::lam", mutates_args=())
+def lam(x: Tensor) -> Tensor:
+    return x + ctypes.sizeof(ctypes.c_int)
+
+
+lam.register_fake(lambda x: torch.empty_like(x))
+
+
+def make(k):
+    @torch.library.custom_op("pyopstest::closed", mutates_args=())
+    def closed(x: Tensor) -> Tensor:
+        return x + k
+    closed.register_fake(lambda x: torch.empty_like(x))
+
+
+make(3)
+LIB = torch.library.Library("pyopstest", "FRAGMENT")
+LIB.define("lib_op(Tensor x) -> Tensor")
+LIB.impl("lib_op", lambda x: x + 1, "CompositeExplicitAutograd")
+
+
+class M(torch.nn.Module):
+    def forward(self, x):
+        return torch.ops.pyopstest.lib_op(torch.ops.pyopstest.closed(torch.ops.pyopstest.lam(twice(x))))
+'''
+
+
+@pytest.fixture(scope="module")
+def python_ops(tmp_path_factory):
+    """pyops.record of a real exported program whose ops a module of its own defines in Python."""
+    import importlib.util
+
+    import torch
+
+    from aoti_bisect.child.hook import pyops
+
+    folder = tmp_path_factory.mktemp("pyops")
+    (folder / "opsmod.py").write_text(OPS_MODULE)
+    spec = importlib.util.spec_from_file_location("opsmod", folder / "opsmod.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    torch.library.register_fake("pyopstest::lib_op", lib=module.LIB)(lambda x: torch.empty_like(x))
+    return pyops.record(torch.export.export(module.M(), (torch.ones(3),)))
+
+
+def test_a_python_custom_op_and_what_it_reads_become_source_a_fresh_process_runs(python_ops, tmp_path):
+    from aoti_bisect.minify.graph import definitions
+
+    assert set(python_ops["ops"]) == {"pyopstest::twice", "pyopstest::lam"}
+    text = definitions(python_ops, ["pyopstest::twice", "pyopstest::lam"])
+    assert "SCALE = 2.0" in text and "KIND = torch.float32" in text and "import ctypes" in text
+    assert text.index("def helper(x):") < text.index("torch.library.custom_op('pyopstest::twice'")
+    # the fake named `_` in the module gets a name of its own; the lambda fake is left to minify's recorded one
+    assert "def _pyopstest_twice_fake(x):" in text and python_ops["no_fake"] == ["pyopstest::lam"]
+    (tmp_path / "ops.py").write_text(text + "\nprint(torch.ops.pyopstest.twice(torch.ones(2)).tolist(), "
+                                            "torch.ops.pyopstest.lam(torch.ones(2)).tolist())\n")
+    proc = subprocess.run([sys.executable, str(tmp_path / "ops.py")], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split("\n")[-2] == "[2.0, 2.0] [5.0, 5.0]"
+
+
+def test_an_op_whose_source_cannot_be_had_is_named_with_the_reason(python_ops):
+    from aoti_bisect.minify import _unwritable
+
+    problems = python_ops["problems"]
+    assert problems["pyopstest::closed"] == ("`make.<locals>.closed` closes over local variables (k) of the "
+                                             "function that made it")
+    assert "torch.library.Library" in problems["pyopstest::lib_op"]
+    line = _unwritable(python_ops)
+    assert line.startswith("the program calls the custom op pyopstest::") and "\n" not in line
+    assert _unwritable({"ops": {}, "pieces": {}, "problems": {}}) is None
+
+
+PY_CUSTOM = {**CUSTOM, "libraries": [], "python_ops": {
+    "ops": {"mylib::gather": ["name:torch", "op:mylib::gather"]},
+    "pieces": {"name:torch": "import torch", "op:mylib::gather": "# the op's source\nGATHER_DEFINED = True"}}}
+
+
+def test_a_candidate_defines_the_python_ops_it_keeps_instead_of_loading_a_library():
+    g = Graph.from_json(PY_CUSTOM)
+    text = render(g, Candidate(("gather",)), Check.RUN, "segfault in run").text
+    compile(text, "repro.py", "exec")
+    assert "GATHER_DEFINED = True" in text and text.index("GATHER_DEFINED") < text.index("class Repro")
+    assert "load_library" not in text and "needs torch and what its custom ops' code imports" in text
+    assert "GATHER_DEFINED" not in render(g, Candidate(("relu",)), Check.RUN, "").text
+
+
+# -- rare failures: how many runs judge a candidate, and the runs themselves (real processes) ---------------
+
+def test_the_runs_that_judge_a_candidate_follow_the_runs_own_rate():
+    from aoti_bisect.minify import runs_per_candidate
+
+    assert runs_per_candidate(3, 3, 12) == 1
+    assert runs_per_candidate(1, 4, 12) == 11  # 1 - 0.75**11 >= 95%
+    assert runs_per_candidate(1, 5, 12) == 12  # 14 would be needed: the cap
+    assert runs_per_candidate(0, 0, 12) == 1
+
+
+# A candidate that dies of SIGSEGV in its nth run (a counter beside it), or never: real processes, no torch.
+FLAKY = """import os, signal, sys
+here = os.path.dirname(os.path.abspath(__file__))
+run = sum(name.startswith("ran.") for name in os.listdir(here)) + 1
+open(os.path.join(here, "ran." + str(run)), "w").close()
+print("reuse" if "--reuse" in sys.argv else "compile", flush=True)
+if run == {fail_at}:
+    os.kill(os.getpid(), signal.SIGSEGV)
+"""
+
+
+class ScriptTrials(Trials):
+    """Trials whose candidates are FLAKY scripts: only what a candidate's folder holds is fake."""
+
+    def __init__(self, out, runs, fail_at):
+        g = Graph.from_json(GRAPH)
+        super().__init__(str(out), g, Expected("segfault", "unknown", frozenset(), Check.RUN, ""), sys.executable,
+                         MinifyOptions(), lambda s: None, runs=runs)
+        self.fail_at = fail_at
+
+    def _write(self, candidate, folder):
+        with open(os.path.join(folder, "repro.py"), "w") as f:
+            f.write(FLAKY.format(fail_at=self.fail_at))
+
+
+def test_a_rare_failure_keeps_a_candidate_from_the_run_it_fails_in(tmp_path):
+    trials = ScriptTrials(tmp_path, runs=5, fail_at=3)
+    assert trials.first_failing([Candidate(("sub",))]) == 0
+    trial = trials.trials[0]
+    assert trial.interesting and trial.runs == 3 and trial.kind == "segfault"
+    logs = sorted(p.name for p in (tmp_path / "candidates" / "000").glob("output*.log"))
+    assert logs == ["output.1.log", "output.2.log", "output.log"]
+    assert (tmp_path / "candidates" / "000" / "output.1.log").read_text().startswith("reuse")
+    assert json.load(open(tmp_path / "candidates" / "000" / "trial.json"))["runs"] == 3
+    never = ScriptTrials(tmp_path / "never", runs=4, fail_at=0)
+    assert never.first_failing([Candidate(("sub",))]) is None and never.trials[0].runs == 4
+    assert never.summary()["candidate_runs"] == 4 and never.summary()["runs_per_candidate"] == 4
+
+
+def test_the_reduced_repro_is_run_from_a_copy_and_its_rate_stated(tmp_path):
+    trials = ScriptTrials(tmp_path, runs=1, fail_at=2)
+    out = tmp_path / "final"
+    out.mkdir()
+    (out / "repro.py").write_text(FLAKY.format(fail_at=2))  # the copy fails in the 2nd of its 3 runs
+    rate, signature = trials.verify(str(out), ("sub",))
+    assert (rate.failures, rate.runs) == (1, 3) and signature.startswith("segfault/unknown")
+    assert rate.describe() == "1/3 = 33% (95% CI 6%-79%)"
+
+
+# -- wrong values: the output that differs must read the culprit's ops ----------------------------------------
+
+MISMATCH_LOG = """Traceback (most recent call last):
+  File "/tmp/x/repro.py", line 40, in <module>
+    main()
+  File "/tmp/x/repro.py", line 36, in main
+    raise AssertionError(f"aoti-bisect repro: output {i} ({name}) differs from eager by "
+AssertionError: aoti-bisect repro: output 1 (view) differs from eager by 6.853
+"""
+
+
+def test_wrong_values_count_only_on_an_output_that_reads_the_culprits_ops():
+    from aoti_bisect.minify.search import differing_output, same_failure
+    from aoti_bisect.run.classify import classify
+    from aoti_bisect.run.types import ProcessExit
+
+    g = Graph.from_json(GRAPH)
+    assert differing_output(MISMATCH_LOG) == "view" and differing_output("Traceback ...\nValueError: x\n") is None
+    _, signature = classify(MISMATCH_LOG, ProcessExit(1, None, False, 1.0, len(MISMATCH_LOG)))
+    log_family = Expected(signature.kind, signature.phase, frozenset({"log"}), Check.EAGER, "")
+    assert g.within(("log", "relu", "mm", "view"), "view") == ("log", "relu", "mm", "view")
+    assert same_failure(g, ("log", "relu", "mm", "view"), log_family, signature, MISMATCH_LOG)
+    # the same wrong output from a candidate that no longer computes it from log: another bug
+    assert not same_failure(g, ("mm", "view"), log_family, signature, MISMATCH_LOG)
+    # a Python exception that is not the comparison's
+    other = "Traceback (most recent call last):\nValueError: export failed\n"
+    assert not same_failure(g, ("log", "relu", "mm", "view"), log_family, signature, other)
+    text = render(g, Candidate(("mm", "view")), Check.EAGER, "").text
+    assert "OUTPUTS = ['view']" in text and "aoti-bisect repro: output {i} ({name}) differs" in text

@@ -24,10 +24,12 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from ..child.contract import CAPTURE_DIR, CAPTURE_ENV, CAPTURE_LIBS, CAPTURE_RECORD
 from ..files import RunFolder, RunFolderError, read_log
+from ..stats import runs_to_observe
 from ..report.model import Report, rewrite_markdown
 from ..verdict import Verdict
 from .ddmin import ddmin, shrink_sizes, simplify_each
 from .graph import Candidate, Check, Graph
+from .graph import definitions as definitions_source
 from .search import Expected, Trials, scratch
 
 if TYPE_CHECKING:
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 
 EXTRACT_CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "extract_child.py")
 RESULT = "minify.json"
+DEFINITIONS = "custom_ops.py"  # the source of the repro's Python custom ops, which the eager walk runs first
 # Kinds where running the program is its own check (a crash or a check that raises inside the package).
 NAN_KINDS = ("nan_inf",)
 EAGER_KINDS = ("python_exception",)
@@ -53,10 +56,32 @@ EXIT_CODES = {Status.VERIFIED: 0, Status.UNVERIFIED: 1, Status.NOT_REPRODUCED: 1
 
 @dataclass(frozen=True)
 class MinifyOptions:
-    jobs: int = 1
+    jobs: Optional[int] = None  # None: the machine's cores, or its GPUs where the program runs on CUDA
     budget_s: float = 1800.0
     max_candidates: int = 60
     timeout_s: float = 300.0
+    max_runs: int = 12  # runs that judge one candidate at most, however rare the failure
+
+
+def runs_per_candidate(failures: int, runs: int, cap: int) -> int:
+    """Runs that judge one candidate: enough that a failure at the run's own rate (report.json's reproduction)
+    shows at least once with 95% probability (stats.runs_to_observe), at most `cap`. Pure."""
+    if runs <= 0 or failures <= 0:
+        return 1  # no rate to go by: the capture's failing call is taken to fail again
+    return runs_to_observe(failures / runs, cap=cap)
+
+
+def default_jobs(graph: Graph) -> tuple[int, int]:
+    """(candidates at once, GPUs to spread them over): one per GPU where the program runs on CUDA, else one per
+    core this process may use."""
+    cuda = any(str(graph.value(n).get("device", "")).startswith("cuda")
+               for n in (*graph.inputs, *(x.name for x in graph.nodes)) if graph.value(n).get("kind") == "tensor")
+    if cuda:
+        import torch  # only here: counting the GPUs
+
+        gpus = torch.cuda.device_count()
+        return max(1, gpus), gpus
+    return max(1, len(os.sched_getaffinity(0))), 0
 
 
 @dataclass(frozen=True)
@@ -86,7 +111,7 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
     out = run.folder("minify")
     # An earlier minify's files would mix with this one's (its capture is kept and reused), and removing them
     # first means every file this minify writes is a new one.
-    for stale in ("candidates", "repro.py", "inputs.pt", "repro.pt2", RESULT, "graph.json", "values.pt",
+    for stale in ("candidates", "repro.py", "inputs.pt", "repro.pt2", RESULT, "graph.json", "values.pt", DEFINITIONS,
                   "extract.log", "verify.log", *(os.path.basename(p) for p in glob.glob(os.path.join(out, "*.so")))):
         run.remove(f"minify/{stale}")
     python = _python(report)
@@ -94,12 +119,20 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
     if capture is None:
         return _finish(run, MinifyResult(Status.NO_PROGRAM, problem), {})
     say(f"minify: program and inputs from {capture}")
-    problem = _extract(python, capture, out, options, say)
+    python_ops = _python_ops(run, capture)
+    problem = _unwritable(python_ops) or _extract(python, capture, out, options, say, python_ops)
     if problem:
         return _finish(run, MinifyResult(Status.NO_PROGRAM, problem), {"capture": capture})
-    graph = Graph.from_json(run.read_json("minify/graph.json"))
+    graph = Graph.from_json({**run.read_json("minify/graph.json"), "python_ops": python_ops})
     expected = _expected(report, graph)
-    trials = Trials(out, graph, expected, python, options, say, os.path.join(capture, CAPTURE_LIBS))
+    jobs, gpus = default_jobs(graph)
+    jobs = options.jobs or jobs
+    runs = runs_per_candidate(report.reproduction.failures, report.reproduction.runs, options.max_runs)
+    if runs > 1:
+        say(f"minify: the run failed in {report.reproduction.failures} of {report.reproduction.runs} runs: each "
+            f"candidate gets up to {runs} runs")
+    trials = Trials(out, graph, expected, python, options, say, os.path.join(capture, CAPTURE_LIBS), runs, jobs,
+                    gpus)
     record = {"capture": capture, "signature": {"kind": expected.kind, "phase": expected.phase},
               "check": expected.check.value, "op_family": sorted(expected.family),
               "nodes_before": len(graph.nodes), "eager_failure": graph.eager_failure}
@@ -127,13 +160,15 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
     best = _reduce(graph, trials, seed)
     kept = best.kept
     source = trials.write_final(best, out)
-    verified, verify_sig = trials.verify(out)
+    rate, verify_sig = trials.verify(out, kept)
+    verified = rate.failures > 0
     record.update({"nodes_after": len(kept), "lines_after": source.text.count("\n"),
                    "kept": list(kept), "zeros": list(best.zeros), "inputs": list(source.inputs),
                    "shapes": {n: [graph.value(n)["shape"], best.shape(graph, n)] for n in graph.feeds(kept)
                               if graph.value(n)["kind"] == "tensor"},
                    "ops_after": sorted({graph.node(n).op for n in kept}), "verified": verified,
-                   "verify_signature": verify_sig, "seconds": round(time.monotonic() - start, 1),
+                   "verify_signature": verify_sig, "repro_failure_rate": rate.to_json(),
+                   "seconds": round(time.monotonic() - start, 1),
                    **trials.summary()})
     if len(kept) > 5:
         record["why_not_smaller"] = ("ddmin stopped at a 1-minimal set: removing any one node loses the failure"
@@ -146,10 +181,11 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
             f"{', '.join(source.libraries) or 'no library'} beside repro.py (the repro's build, not its source); "
             "a failure that needs what the op kept from earlier calls does not reproduce from this one call")
     status = Status.VERIFIED if verified else Status.UNVERIFIED
-    message = (f"minified {record['nodes_before']} -> {len(kept)} node(s) in {record['candidates']} candidate "
-               f"run(s), {record['seconds']:.0f}s: {os.path.join(out, 'repro.py')} "
-               + ("fails alone as the run did" if verified else
-                  f"did NOT fail the same way when run alone from a copy ({verify_sig})")
+    message = (f"minified {record['nodes_before']} -> {len(kept)} node(s) in {record['candidates']} candidate(s) "
+               f"({record['jobs']} at once, {record['seconds_per_candidate'] or 0:.0f}s each at the median), "
+               f"{record['seconds']:.0f}s: {os.path.join(out, 'repro.py')} "
+               + (f"fails alone as the run did: {rate.describe()} of runs from a copy" if verified else
+                  f"did NOT fail the same way in {rate.runs} runs alone from a copy ({verify_sig})")
                + (f"; it {record['custom_ops_kept']}" if kept_custom else ""))
     return _finish(run, MinifyResult(status, message, os.path.join(out, "repro.py")), record)
 
@@ -247,21 +283,48 @@ def _read_json(run: RunFolder, rel: str) -> dict:
         return {}
 
 
-def _extract(python: str, capture: str, out: str, options: MinifyOptions,
-             say: Callable[[str], None]) -> Optional[str]:
+def _python_ops(run: RunFolder, capture: str) -> dict:
+    """The capture's record of the custom ops the repro defines in Python (child/hook/pyops.py), {} if none: what
+    cannot be read as the hook wrote it counts as absent, and extraction then says which op it could not define."""
+    record = _read_json(run, os.path.join(os.path.relpath(capture, run.root), CAPTURE_RECORD)).get("python_ops")
+    if not isinstance(record, dict):
+        return {}
+    ops, pieces, problems = record.get("ops"), record.get("pieces"), record.get("problems") or {}
+    if not (isinstance(ops, dict) and isinstance(pieces, dict) and isinstance(problems, dict)
+            and all(isinstance(v, str) for v in (*pieces.values(), *problems.values()))
+            and all(isinstance(keys, list) and all(k in pieces for k in keys) for keys in ops.values())):
+        return {}
+    return {"ops": ops, "pieces": pieces, "problems": problems}
+
+
+def _unwritable(python_ops: dict) -> Optional[str]:
+    """The first custom op the repro defines in Python whose source the capture could not take, in one line."""
+    for op, why in (python_ops.get("problems") or {}).items():
+        return (f"the program calls the custom op {op}, which the repro defines in Python, and its source cannot be "
+                f"written into a file of its own: {why}; its graph cannot be cut in a process of its own")
+    return None
+
+
+def _extract(python: str, capture: str, out: str, options: MinifyOptions, say: Callable[[str], None],
+             python_ops: dict) -> Optional[str]:
     from ..run import process
     from ..run.environment import CHILD_ENV
 
     log = os.path.join(out, "extract.log")
     libraries = os.path.join(capture, CAPTURE_LIBS)
-    env = {**os.environ, **CHILD_ENV, **scratch(RunFolder(out), "cache/extract")}
+    minify_folder = RunFolder(out)
+    definitions = ""
+    if python_ops.get("ops"):
+        minify_folder.write_text(DEFINITIONS, definitions_source(python_ops, python_ops["ops"]) + "\n")
+        definitions = os.path.join(out, DEFINITIONS)
+    env = {**os.environ, **CHILD_ENV, **scratch(minify_folder, "cache/extract")}
     for custom in ("run", "skip"):
         exit = process.execute([python, EXTRACT_CHILD, os.path.join(capture, "program.pt2"),
-                                os.path.join(capture, "inputs.pt"), out, custom, libraries], env, out, log,
-                               options.timeout_s)
+                                os.path.join(capture, "inputs.pt"), out, custom, libraries, definitions], env, out,
+                               log, options.timeout_s)
         if exit.returncode == 0 and os.path.isfile(os.path.join(out, "graph.json")):
             return None
-        if exit.signal is None or not os.path.isdir(libraries):
+        if exit.signal is None or not (os.path.isdir(libraries) or definitions):
             break
         # Killed by a signal with custom ops loaded: most likely the op's own crash, the failure itself.
         say(f"minify: the eager walk died of signal {exit.signal}; walking again without running custom ops")
@@ -284,9 +347,10 @@ def _expected(report: ReportRecord, graph: Graph) -> Expected:
         # No node names to go by: the fused ops a kernel name lists (cpp_fused_add_index_mul_sin_sum_0).
         words = set(culprit.kernel.split("_"))
         family = {n.op for n in graph.nodes if n.op in words}
-    if culprit.kernel:
-        # A custom op named as the culprit (outside the instrumented kernels): bisectlab::shifted_gather
-        family |= {n.op for n in graph.nodes if n.custom and n.target.split(".", 1)[0] == culprit.kernel}
+    # A custom op named as the culprit (outside the instrumented kernels: bisectlab::shifted_gather) is the family
+    # alone: the origin also lists the fused nodes around the op, which cannot make its crash.
+    op = {n.op for n in graph.nodes if culprit.kernel and n.custom and n.target.split(".", 1)[0] == culprit.kernel}
+    family = op or family
     kind = signature.kind
     check = Check.FINITE if kind in NAN_KINDS else Check.EAGER if kind in EAGER_KINDS else Check.RUN
     first_bad = next((n for n in graph.nodes if n.op in family and n.value.get("finite") is False), None)

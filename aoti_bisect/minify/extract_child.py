@@ -11,7 +11,10 @@ A custom op is loaded from the library the capture carried (LIB_DIR, the capture
 node; `skip` leaves custom ops unrun (after a walk that crashed in one). graph.json records, for each custom op
 without a fake of its own, how a fake can make its output (fake_rule).
 
-usage: python extract_child.py PROGRAM.pt2 INPUTS.pt OUT_DIR [run|skip] [LIB_DIR]
+A custom op the repro defines in Python is defined first from DEFINITIONS, the source the capture took of it
+(child/hook/pyops.py), run as the candidates will run it.
+
+usage: python extract_child.py PROGRAM.pt2 INPUTS.pt OUT_DIR [run|skip] [LIB_DIR] [DEFINITIONS.py]
 """
 import json
 import logging
@@ -98,7 +101,10 @@ def fake_rule(node):
     program recorded: {"like": i} (the i-th argument's shape, dtype and device) or {"shape", "dtype"}. None where
     the op has a Meta kernel of its own (or a composite one), or returns anything but one tensor."""
     name = f"{node.target.namespace}::{node.target._opname}"
-    if any(torch._C._dispatch_has_kernel_for_dispatch_key(name, key)
+    opdef = torch._library.custom_ops.OPDEFS.get(name)
+    if opdef is not None and opdef._abstract_fn is not None:
+        return None
+    if opdef is None and any(torch._C._dispatch_has_kernel_for_dispatch_key(name, key)
            for key in ("Meta", "CompositeImplicitAutograd", "CompositeExplicitAutograd")):
         return None
     out = node.meta.get("val")
@@ -153,8 +159,24 @@ def _create(path, mode):
     return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666), mode)
 
 
-def main(program, inputs_path, out, custom="run", libs=None):
+def define(path):
+    """Runs the captured source of the repro's Python custom ops (it registers them), or one plain line and exit 3
+    where it fails in a process of its own (a module it imports is missing here)."""
+    if not path:
+        return
+    with open(path) as f:
+        text = f.read()
+    try:
+        exec(compile(text, path, "exec"), {"__name__": "aoti_bisect_custom_ops"})
+    except Exception as exc:
+        print(f"aoti-bisect minify: the source of the repro's Python custom ops does not run on its own: "
+              f"{type(exc).__name__}: {exc}"[:400], file=sys.stderr)
+        raise SystemExit(3)
+
+
+def main(program, inputs_path, out, custom="run", libs=None, definitions=None):
     libraries = load_libraries(libs)
+    define(definitions)
     ep = _load(program)
     captured = _load_inputs(inputs_path)
     flat_user, _ = pytree.tree_flatten((tuple(captured["args"]), dict(captured["kwargs"])))
@@ -215,4 +237,4 @@ def main(program, inputs_path, out, custom="run", libs=None):
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:6])
+    main(*sys.argv[1:7])

@@ -58,6 +58,8 @@ class Graph:
     output: Any
     eager_failure: Optional[str] = None
     libraries: tuple[str, ...] = ()  # files of the shared libraries that register its custom ops
+    # the source of each custom op Python defines (child/hook/pyops.py): {"ops": {qualname: [key]}, "pieces": {}}
+    python_ops: dict = field(default_factory=dict, compare=False, repr=False)
     _by_name: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -65,7 +67,7 @@ class Graph:
         nodes = tuple(Node(n["name"], n["target"], n["args"], n.get("kwargs") or {}, n["value"], n.get("fake"))
                       for n in doc["nodes"])
         graph = cls({p["name"]: p["value"] for p in doc["placeholders"]}, nodes, doc["output"],
-                    doc.get("eager_failure"), tuple(doc.get("libraries") or ()))
+                    doc.get("eager_failure"), tuple(doc.get("libraries") or ()), doc.get("python_ops") or {})
         graph._by_name.update({n.name: n for n in nodes})
         return graph
 
@@ -110,6 +112,17 @@ class Graph:
             if kind not in ("tensor", "literal"):
                 return f"reads {ref}, which has no saved value ({kind})"
         return None
+
+    def within(self, kept, name: str) -> tuple[str, ...]:
+        """name and the kept nodes it reads, directly or not, through kept nodes only."""
+        kept, seen, todo = set(kept), set(), [name]
+        while todo:
+            current = todo.pop()
+            if current in seen or current not in kept:
+                continue
+            seen.add(current)
+            todo += [*refs(self.node(current).args), *refs(self.node(current).kwargs)]
+        return self.order(seen)
 
     def sinks(self, kept) -> tuple[str, ...]:
         """Kept nodes no kept node reads: the candidate's outputs."""
@@ -201,28 +214,52 @@ CHECKS = {
     if any(torch.isnan(o).any() for o in outs):
         raise SystemExit("aoti-bisect repro: non-finite output (NaN) from the AOTI package")
 """,
+    # The line names the output's node: minify keeps a candidate only where it reads an op of the culprit.
     Check.EAGER: """\
     expected = Repro()(*args)
     expected = expected if isinstance(expected, (list, tuple)) else [expected]
-    for i, (got, want) in enumerate(zip(outs, expected)):
+    for i, (name, got, want) in enumerate(zip(OUTPUTS, outs, expected)):
         if not torch.allclose(got, want, rtol=1e-3, atol=1e-3, equal_nan=True):
-            raise AssertionError(f"output {i} differs from eager by {(got - want).abs().max().item()}")
+            raise AssertionError(f"aoti-bisect repro: output {i} ({name}) differs from eager by "
+                                 f"{(got - want).abs().max().item()}")
 """,
 }
 
 
+def definitions(python_ops: dict, ops, have: tuple[str, ...] = ()) -> str:
+    """The source that defines these custom ops (qualnames), each piece once, what it reads first ('' if none of
+    them is defined in Python); pieces equal to a line in `have` (the file's own imports) are left out."""
+    keys = dict.fromkeys(k for op in ops for k in (python_ops.get("ops") or {}).get(op, ()))
+    return "\n\n".join(python_ops["pieces"][k] for k in keys if python_ops["pieces"][k] not in have)
+
+
+HEADER = ("import os", "import sys", "import torch")  # what every program imports itself
+
+
+def _qualname(target: str) -> str:
+    return target.rsplit(".", 1)[0]  # mylib::gather.default -> mylib::gather
+
+
 def _custom_lines(graph: Graph, kept: tuple[str, ...]) -> list[str]:
-    """Loads the custom ops' libraries (copied beside the file) and gives each op without a fake of its own one
-    that makes the output the program recorded; the repro's own fake is Python code this file does not have."""
-    if not any(graph.node(n).custom for n in kept):
+    """Defines the custom ops Python defined (their source, from the repro's process) and loads the libraries of
+    the others (copied beside the file), then gives each op without a fake of its own one that makes the output
+    the program recorded."""
+    custom = [_qualname(graph.node(n).target) for n in kept if graph.node(n).custom]
+    if not custom:
         return []
-    lines = ["# The custom ops' shared libraries, copied from the repro's process (its code built them)"]
-    lines += [f'torch.ops.load_library(os.path.join(HERE, "{lib}"))' for lib in graph.libraries]
+    python = [op for op in dict.fromkeys(custom) if op in (graph.python_ops.get("ops") or {})]
+    lines = []
+    if python:
+        lines += ["# The custom ops the repro defines in Python: their code, as the repro's process held it",
+                  definitions(graph.python_ops, python, HEADER), "", ""]
+    if len(python) < len(set(custom)):
+        lines += ["# The custom ops' shared libraries, copied from the repro's process (its code built them)"]
+        lines += [f'torch.ops.load_library(os.path.join(HERE, "{lib}"))' for lib in graph.libraries]
     fakes = {}
     for name in kept:
         node = graph.node(name)
         if node.custom and node.fake:
-            fakes.setdefault(node.target.rsplit(".", 1)[0], node.fake)
+            fakes.setdefault(_qualname(node.target), node.fake)
     for op, rule in fakes.items():
         if "like" in rule:
             made, like = f"torch.empty_like(args[{rule['like']}])", f"like its argument {rule['like']}"
@@ -230,7 +267,7 @@ def _custom_lines(graph: Graph, kept: tuple[str, ...]) -> list[str]:
             device = "next(a.device for a in args if isinstance(a, torch.Tensor))"
             made, like = (f"torch.empty({rule['shape']}, dtype=torch.{rule['dtype']}, device={device})",
                           f"{rule['dtype']} {rule['shape']}")
-        lines += ["", "", f"# No fake for {op} in its library (the repro's own is Python code):",
+        lines += ["", "", f"# No fake for {op} that this file can carry (none, or one that is not plain source):",
                   f"# this one makes the output the program recorded ({like}).",
                   f'@torch.library.register_fake("{op}")',
                   f"def _fake_{op.split('::')[-1]}(*args, **kwargs):",
@@ -253,22 +290,29 @@ def render(graph: Graph, candidate: Candidate, check: Check, headline: str) -> S
              + (f"; cut to {candidate.shape(graph, p)}" if candidate.shape(graph, p) != graph.value(p)["shape"]
                 else "") for p in params]
     custom = _custom_lines(graph, kept)
-    libraries = graph.libraries if custom else ()
+    libraries = graph.libraries if any("load_library" in line for line in custom) else ()
+    needs = ("needs torch and what its custom ops' code imports" if any(l.startswith("# The custom ops the repro")
+                                                                          for l in custom) else "needs only torch")
     uses_operator = any(graph.node(n).namespace == "operator" and graph.node(n).target != "operator.getitem"
                         for n in kept)
     lines = [
         f'"""Minified AOTInductor repro (aoti-bisect minify): {headline}',
         "",
-        f"Run: python repro.py  (needs only torch; reads inputs.pt and {', '.join(libraries)} beside this file)"
+        "A failure that comes and goes: `python repro.py --reuse` runs the package an earlier run built instead of",
+        "compiling again, so running it many times costs a load and a run each.",
+        "",
+        f"Run: python repro.py  ({needs}; reads inputs.pt and {', '.join(libraries)} beside this file)"
         if libraries else
-        "Run: python repro.py  (needs only torch; reads inputs.pt beside this file)",
+        f"Run: python repro.py  ({needs}; reads inputs.pt beside this file)",
         '"""',
         *(["import operator"] if uses_operator else []),
         "import os",
+        "import sys",
         "",
         "import torch",
         "",
         "HERE = os.path.dirname(os.path.abspath(__file__))",
+        *([f"OUTPUTS = {list(graph.sinks(kept))!r}"] if check is Check.EAGER else []),
         "",
         "",
         *custom,
@@ -285,8 +329,10 @@ def render(graph: Graph, candidate: Candidate, check: Check, headline: str) -> S
         "    args = (",
         *arg_lines,
         "    )",
-        "    ep = torch.export.export(Repro(), args)",
-        '    path = torch._inductor.aoti_compile_and_package(ep, package_path=os.path.join(HERE, "repro.pt2"))',
+        '    path = os.path.join(HERE, "repro.pt2")',
+        '    if "--reuse" not in sys.argv[1:] or not os.path.isfile(path):',
+        "        ep = torch.export.export(Repro(), args)",
+        "        path = torch._inductor.aoti_compile_and_package(ep, package_path=path)",
         "    runner = torch._inductor.aoti_load_package(path)",
         "    out = runner(*args)",
         *(["    torch.cuda.synchronize()"] if device_sync else []),

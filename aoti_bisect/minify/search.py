@@ -1,14 +1,19 @@
-"""Runs candidates: each in its own folder minify/candidates/NNN/ (program.py, inputs.pt, output.log), in a
+"""Runs candidates: each in its own folder minify/candidates/NNN/ (repro.py, inputs.pt, output.log), in a
 fresh process, several at once (--jobs), within a budget of runs and seconds; a cache answers a candidate
-tried before. What counts as "fails the same way" is Expected.matches (kind and phase of the run's
-signature) plus the pure checks of `refuse` before anything runs.
+tried before. A candidate is judged by up to `runs` runs (the run's own failure rate decides how many): the
+first compiles it, the later ones run the package it built (`repro.py --reuse`), and the first run that fails
+the same way keeps it. What counts as "fails the same way" is `same_failure` (kind and phase of the run's
+signature; for wrong values, an output that reads the culprit's ops) plus the pure checks of `refuse` before
+anything runs.
 """
 from __future__ import annotations
 
 import json
 import os
 import queue
+import re
 import shutil
+import statistics
 import tempfile
 import threading
 import time
@@ -19,10 +24,14 @@ from typing import Optional
 from ..files import RunFolder, read_log, write_file
 from ..run import process
 from ..run.classify import classify
+from ..stats import Rate
 from .graph import Candidate, Check, Graph, Source, render
 
 PROGRAM = "repro.py"
 INPUTS = "inputs.pt"
+# Runs of the reduced repro from a copy, at least: its stated rate rests on more than one run even where one
+# candidate run was enough to judge (the later runs reuse its package, so they cost a load and a run).
+VERIFY_RUNS = 3
 
 
 @dataclass(frozen=True)
@@ -38,10 +47,34 @@ class Expected:
 class Trial:
     number: int
     folder: str
-    kind: Optional[str]  # None: passed
+    kind: Optional[str]  # None: passed (the last run's, or the one that failed the same way)
     phase: Optional[str]
-    seconds: float
+    seconds: float  # all its runs
     interesting: bool
+    runs: int = 1
+
+
+# The check a candidate makes for wrong values names the output that differs (graph.py, Check.EAGER).
+MISMATCH = re.compile(r"aoti-bisect repro: output \d+ \((\w+)\) differs from eager")
+
+
+def differing_output(log: str) -> Optional[str]:
+    """The node whose output the candidate's eager comparison found wrong (None: no such line). Pure."""
+    found = MISMATCH.findall(log)
+    return found[-1] if found else None
+
+
+def same_failure(graph: Graph, kept: tuple[str, ...], expected: "Expected", signature, log: str) -> bool:
+    """Whether one run failed as the run did: its kind and phase, and for wrong values an output that differs
+    from eager and reads an op of the culprit kernel (another wrong output is another bug). Pure."""
+    if signature is None or signature.kind != expected.kind or signature.phase != expected.phase:
+        return False
+    if expected.check is not Check.EAGER:
+        return True
+    node = differing_output(log)
+    if node is None:
+        return False  # a Python exception that is not the comparison (an export error, a script's own raise)
+    return not expected.family or any(graph.node(n).op in expected.family for n in graph.within(kept, node))
 
 
 def refuse(graph: Graph, candidate: Candidate, expected: Expected) -> Optional[str]:
@@ -59,20 +92,31 @@ def refuse(graph: Graph, candidate: Candidate, expected: Expected) -> Optional[s
     return None
 
 
-def scratch(minify_folder: RunFolder, rel: str) -> dict[str, str]:
-    """A child's TMPDIR and Inductor and Triton caches, real folders under `rel` of the minify folder: torch would
-    otherwise make $TMPDIR/torchinductor_<user> outside every folder aoti-bisect owns, and a run folder received
-    from someone may hold a link at any of these names (RunFolder.folder refuses it)."""
+def scratch(minify_folder: RunFolder, rel: str, caches: Optional[str] = None) -> dict[str, str]:
+    """A child's TMPDIR under `rel`, its Inductor and Triton caches under `caches` (default `rel`), real folders
+    of the minify folder: torch would otherwise make $TMPDIR/torchinductor_<user> outside every folder aoti-bisect
+    owns, and a run folder received from someone may hold a link at any of these names (RunFolder.folder refuses
+    it)."""
+    caches = caches or rel
     return {"TMPDIR": minify_folder.folder(f"{rel}/tmp"),
-            "TORCHINDUCTOR_CACHE_DIR": minify_folder.folder(f"{rel}/inductor"),
-            "TRITON_CACHE_DIR": minify_folder.folder(f"{rel}/triton")}
+            "TORCHINDUCTOR_CACHE_DIR": minify_folder.folder(f"{caches}/inductor"),
+            "TRITON_CACHE_DIR": minify_folder.folder(f"{caches}/triton")}
+
+
+# Every candidate's compile cache: candidates share the precompiled headers, Triton's compiled kernels and any
+# graph they have in common. Inductor locks each AOT compile by its key (codecache.AotCodeCompiler), so two
+# slots building the same graph at once wait for each other instead of writing one folder together.
+SHARED_CACHE = "cache/shared"
 
 
 class Trials:
     def __init__(self, out: str, graph: Graph, expected: Expected, python: str, options, say,
-                 libraries: str = "") -> None:
+                 libraries: str = "", runs: int = 1, jobs: int = 1, gpus: int = 0) -> None:
         self.out, self.graph, self.expected, self.python = out, graph, expected, python
         self.options, self.say = options, say
+        self.runs = max(1, runs)  # runs that judge one candidate: enough to see the run's own rate fail once
+        self.jobs = max(1, jobs)
+        self.gpus = gpus  # slot i runs on GPU i % gpus where the program runs on CUDA
         self.libraries = libraries  # the capture's folder of custom-op libraries, copied beside each program
         self.start = time.monotonic()
         self.cache: dict[Candidate, bool] = {}
@@ -80,10 +124,8 @@ class Trials:
         self.refused = 0
         self._lock = threading.Lock()
         self._values = None
-        # One compile cache and TMPDIR per slot: AOTI rewrites its cache on every compile, so two processes
-        # never share one; a slot's later candidates reuse its precompiled headers.
         self._slots: queue.Queue = queue.Queue()
-        for slot in range(max(1, options.jobs)):
+        for slot in range(self.jobs):
             self._slots.put(slot)
 
     def spent(self) -> bool:
@@ -105,7 +147,7 @@ class Trials:
                 self.refused += 1
                 continue
             pending.append((i, candidate))
-            if len(pending) == self.options.jobs:
+            if len(pending) == self.jobs:
                 hit = self._run_window(pending)
                 if hit is not None:
                     return hit
@@ -128,18 +170,24 @@ class Trials:
         os.makedirs(folder, exist_ok=True)
         self._write(candidate, folder)
         slot = self._slots.get()
+        seconds, runs = 0.0, []
         try:
-            exit, text = self._execute(folder, slot)
+            for run in range(self.runs):
+                exit, text = self._execute(folder, slot, run)
+                outcome, signature = classify(text, exit)
+                seconds += exit.duration
+                runs.append((outcome, signature, same_failure(self.graph, candidate.kept, self.expected,
+                                                               signature, text)))
+                if runs[-1][2] or self.spent():
+                    break
         finally:
             self._slots.put(slot)
-        outcome, signature = classify(text, exit)
-        interesting = (signature is not None and signature.kind == self.expected.kind
-                       and signature.phase == self.expected.phase)
+        outcome, signature, interesting = runs[-1]
         trial = Trial(number, folder, signature and signature.kind, signature and signature.phase,
-                      round(exit.duration, 1), interesting)
+                      round(seconds, 1), interesting, len(runs))
         write_file(os.path.join(folder, "trial.json"), json.dumps(
             {"kept": list(candidate.kept), "zeros": list(candidate.zeros), "sizes": dict(candidate.sizes),
-             "outcome": outcome.value,
+             "outcome": outcome.value, "runs": len(runs), "of_runs": self.runs,
              "signature": signature.to_json() if signature else None, "interesting": interesting,
              "seconds": trial.seconds}, indent=2))
         with self._lock:
@@ -148,15 +196,20 @@ class Trials:
         self.say(f"minify: [{number:03d}] {len(candidate.kept)} node(s), {len(candidate.zeros)} zeroed, "
                  f"{len(candidate.sizes)} cut: "
                  + (f"{trial.kind}/{trial.phase}" if trial.kind else "passed")
+                 + (f" in run {len(runs)} of {self.runs}" if self.runs > 1 and interesting else
+                    f" in each of {len(runs)} runs" if len(runs) > 1 else "")
                  + (" (kept)" if interesting else "") + f" in {trial.seconds:.0f}s")
         return interesting
 
-    def _execute(self, folder: str, slot: int):
+    def _execute(self, folder: str, slot: int, run: int = 0):
+        """One run of the folder's repro.py; the first compiles it, later ones run the package it built."""
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1",
-               **scratch(RunFolder(self.out), f"cache/slot{slot}")}
-        log = os.path.join(folder, "output.log")
-        exit = process.execute([self.python, os.path.join(folder, PROGRAM)], env, folder, log,
-                               self.options.timeout_s)
+               **scratch(RunFolder(self.out), f"cache/slot{slot}", SHARED_CACHE)}
+        if self.gpus:
+            env["CUDA_VISIBLE_DEVICES"] = str(slot % self.gpus)
+        log = os.path.join(folder, "output.log" if run == 0 else f"output.{run}.log")
+        exit = process.execute([self.python, os.path.join(folder, PROGRAM), *(["--reuse"] if run else [])], env,
+                               folder, log, self.options.timeout_s)
         return exit, read_log(log)
 
     def _write(self, candidate: Candidate, folder: str) -> Source:
@@ -187,20 +240,29 @@ class Trials:
                 os.remove(os.path.join(out, name))
         return self._write(candidate, out)
 
-    def verify(self, out: str) -> tuple[bool, Optional[str]]:
-        """Runs repro.py once more from a copy of just its files in a fresh temporary folder."""
+    def verify(self, out: str, kept: tuple[str, ...]) -> tuple[Rate, Optional[str]]:
+        """Runs repro.py from a copy of just its files in a fresh temporary folder, max(runs, VERIFY_RUNS) times
+        (the first compiles, the others run its package): how often it fails as the run did, and the first
+        failure's signature (else the last run's answer)."""
+        failures, first, last = 0, None, "passed"
+        n = max(self.runs, VERIFY_RUNS)
         with tempfile.TemporaryDirectory(prefix="aoti-bisect-minify-") as tmp:
             for name in (PROGRAM, INPUTS, *self.graph.libraries):
                 if os.path.isfile(os.path.join(out, name)):
                     shutil.copy(os.path.join(out, name), tmp)
-            exit, text = self._execute(tmp, 0)
-            write_file(os.path.join(out, "verify.log"), text)
-        outcome, signature = classify(text, exit)
-        if signature is None:
-            return False, "passed"
-        ok = signature.kind == self.expected.kind and signature.phase == self.expected.phase
-        self.say(f"minify: verify from a copy: {signature.kind}/{signature.phase}")
-        return ok, f"{signature.kind}/{signature.phase}: {signature.message}"
+            for run in range(n):
+                exit, text = self._execute(tmp, 0, run)
+                outcome, signature = classify(text, exit)
+                if run == 0:
+                    write_file(os.path.join(out, "verify.log"), text)
+                if signature is not None:
+                    last = f"{signature.kind}/{signature.phase}: {signature.message}"
+                if same_failure(self.graph, kept, self.expected, signature, text):
+                    failures += 1
+                    first = first or last
+        rate = Rate(failures, n)
+        self.say(f"minify: verify from a copy: failed as the run did in {rate.describe()}")
+        return rate, first or last
 
     def why_not(self) -> str:
         ran = [t for t in self.trials if t is not None]
@@ -212,5 +274,7 @@ class Trials:
 
     def summary(self) -> dict:
         ran = [t for t in self.trials if t is not None]
-        return {"candidates": len(ran), "refused_without_running": self.refused,
-                "candidate_seconds": round(sum(t.seconds for t in ran), 1)}
+        return {"candidates": len(ran), "refused_without_running": self.refused, "jobs": self.jobs,
+                "runs_per_candidate": self.runs, "candidate_runs": sum(t.runs for t in ran),
+                "candidate_seconds": round(sum(t.seconds for t in ran), 1),
+                "seconds_per_candidate": round(statistics.median(t.seconds for t in ran), 1) if ran else None}

@@ -9,7 +9,8 @@ AOTI_BISECT_CAPTURE=1 writes, under <run folder>/capture/ (the folder of AOTI_BI
   outputs.pt    torch.save({"call": n, "outputs": ...}) once that call returned (absent: it raised or died)
   libs/         a copy of each shared library that registers a custom op the program calls (oplibs.py)
   capture.json  {"schema_version": 1, "program": "program.pt2" | null, "program_problem": str | null,
-                 "libraries": {namespace: "libs/<file>"},
+                 "libraries": {namespace: "libs/<file>"}, "python_ops": the source of each custom op Python
+                 defines (pyops.py),
                  "calls": n + 1, "inputs": "inputs.pt" | null, "inputs_problem": ..., "outputs": ...,
                  "outputs_problem": ...}: which files hold what, and in one line why one is missing
 Each file is written under a temporary name and renamed, so a reader sees a whole file (a later call's, or the
@@ -31,7 +32,7 @@ import os
 import sys
 import weakref
 
-from . import atomic, contract, eagerwalk, fakecheck, oplibs
+from . import atomic, contract, eagerwalk, fakecheck, oplibs, pyops
 
 SCHEMA_VERSION = 1
 
@@ -129,7 +130,8 @@ def on_compile(ep, package_path):
         try:
             with atomic.replacing(path, "wb") as f:
                 torch.export.save(ep, f)
-            _write_manifest(program="program.pt2", program_problem=None, libraries=_copy_libraries(ep))
+            _write_manifest(program="program.pt2", program_problem=None, libraries=_copy_libraries(ep),
+                            python_ops=_python_ops(ep))
         except Exception as exc:
             _write_manifest(program=None, program_problem=f"torch.export.save failed: {type(exc).__name__}: "
                                                           f"{exc}"[:300])
@@ -156,6 +158,15 @@ def _copy_libraries(ep):
             continue
         copied[namespace] = f"{contract.CAPTURE_LIBS}/{name}"
     return copied
+
+
+def _python_ops(ep):
+    """The source that defines each custom op of the program that Python defines (pyops.py), for minify."""
+    try:
+        return pyops.record(ep)
+    except Exception as exc:  # a torch whose custom-op internals moved: minify says so and refuses the op
+        return {"ops": {}, "pieces": {}, "no_fake": [],
+                "problems": {"*": f"its source could not be read: {type(exc).__name__}: {exc}"[:300]}}
 
 
 def on_load(model, package_path):

@@ -53,9 +53,18 @@ def _holds(path, words):
         return False
 
 
+def python_defined(qualname):
+    """Whether torch.library.custom_op (or triton_op) made the op: its code is Python, whatever library file
+    happens to hold its short names as bytes (libpython holds most short words)."""
+    from torch._library.custom_ops import OPDEFS
+
+    return qualname in OPDEFS
+
+
 def libraries(ep):
     """{namespace: library path} for each custom namespace a mapped library registers (Python-defined: absent)."""
-    wanted = custom_ops(ep)
+    wanted = {ns: ops for ns, ops in ((ns, {o for o in ops if not python_defined(f"{ns}::{o}")})
+                                      for ns, ops in custom_ops(ep).items()) if ops}
     if not wanted:
         return {}
     found = {}
