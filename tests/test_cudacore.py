@@ -95,6 +95,19 @@ def test_illegal_address_block_is_the_corrupted_row():
     assert fault.exception == "Warp Illegal Address" and fault.pc == "0x7f2e1b7a5400"
 
 
+def test_an_exception_named_before_cuda_gdb_itself_died_is_read():
+    # size_dependent_ima in a bisection on an H200: cuda-gdb printed the exception, then died of its own internal
+    # error (std::out_of_range) before the backtrace; the exception line alone names the kernel and its line.
+    fault = parse(log("cudagdb-ima-inductor-reader-died-after.log"))
+    assert (fault.exception, fault.kernel, fault.line) == ("Warp Illegal Address", "triton_poi_fused_relu_0", 26)
+
+
+def test_a_dump_read_in_a_real_bisection_names_the_rare_fault():
+    # rare_only_ima_user_triton's first crash, 28 runs into a bisection on an H200 (bench/gpu/verdict_groups.sh)
+    fault = parse(log("cudagdb-ima-rare-only-bisection.log"))
+    assert (fault.kernel, fault.line, fault.block, fault.grid_dim) == ("gather_rows", 22, (43, 0, 0), (256, 1, 1))
+
+
 @pytest.mark.parametrize("name", ["cudagdb-device-assert.log", "cudagdb-device-assert-explore.log",
                                   "cudagdb-device-assert-lanes.log"])
 def test_device_assert_in_inductors_kernel(name):

@@ -13,9 +13,10 @@ from aoti_bisect.diagnose.crash import crash_culprit
 from aoti_bisect.aoti import wrapper
 from aoti_bisect.run import process
 from aoti_bisect.run.classify import Frame
-from aoti_bisect.run.types import CrashSite, Outcome, ProcessExit, RunResult, RunSpec
+from aoti_bisect.report.facts import render
+from aoti_bisect.run.types import DEVICE_DUMP, CrashSite, Outcome, ProcessExit, RunResult, RunSpec
 from aoti_bisect.run.witness import (Witness, culprit_frame, native_site, parse, parse_addr2line,
-                                     python_op_frame)
+                                     python_op_frame, uncaught_exception)
 
 LOGS = "tests/logs/cpu/"
 
@@ -94,7 +95,6 @@ def test_a_crash_in_a_custom_ops_function_convicts_the_graphs_op_of_that_name():
                      "bisectlab_flaky_gather.so")
     culprit = crash_culprit([_result(site)], graph)
     assert culprit.kind == "outside_instrumented_kernels" and culprit.kernel == "bisectlab::shifted_gather"
-    from aoti_bisect.report.facts import render
     assert "SIGSEGV in shifted_gather(at::Tensor const&, at::Tensor const&) (main.cpp:18)" in render(culprit.summary)
 
 
@@ -173,6 +173,33 @@ def test_a_crash_with_no_witness_file_says_why_in_one_line(witnessed):
     os.symlink(run / "elsewhere", run / CRASH_FILE)
     site, problem = witness.read(str(run), ProcessExit(None, signal.SIGSEGV, False, 1.0, 0), "")
     assert site is None and "link" in problem
+
+
+def test_an_abort_on_an_uncaught_exception_at_exit_names_no_site(tmp_path):
+    # index_from_cumsum_cuda on an H200: after the device assert, the package's destructor threw the sticky CUDA
+    # error at interpreter exit and std::terminate aborted; the throw is in the wrapper, where nothing faulted.
+    with open("tests/logs/cuda/witness-abort-uncaught-exception-at-exit.txt") as f:
+        text = f.read()
+    crash = parse(text)[0]
+    assert crash.signal == signal.SIGABRT and uncaught_exception(crash)
+    assert not uncaught_exception(parse(_read("witness-flaky_custom_op_crash.txt"))[0])
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / CRASH_FILE).write_text(text)
+    witness = Witness(str(tmp_path / "w"), dict(os.environ))
+    witness.cuda_gdb = None
+    site, problem = witness.read(str(run), ProcessExit(None, signal.SIGABRT, False, 1.0, 0), "")
+    assert site is None and "nobody caught" in problem
+
+
+def test_a_device_dump_outweighs_host_stacks_and_convicts_a_kernel_without_a_wrapper():
+    dumped = CrashSite("Warp Illegal Address", "gather_rows", "k.py:22", None, "", DEVICE_DUMP)
+    host = CrashSite("SIGABRT", "model.wrapper.so+0x1b180", None, "model.wrapper.so")
+    runs = [_result(host, kind="illegal_memory_access"), _result(host, kind="illegal_memory_access"),
+            _result(dumped, kind="illegal_memory_access")]
+    culprit = crash_culprit(runs, None)  # a package the runs did not build: no wrapper to map to
+    assert culprit.kind == "kernel" and culprit.kernel == "gather_rows"
+    assert "by the run's own CUDA core dump" in render(culprit.summary)
 
 
 def test_a_user_preload_is_kept_behind_the_witness(tmp_path):

@@ -19,6 +19,9 @@ def crash_culprit(results: list[RunResult], graph: Optional[WrapperGraph]) -> Op
     # A crash while exporting, compiling or loading is the load doctor's: no kernel of the model ran.
     crashed = [r for r in results if r.failed and r.crash is not None
                and not (r.signature and r.signature.phase in ("export", "compile", "load"))]
+    # The driver's dump names the kernel that faulted; a host stack of the same failure (an abort as the CUDA error
+    # unwinds) only where it was reported.
+    crashed = [r for r in crashed if r.crash.on_device] or crashed
     if not crashed:
         return None
     counts = Counter(r.crash.function for r in crashed)
@@ -29,7 +32,7 @@ def crash_culprit(results: list[RunResult], graph: Optional[WrapperGraph]) -> Op
     if len(counts) > 1:
         evidence.append(fact(FactKind.CRASH, "other crashed runs faulted in {others:, }",
                              others=tuple(f for f in counts if f != function)))
-    if graph is None and not _bare(function).startswith(("cpp_", "triton_")):
+    if graph is None and not site.on_device and not _bare(function).startswith(("cpp_", "triton_")):
         culprit = Culprit(CulpritKind.OUTSIDE_INSTRUMENTED_KERNELS, kernel=function, evidence=evidence)
     else:
         culprit = convict_function(_bare(function), graph, None, evidence, FactKind.CRASH)

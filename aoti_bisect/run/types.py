@@ -28,7 +28,7 @@ class RunSpec:
     env: tuple[tuple[str, str], ...] = ()
     timeout: float = 600.0
     hook: bool = False  # run with the in-process hook (child/hook), which records packages in hook.json
-    # Compiles for a later stage and stops at its first package load (Harness.ahead): it stands for no stage.
+    # Compiles for a later stage and stops at its first package load (Scheduler.ahead): it stands for no stage.
     compile_only: bool = False
     # Carries the hook only to take its flag set's stored package (a baseline run after its first wave): nothing
     # diagnostic, so it fails as the user's runs do, without a compile each time.
@@ -75,6 +75,9 @@ class ProcessExit:
     launch_error: Optional[str] = None
 
 
+DEVICE_DUMP = "CUDA core dump"
+
+
 @dataclass(frozen=True)
 class CrashSite:
     """Where a crashed run faulted, as the run itself told: its native stack (run/witness.py) or its CUDA core
@@ -85,7 +88,12 @@ class CrashSite:
     location: Optional[str] = None  # "main.cpp:18", "c4xy....py:23"
     library: Optional[str] = None  # the file it lives in (basename)
     detail: str = ""  # grid/block/thread of a device fault; the native frame that called it; the faulting address
-    source: str = "native stack"  # what told: "native stack", "Python stack", "CUDA core dump"
+    source: str = "native stack"  # what told: "native stack", "Python stack", DEVICE_DUMP
+
+    @property
+    def on_device(self) -> bool:
+        """A device exception the driver dumped: a kernel faulted, whatever the host did next."""
+        return self.source == DEVICE_DUMP
 
     def describe(self) -> str:
         where = f" ({self.location})" if self.location else (f" (in {self.library})" if self.library else "")

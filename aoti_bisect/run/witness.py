@@ -25,7 +25,7 @@ from ..child.contract import CRASH_FILE, CRASH_FILE_ENV
 from ..files import NotOwnFile, read_own_text
 from . import process
 from .classify import Frame, parse_frames, signal_name
-from .types import CrashSite, ProcessExit
+from .types import DEVICE_DUMP, CrashSite, ProcessExit
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "witness.c")
 LIBRARY = "libaoti_bisect_witness.so"
@@ -90,6 +90,15 @@ def parse(text: str) -> list[NativeCrash]:
     return crashes
 
 
+# An abort through these is std::terminate ending an exception nobody caught: a CUDA error rethrown by a destructor
+# at exit, say. The throw is where an earlier failure was reported, not where anything faulted.
+_TERMINATE = frozenset({"__cxa_throw", "__cxa_rethrow", "__cxa_call_terminate", "_ZSt9terminatev"})
+
+
+def uncaught_exception(crash: NativeCrash) -> bool:
+    return crash.signal == _signal.SIGABRT and any(f.symbol in _TERMINATE for f in crash.faulting())
+
+
 def culprit_frame(crash: NativeCrash) -> Optional[tuple[NativeFrame, bool, Optional[NativeFrame]]]:
     """(the innermost frame of the repro's own native code, whether it is the faulting instruction itself, the
     system frame it called into), or None when every frame is the system's."""
@@ -150,7 +159,7 @@ def device_site(fault: cudacore.DeviceFault) -> CrashSite:
     location = f"{os.path.basename(fault.source)}:{fault.line}" if fault.source and fault.line else None
     dims = (("grid", fault.grid_dim), ("block", fault.block), ("thread", fault.thread))
     detail = ", ".join(f"{name} ({','.join(map(str, value))})" for name, value in dims if value)
-    return CrashSite(fault.exception, fault.kernel, location, None, detail, "CUDA core dump")
+    return CrashSite(fault.exception, fault.kernel, location, None, detail, DEVICE_DUMP)
 
 
 class Witness:
@@ -219,6 +228,9 @@ class Witness:
         if not crashes:
             return None, "the crash witness's file holds no complete stack"
         crash = crashes[-1]
+        if uncaught_exception(crash):
+            return None, ("the process aborted on a C++ exception nobody caught (std::terminate): where it was "
+                          "thrown is not where it faulted")
         found = culprit_frame(crash)
         if found is None:
             py = python_op_frame(log)
