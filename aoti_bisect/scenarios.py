@@ -7,7 +7,7 @@ import re
 import sys
 import time
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Optional
 
 from tabulate import tabulate
@@ -50,6 +50,7 @@ class Scenario:
     # The check runs the baseline as a plain `aoti-bisect SCRIPT` does (adaptive, `runs` at most) instead of
     # exactly `runs` runs: where the ladder's own plan is what the scenario shows (a rare fault).
     adaptive: bool = False
+    seconds: Optional[float] = None  # what `scenarios check` of it took, measured (the manifest says where)
 
     @property
     def path(self) -> str:
@@ -76,7 +77,7 @@ def load_manifest(path: Optional[str] = None) -> list[Scenario]:
             runs=t.get("runs", 2), timeout=t.get("timeout", 300), observed=t.get("observed", ""),
             args=tuple(t.get("args", ())), sanitize=t.get("sanitize", False),
             evidence=tuple(t.get("evidence", ())), setup=tuple(t.get("setup", ())), line=t.get("line"),
-            adaptive=t.get("adaptive", False)))
+            adaptive=t.get("adaptive", False), seconds=t.get("seconds")))
     return out
 
 
@@ -88,11 +89,25 @@ def load_bundled() -> list[Scenario]:
     return load_manifest(path)
 
 
-def list_table(scenarios: list[Scenario]) -> str:
-    rows = [(s.name, s.device, s.kind or "-", s.phase or "-", s.expected_culprit(),
-             f"{s.rate[0]:.0%}-{s.rate[1]:.0%}" if s.flaky else ("0%" if s.verdict == "not_reproduced" else "100%"),
-             s.stage, s.demonstrates) for s in scenarios]
-    return tabulate(rows, headers=["name", "device", "kind", "phase", "culprit", "rate", "pinned by", "demonstrates"])
+def list_table(scenarios: list[Scenario], wide: bool = False) -> str:
+    """One row a scenario, within 100 columns; `wide` adds the phase, the expected culprit and what it
+    demonstrates."""
+    rows = [(s.name, s.device, s.kind or "-", _rate(s), s.stage, _seconds(s),
+             *((s.phase or "-", s.expected_culprit(), s.demonstrates) if wide else ())) for s in scenarios]
+    return tabulate(rows, headers=["name", "device", "kind", "rate", "pinned by", "seconds",
+                                   *(("phase", "culprit", "demonstrates") if wide else ())], disable_numparse=True)
+
+
+def list_json(scenarios: list[Scenario]) -> list[dict]:
+    return [{**asdict(s), "expected_culprit": s.expected_culprit()} for s in scenarios]
+
+
+def _rate(s: Scenario) -> str:
+    return f"{s.rate[0]:.0%}-{s.rate[1]:.0%}" if s.flaky else ("0%" if s.verdict == "not_reproduced" else "100%")
+
+
+def _seconds(s: Scenario) -> str:
+    return f"{s.seconds:.0f}" if s.seconds is not None else "-"
 
 
 def culprit_matches(expected: dict, found: Optional[dict]) -> bool:

@@ -120,3 +120,47 @@ def test_broken_repro_is_an_error_not_a_reproduction(tmp_path):
     report = json.loads(out.stdout)
     assert report["verdict"] == "error" and report["signature"]["kind"] == "script_error"
     assert report["reproduction"]["runs"] == 2  # adaptive: stops once every run failed the same way
+
+
+def test_the_first_progress_line_comes_within_seconds_when_piped(tmp_path):
+    (tmp_path / "slow.py").write_text("import time\ntime.sleep(60)\n")
+    start = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "aoti_bisect", str(tmp_path / "slow.py"), "--runs", "1",
+                             "--out", str(tmp_path / "out")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        first = proc.stdout.readline()
+        took = time.monotonic() - start
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=120)
+    assert first.startswith("aoti-bisect: run directory") and took < 5, (first, took)
+
+
+def test_scenarios_list_fits_100_columns_and_filters_by_device():
+    def listed(*args):
+        proc = subprocess.run([sys.executable, "-m", "aoti_bisect", "scenarios", "list", *args],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+    table = listed("--device", "cpu").splitlines()
+    assert "seconds" in table[0] and max(len(line) for line in table) <= 100
+    rows = {line.split()[0]: line.split() for line in table[2:]}
+    assert rows["nan_after_matmul"][1] == "cpu" and rows["nan_after_matmul"][-1].isdigit()
+    assert all(row[1] == "cpu" for row in rows.values())
+    assert "demonstrates" in listed("--wide").splitlines()[0]
+    every = json.loads(listed("--json"))
+    assert {s["device"] for s in every} == {"cpu", "cuda"} and all("demonstrates" in s for s in every)
+
+
+def test_nightly_only_says_nothing_of_the_repros_left_aside(tmp_path, capsys):
+    from aoti_bisect.nightly.sets import SetError, load_set
+
+    (tmp_path / "a.py").write_text("print('ok')\n")
+    (tmp_path / "manifest.toml").write_text(
+        '[[scenario]]\nname = "plain"\nscript = "a.py"\n\n'
+        '[[scenario]]\nname = "built"\nscript = "a.py"\nsetup = ["a.py", "{setup}/p.pt2"]\n')
+    assert [r.name for r in load_set(str(tmp_path), sys.executable, only=("plain",))] == ["plain"]
+    assert capsys.readouterr().err == ""
+    with pytest.raises(SetError, match="built has a setup step"):
+        load_set(str(tmp_path), sys.executable, only=("built",))

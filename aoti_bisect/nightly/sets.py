@@ -35,7 +35,7 @@ def load_set(path: str, python: str, only: tuple[str, ...] = ()) -> list[Repro]:
     if os.path.isdir(path):
         manifest = os.path.join(path, "manifest.toml")
         if os.path.isfile(manifest):
-            repros = _from_manifest(manifest, python)
+            repros = _from_manifest(manifest, python, only)
         else:
             scripts = sorted(p for p in glob.glob(os.path.join(path, "**", "*.py"), recursive=True)
                              if not os.path.basename(p).startswith("_"))
@@ -47,7 +47,7 @@ def load_set(path: str, python: str, only: tuple[str, ...] = ()) -> list[Repro]:
     elif os.path.isfile(path):
         if not path.endswith(".toml"):
             raise SetError(f"{path} is neither a folder of repros nor a manifest (.toml)")
-        repros = _from_manifest(path, python)
+        repros = _from_manifest(path, python, only)
     else:
         raise SetError(f"no such file or folder: {path}")
     folders: dict[str, str] = {}
@@ -64,7 +64,7 @@ def load_set(path: str, python: str, only: tuple[str, ...] = ()) -> list[Repro]:
     return repros
 
 
-def _from_manifest(path: str, python: str) -> list[Repro]:
+def _from_manifest(path: str, python: str, only: tuple[str, ...] = ()) -> list[Repro]:
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)
@@ -84,9 +84,13 @@ def _from_manifest(path: str, python: str) -> list[Repro]:
         seen.add(name)
         if t.get("setup"):
             # A setup step (building the package a repro loads) is `scenarios check`'s; a night would run the
-            # repro with `{setup}` unresolved and record a failure that is not the repro's.
-            print(f"aoti-bisect nightly: leaving out {name}: its setup step runs only under `scenarios check`",
-                  file=sys.stderr)
+            # repro with `{setup}` unresolved and record a failure that is not the repro's. Said only of the
+            # repros the night was asked for: `--only` names them.
+            if name in only:
+                raise SetError(f"{path}: {name} has a setup step, which runs only under `scenarios check`")
+            if not only:
+                print(f"aoti-bisect nightly: leaving out {name}: its setup step runs only under `scenarios check`",
+                      file=sys.stderr)
             continue
         script_path = os.path.join(base, script)
         if not os.path.lexists(script_path):
