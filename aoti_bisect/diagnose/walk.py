@@ -165,6 +165,163 @@ class _Walk:
     def tensor(self, s: TensorStats) -> Tensor:
         return self.namer.tensor(s)
 
+    # -- the walk's steps ---------------------------------------------------------------------------------
+    def from_outputs(self) -> Optional[Launch]:
+        """Where a failure that did not crash starts: the launch that wrote the first bad graph output (None, and
+        a note why, where there is none to start from)."""
+        producers = self.graph.output_producers()
+        if not producers:
+            self.note(fact(FactKind.NOTE, "the wrapper hands back no kernel-produced output; nothing to walk"))
+            return None
+        self.ensure(producers)
+        if not any(p.name in self.views for p in producers):
+            # Unprinted outputs are not finite ones: the repro ran a package this compile did not make.
+            self.note(fact(FactKind.UNVERIFIED, "the level-2 run printed nothing for {kernels}: the repro ran code "
+                           "other than the wrapper compiled under these flags (a prebuilt or cached package), or the "
+                           "failure did not reproduce under the printer",
+                           kernels=tuple(kernel(p.name) for p in producers)))
+            return None
+        bad = [p for p in producers if self.bad_outputs(p)]
+        if not bad:
+            self.note(fact(FactKind.NOTE, "level 2 shows finite, in-range graph outputs: the failure is not a NaN/Inf "
+                           "or an out-of-range index the printer can see (a wrong-but-finite value needs a reference)"))
+            return None
+        current = bad[0]
+        var, s = self.bad_outputs(current)[0]
+        self.note(fact(FactKind.BAD_VALUE, "graph output {var} is bad after {kernel}: {tensor}",
+                       var=self.namer.var(var), kernel=kernel(current.name), tensor=self.tensor(s)))
+        return current
+
+    def from_suspect(self, start: str) -> Optional[Launch]:
+        """The suspect's launch in this wrapper (None, and a note why, where its name is not there)."""
+        hits = self.graph.by_name(start)
+        if not hits:
+            self.note(fact(FactKind.NOTE, "kernel {kernel} from the trace is not in the generated wrapper: kernel "
+                           "names drifted between compiles (autotuning?); not guessing a match", kernel=kernel(start)))
+            return None
+        return hits[0]
+
+    def back_from(self, current: Launch, faulted_at: Optional[str]) -> Culprit:
+        """From `current` back through the bad values to where they began. faulted_at: the launch that never
+        finished (it has no after_launch values, so good inputs convict it), or None."""
+        visited: set[int] = set()
+        # Past a failed index check, a finite integer tensor beyond its bound is bad only where it indexes: the
+        # ancestor that made it (a Triton `cumsum`) made a valid tensor, and computed_indices follows it instead.
+        ancestors_by_bound = not (faulted_at is not None and self.check is not None)
+        while True:
+            visited.add(current.index)
+            self.ensure([current])
+            if current.name not in self.views:
+                self.note(fact(FactKind.UNVERIFIED, "the level-2 run printed nothing for {kernel}: its name drifted "
+                               "between compiles, or the failure did not reproduce under the printer",
+                               kernel=kernel(current.name)))
+                return self.culprit
+            earlier = self.earlier_bad(current, visited, ancestors_by_bound)
+            if earlier is not None:
+                current = earlier
+                continue
+            faulted = faulted_at == current.name
+            bad_in = self.bad_inputs(current)
+            if faulted:
+                bad_in = self.past_computed_indices(current, bad_in)
+            if not bad_in:
+                return self.convict(current, faulted)
+            producer = self.follow(current, *bad_in[0], visited)
+            if producer is None:
+                return self.culprit
+            current = producer
+
+    def earlier_bad(self, current: Launch, visited: set[int], by_bound: bool) -> Optional[Launch]:
+        """The first ancestor of `current`, not walked yet, that already writes a bad value."""
+        earlier = [a for a in self.graph.ancestors(current) if a.name in self.views
+                   and self.bad_outputs(a, by_bound) and a.index not in visited]
+        if not earlier:
+            return None
+        first = earlier[0]
+        var, s = self.bad_outputs(first, by_bound)[0]
+        self.note(fact(FactKind.BAD_VALUE, "{first} (an ancestor of {current}) already writes bad {var}: {tensor}",
+                       first=kernel(first.name), current=kernel(current.name), var=self.namer.var(var),
+                       tensor=self.tensor(s)))
+        return first
+
+    def past_computed_indices(self, launch: Launch,
+                              bad_in: list[tuple[str, TensorStats]]) -> list[tuple[str, TensorStats]]:
+        """The faulted launch's bad reads less the indices an earlier launch computed: an index past this kernel's
+        bound is bad only here, and the op that made it made a valid tensor, so the walk stops at the fault and
+        follows the index to its origin instead (bounds.py, explain_bound)."""
+        computed = self.computed_indices(launch, bad_in)
+        if not computed:
+            return bad_in
+        var, s = computed[0]
+        producer = self.graph.producer(var, launch.index)
+        self.note(fact(FactKind.BAD_VALUE, "{kernel} faulted on an index past its bound, {var}: {tensor}, made by "
+                       "{producer}", kernel=kernel(launch.name), var=self.namer.var(var), tensor=self.tensor(s),
+                       producer=kernel(producer.name)))
+        return [b for b in bad_in if b not in computed]
+
+    def convict(self, launch: Launch, faulted: bool) -> Culprit:
+        """A launch whose inputs are good: it made the bad values (or faulted) itself."""
+        good = self.good_inputs(launch)
+        self.culprit.summary = self.note(fact(
+            FactKind.CONVICTION, "{kernel} faulted from good inputs: {good}" if faulted else
+            "{kernel} produced bad values from good inputs: {good}", kernel=kernel(launch.name),
+            good=tuple(self.tensor(s) for s in good) or "no tensor inputs"))
+        for var, s in self.bad_outputs(launch):
+            self.note(fact(FactKind.BAD_VALUE, "{kernel} wrote bad {var}: {tensor}", kernel=kernel(launch.name),
+                           var=self.namer.var(var), tensor=self.tensor(s)))
+        if faulted and self.check is None:
+            self.suspicious_indices(launch, good)
+        unseen = [v for v in launch.args if self.graph.storage(v) in launch.reads
+                  and self.stats(launch, v, "before") is None]
+        if unseen:
+            self.note(fact(FactKind.UNVERIFIED, "unverified: {kernel} also reads {unseen:, }, which level 2 does "
+                           "not print (constants and extern-kernel weights are never printed); a bad value there "
+                           "would look exactly like this", kernel=kernel(launch.name),
+                           unseen=tuple(self.namer.var(v) for v in unseen)))
+        came_from = self.explain_bound(launch) if faulted else None
+        self.culprit.kind, self.culprit.kernel = CulpritKind.KERNEL, launch.name
+        if came_from is not None:  # a computed index: the model input it derives from is what to change
+            idx = self.graph.inputs.index(came_from)
+            self.culprit.kind, self.culprit.input_index, self.culprit.input_name = (CulpritKind.MODEL_INPUT, idx,
+                                                                                  came_from)
+            self.culprit.user_name = self.namer.input(idx, came_from).user_name
+        return self.culprit
+
+    def follow(self, launch: Launch, var: str, s: TensorStats, visited: set[int]) -> Optional[Launch]:
+        """A bad read: the launch that wrote it, to walk on from; or None, its origin convicted (a model input, a
+        constant, or a change outside the instrumented kernels)."""
+        storage = self.graph.storage(var)
+        if self.graph.is_model_input(var):
+            idx = self.graph.inputs.index(storage)
+            who = self.namer.input(idx, storage)
+            self.culprit.summary = self.note(fact(FactKind.BAD_VALUE, "{kernel} reads {input:phrase} and it is "
+                                                  "already bad: {tensor}", kernel=kernel(launch.name), input=who,
+                                                  tensor=self.tensor(s)))
+            self.culprit.kind, self.culprit.input_index, self.culprit.input_name = (CulpritKind.MODEL_INPUT, idx,
+                                                                                  storage)
+            self.culprit.user_name = who.user_name
+            return None
+        if self.graph.is_constant(var):
+            who = self.namer.constant(storage)
+            self.culprit.summary = self.note(fact(FactKind.BAD_VALUE, "{kernel} reads {constant:phrase} and it is "
+                                                  "already bad: {tensor}", kernel=kernel(launch.name), constant=who,
+                                                  tensor=self.tensor(s)))
+            self.culprit.kind, self.culprit.input_name, self.culprit.user_name = (CulpritKind.CONSTANT, storage,
+                                                                                who.user_name)
+            return None
+        producer = self.graph.producer(var, launch.index)
+        if producer is None or producer.index in visited:
+            self.culprit.summary = self.note(fact(
+                FactKind.BAD_VALUE, "{kernel} reads bad {var} but no instrumented kernel wrote it bad: the value "
+                "changed outside instrumented kernels (a custom op, a copy, or memory another kernel overran)",
+                kernel=kernel(launch.name), var=self.namer.var(var), tensor=self.tensor(s)))
+            self.culprit.kind = CulpritKind.OUTSIDE_INSTRUMENTED_KERNELS
+            return None
+        self.note(fact(FactKind.BAD_VALUE, "{kernel} reads bad {var} ({tensor}), written by {producer}",
+                       kernel=kernel(launch.name), var=self.namer.var(var), tensor=self.tensor(s),
+                       producer=kernel(producer.name)))
+        return producer
+
 
 def walk(graph: WrapperGraph, observe: Observe, start: Optional[str], crashed: bool,
          bound: Optional[IndexBound] = None, cap: int = 8, namer: Optional[Namer] = None,
@@ -175,123 +332,8 @@ def walk(graph: WrapperGraph, observe: Observe, start: Optional[str], crashed: b
     outputs (failures that do not crash: a NaN or a wrong value the script's own check reports).
     crashed: the suspect never finished, so it has no after_launch values; good inputs then convict it.
     """
-    namer = namer or Namer(placeholders=tuple(graph.inputs))
-    w = _Walk(graph, observe, bound, cap, namer, source)
-    if start is None:
-        producers = graph.output_producers()
-        if not producers:
-            w.note(fact(FactKind.NOTE, "the wrapper hands back no kernel-produced output; nothing to walk"))
-            return w.culprit
-        w.ensure(producers)
-        if not any(p.name in w.views for p in producers):
-            # Unprinted outputs are not finite ones: the repro ran a package this compile did not make.
-            w.note(fact(FactKind.UNVERIFIED, "the level-2 run printed nothing for {kernels}: the repro ran code "
-                        "other than the wrapper compiled under these flags (a prebuilt or cached package), or the "
-                        "failure did not reproduce under the printer",
-                        kernels=tuple(kernel(p.name) for p in producers)))
-            return w.culprit
-        bad = [p for p in producers if w.bad_outputs(p)]
-        if not bad:
-            w.note(fact(FactKind.NOTE, "level 2 shows finite, in-range graph outputs: the failure is not a NaN/Inf "
-                        "or an out-of-range index the printer can see (a wrong-but-finite value needs a reference)"))
-            return w.culprit
-        current = bad[0]
-        var, s = w.bad_outputs(current)[0]
-        w.note(fact(FactKind.BAD_VALUE, "graph output {var} is bad after {kernel}: {tensor}", var=namer.var(var),
-                    kernel=kernel(current.name), tensor=w.tensor(s)))
-    else:
-        hits = graph.by_name(start)
-        if not hits:
-            w.note(fact(FactKind.NOTE, "kernel {kernel} from the trace is not in the generated wrapper: kernel "
-                        "names drifted between compiles (autotuning?); not guessing a match", kernel=kernel(start)))
-            return w.culprit
-        current = hits[0]
-    visited: set[int] = set()
-    # Past a failed index check, a finite integer tensor beyond its bound is bad only where it indexes: the ancestor
-    # that made it (a Triton `cumsum`) made a valid tensor, and computed_indices follows it to its origin instead.
-    ancestors_by_bound = not (crashed and start is not None and w.check is not None)
-    while True:
-        visited.add(current.index)
-        w.ensure([current])
-        if current.name not in w.views:
-            w.note(fact(FactKind.UNVERIFIED, "the level-2 run printed nothing for {kernel}: its name drifted between "
-                        "compiles, or the failure did not reproduce under the printer", kernel=kernel(current.name)))
-            return w.culprit
-        earlier_bad = [a for a in graph.ancestors(current) if a.name in w.views
-                       and w.bad_outputs(a, ancestors_by_bound) and a.index not in visited]
-        if earlier_bad:
-            first = earlier_bad[0]
-            var, s = w.bad_outputs(first, ancestors_by_bound)[0]
-            w.note(fact(FactKind.BAD_VALUE, "{first} (an ancestor of {current}) already writes bad {var}: {tensor}",
-                        first=kernel(first.name), current=kernel(current.name), var=namer.var(var),
-                        tensor=w.tensor(s)))
-            current = first
-            continue
-        bad_in = w.bad_inputs(current)
-        computed = w.computed_indices(current, bad_in) if crashed and start == current.name else []
-        if computed:
-            # An index past this kernel's bound is bad only here: the op that made it made a valid tensor, so the
-            # walk stops at the fault and follows the index to its origin instead (bounds.py, explain_bound).
-            var, s = computed[0]
-            producer = graph.producer(var, current.index)
-            w.note(fact(FactKind.BAD_VALUE, "{kernel} faulted on an index past its bound, {var}: {tensor}, made by "
-                        "{producer}", kernel=kernel(current.name), var=namer.var(var), tensor=w.tensor(s),
-                        producer=kernel(producer.name)))
-            bad_in = [b for b in bad_in if b not in computed]
-        if not bad_in:
-            good = w.good_inputs(current)
-            outs = w.bad_outputs(current)
-            faulted = crashed and start == current.name
-            w.culprit.summary = w.note(fact(
-                FactKind.CONVICTION, "{kernel} faulted from good inputs: {good}" if faulted else
-                "{kernel} produced bad values from good inputs: {good}", kernel=kernel(current.name),
-                good=tuple(w.tensor(s) for s in good) or "no tensor inputs"))
-            for var, s in outs:
-                w.note(fact(FactKind.BAD_VALUE, "{kernel} wrote bad {var}: {tensor}", kernel=kernel(current.name),
-                            var=namer.var(var), tensor=w.tensor(s)))
-            if faulted and w.check is None:
-                w.suspicious_indices(current, good)
-            unseen = [v for v in current.args if graph.storage(v) in current.reads
-                      and w.stats(current, v, "before") is None]
-            if unseen:
-                w.note(fact(FactKind.UNVERIFIED, "unverified: {kernel} also reads {unseen:, }, which level 2 does "
-                            "not print (constants and extern-kernel weights are never printed); a bad value there "
-                            "would look exactly like this", kernel=kernel(current.name),
-                            unseen=tuple(namer.var(v) for v in unseen)))
-            came_from = w.explain_bound(current) if faulted else None
-            w.culprit.kind, w.culprit.kernel = CulpritKind.KERNEL, current.name
-            if came_from is not None:  # a computed index: the model input it derives from is what to change
-                idx = graph.inputs.index(came_from)
-                w.culprit.kind, w.culprit.input_index, w.culprit.input_name = CulpritKind.MODEL_INPUT, idx, came_from
-                w.culprit.user_name = namer.input(idx, came_from).user_name
-            return w.culprit
-        var, s = bad_in[0]
-        storage = graph.storage(var)
-        if graph.is_model_input(var):
-            idx = graph.inputs.index(storage)
-            who = namer.input(idx, storage)
-            w.culprit.summary = w.note(fact(FactKind.BAD_VALUE, "{kernel} reads {input:phrase} and it is already "
-                                            "bad: {tensor}", kernel=kernel(current.name), input=who,
-                                            tensor=w.tensor(s)))
-            w.culprit.kind, w.culprit.input_index, w.culprit.input_name = CulpritKind.MODEL_INPUT, idx, storage
-            w.culprit.user_name = who.user_name
-            return w.culprit
-        if graph.is_constant(var):
-            who = namer.constant(storage)
-            w.culprit.summary = w.note(fact(FactKind.BAD_VALUE, "{kernel} reads {constant:phrase} and it is already "
-                                            "bad: {tensor}", kernel=kernel(current.name), constant=who,
-                                            tensor=w.tensor(s)))
-            w.culprit.kind, w.culprit.input_name, w.culprit.user_name = CulpritKind.CONSTANT, storage, who.user_name
-            return w.culprit
-        producer = graph.producer(var, current.index)
-        if producer is None or producer.index in visited:
-            w.culprit.summary = w.note(fact(
-                FactKind.BAD_VALUE, "{kernel} reads bad {var} but no instrumented kernel wrote it bad: the value "
-                "changed outside instrumented kernels (a custom op, a copy, or memory another kernel overran)",
-                kernel=kernel(current.name), var=namer.var(var), tensor=w.tensor(s)))
-            w.culprit.kind = CulpritKind.OUTSIDE_INSTRUMENTED_KERNELS
-            return w.culprit
-        w.note(fact(FactKind.BAD_VALUE, "{kernel} reads bad {var} ({tensor}), written by {producer}",
-                    kernel=kernel(current.name), var=namer.var(var), tensor=w.tensor(s),
-                    producer=kernel(producer.name)))
-        current = producer
+    w = _Walk(graph, observe, bound, cap, namer or Namer(placeholders=tuple(graph.inputs)), source)
+    current = w.from_outputs() if start is None else w.from_suspect(start)
+    if current is None:
+        return w.culprit
+    return w.back_from(current, start if crashed else None)
