@@ -76,7 +76,8 @@ def test_a_field_that_is_not_what_aoti_bisect_writes_is_named(edit, words):
 def test_the_first_screen_says_where_it_ran_and_how_to_rerun_it_and_names_the_source_once():
     first = render_markdown(with_source(real())).split("\n## ")[0]
     assert "- **Ran on**: torch 2.13.0+cpu, device cpu" in first
-    assert "- **Rerun**: `/root/.pyenv/versions/3.11.7/bin/python /work/main/scenarios/cpu/nan_after_matmul.py`" in first
+    rerun = "/root/.pyenv/versions/3.11.7/bin/python /work/main/scenarios/cpu/nan_after_matmul.py"
+    assert f"- **Rerun**: `{rerun}`" in first
     assert "[rerun.sh](<runs/baseline-000/rerun.sh>)" in first
     assert first.count("line 14 of nan_after_matmul.py") == 1  # in Source, not again in Convicted by
     assert "- **Convicted by**: cpp_fused_add_log_mul_relu_sub_0 produced bad values" in first

@@ -12,6 +12,7 @@ from tabulate import tabulate
 
 from ..aoti.hook_record import describe_counts
 from ..text import printable
+from ..diagnose.findings import CulpritKind
 from .record import Culprit, Environment, ReportRecord, Stage, TensorStat
 
 MD_LIMIT = 65536
@@ -360,7 +361,7 @@ def kernel_chain(c: Culprit) -> str | None:
     kernels = list(dict.fromkeys(s.kernel for s in stats))[::-1]  # the walk went backwards
     if not kernels:
         return None
-    culprit = c.kernel if c.kind == "kernel" else None
+    culprit = c.kernel if c.kind is CulpritKind.KERNEL else None
     ids = {k: f"k{i}" for i, k in enumerate(kernels)}
     lines = ["flowchart LR", "  classDef culprit fill:#fdd,stroke:#c00,stroke-width:2px",
              "  classDef good fill:#dfd,stroke:#080"]

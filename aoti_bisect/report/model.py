@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .. import __version__
+from ..diagnose.findings import CulpritKind
 from ..failure import FailureKind
 from ..verdict import Verdict
 from ..exits import (
@@ -172,11 +173,11 @@ class Report:
                  else f" | {r.reproduction.failures}/{r.reproduction.runs} runs failed")
         if r.masked:
             line += " | masked at baseline"
-        if c.kind == "kernel":
+        if c.kind is CulpritKind.KERNEL:
             line += f" | culprit kernel: {c.kernel}"
             where = [f"{os.path.basename(s.path)}:{s.line}" for s in (c.origin.lines if c.origin else ())]
             line += f" (from {', '.join(where)})" if where else ""
-        elif c.kind == "model_input":
+        elif c.kind is CulpritKind.MODEL_INPUT:
             line += f" | culprit: {c.who()}"
         elif c.kind:
             line += f" | culprit: {c.kind}" + (f" ({c.who()})" if c.kernel or c.input_name or c.op else "")

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Optional, TypeVar
 
+from ..diagnose.findings import CulpritKind
 from ..failure import FailureKind, Phase
 from ..verdict import Verdict
 
@@ -205,7 +206,7 @@ class KernelSource:
 
 @dataclass(frozen=True)
 class Culprit:
-    kind: Optional[str]  # diagnose/findings.CulpritKind's value, or None before localisation
+    kind: Optional[CulpritKind]  # None before localisation
     kernel: Optional[str]
     summary: str  # the one line that convicts, with the culprit's source lines
     conviction: str  # the same line without them (the first screen names the source once)
@@ -223,8 +224,9 @@ class Culprit:
     def from_json(cls, d: Mapping, where: str) -> "Culprit":
         origin, source = _object(d, "origin", where), _object(d, "source", where)
         summary = _take(d, "summary", str, where, "")
-        nodes = d.get("source_nodes")
-        return cls(_take(d, "kind", str, where, None), _take(d, "kernel", str, where, None), summary,
+        nodes, kind = d.get("source_nodes"), _take(d, "kind", str, where, None)
+        return cls(_enum(CulpritKind, kind, f"{where}kind") if kind is not None else None,
+                   _take(d, "kernel", str, where, None), summary,
                    _take(d, "conviction", str, where, summary), _take(d, "input_index", int, where, None),
                    _take(d, "input_name", str, where, None), _take(d, "user_name", str, where, None),
                    _take(d, "op", str, where, None), _strings(d, "evidence", where),
@@ -239,7 +241,7 @@ class Culprit:
         name = self.input_name
         if self.user_name:
             name = f"`{self.user_name}`, wrapper {name}"
-        if self.kind == "model_input":  # before its kernel: an index computed from it faulted there
+        if self.kind is CulpritKind.MODEL_INPUT:  # before its kernel: an index computed from it faulted there
             return f"model input {self.input_index} ({name})"
         return self.kernel or self.op or name or "-"
 
