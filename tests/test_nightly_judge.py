@@ -15,14 +15,19 @@ from nightly_helpers import (
 )
 
 
+# 20 runs a night: every change below is still decided (fixed 8/20 -> 0/20, p = 0.003 < the default alpha 0.01;
+# rising 0/20 -> 12/20, p < 0.001; steady 3/20 both nights) in half the runs of 40, each a Python process.
+RUNS = 20
+
+
 def test_two_nights_judge_changes_and_report_them(tmp_path):
     night1 = {"steady": (0.3, 1), "rising": (0.05, 2), "fixed": (0.5, 3), "new_way": (0.3, 4)}
     night2 = {"steady": (0.3, 1), "rising": (0.6, 2), "fixed": (0.0, 3), "new_way": (0.3, 4, "abort")}
-    first = nightly(tmp_path, seeded_set(tmp_path / "n1.toml", night1), "n1", "--runs", "40")
+    first = nightly(tmp_path, seeded_set(tmp_path / "n1.toml", night1), "n1", "--runs", str(RUNS))
     assert first.returncode == 0, first.stderr
     assert {r["change"]["change"] for r in summary(tmp_path, "n1")["repros"]} == {"first_night"}
 
-    second = nightly(tmp_path, seeded_set(tmp_path / "n2.toml", night2), "n2", "--runs", "40", "--json")
+    second = nightly(tmp_path, seeded_set(tmp_path / "n2.toml", night2), "n2", "--runs", str(RUNS), "--json")
     assert second.returncode == 1, second.stderr
     data = json.loads(second.stdout)
     assert data == summary(tmp_path, "n2")
@@ -32,12 +37,12 @@ def test_two_nights_judge_changes_and_report_them(tmp_path):
     assert repros["rising"]["change"]["p_value"] < 0.01
     assert repros["rising"]["change"]["text"].startswith("now reproduces at ")
     assert repros["fixed"]["change"]["change"] == "better"
-    assert repros["fixed"]["change"]["text"].startswith("no longer reproduces in 40 runs (95% upper bound 9%")
+    assert repros["fixed"]["change"]["text"].startswith("no longer reproduces in 20 runs (95% upper bound 16%")
     assert repros["new_way"]["change"]["change"] == "worse"
     assert "new signature: abort/" in repros["new_way"]["change"]["text"]
     assert [s["new"] for s in repros["new_way"]["signatures"]] == [True]
     assert sorted(data["worse"]) == ["new_way", "rising"]
-    assert repros["rising"]["baseline"]["nights"] == 1 and repros["rising"]["baseline"]["runs"] == 40
+    assert repros["rising"]["baseline"]["nights"] == 1 and repros["rising"]["baseline"]["runs"] == RUNS
 
     md = (tmp_path / "n2" / "summary.md").read_text()
     assert "**2 changed for the worse**" in md and "| rising " in md and "now reproduces at" in md
@@ -56,7 +61,7 @@ def test_two_nights_judge_changes_and_report_them(tmp_path):
     trend = tool(tmp_path, "history", "--db", "history.sqlite3", "rising", "--json", "--plot", "trend.png")
     assert trend.returncode == 0, trend.stderr
     rows = json.loads(trend.stdout)
-    assert [r["failures"] for r in rows] == [seeded_failures(0.05, 2, range(40)), seeded_failures(0.6, 2, range(40))]
+    assert [r["failures"] for r in rows] == [seeded_failures(p, 2, range(RUNS)) for p in (0.05, 0.6)]
     assert (tmp_path / "trend.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table = tool(tmp_path, "history", "--db", "history.sqlite3")
     assert table.returncode == 0 and table.stdout.count("new_way") == 2
