@@ -21,7 +21,8 @@ from aoti_bisect.aoti import printer, reinstrument, wrapper
 from aoti_bisect.aoti.hook_record import HookRecord, PackageEvent, read_hook
 from aoti_bisect.aoti.reinstrument import Unusable
 from aoti_bisect.diagnose.evidence import Instrumented
-from aoti_bisect.diagnose.ladder import Ladder, Options
+from aoti_bisect.diagnose.context import Options
+from aoti_bisect.diagnose.ladder import Ladder
 from aoti_bisect.run import rebuild
 from aoti_bisect.run.harness import Harness
 from aoti_bisect.run.types import Outcome, RunSpec

@@ -21,7 +21,8 @@ import pytest
 from aoti_bisect.report.facts import render, render_all
 from aoti_bisect.aoti.hook_record import HookRecord
 from aoti_bisect.aoti.package import PackageFacts, read_package
-from aoti_bisect.diagnose.ladder import Ladder, Options
+from aoti_bisect.diagnose.context import Options
+from aoti_bisect.diagnose.ladder import Ladder
 from aoti_bisect.diagnose.loaddoctor import diagnose_load
 from aoti_bisect.run import toolchains
 from aoti_bisect.run.toolchains import Experiment, Trial

@@ -27,7 +27,8 @@ class CulpritKind(enum.StrEnum):
 
 
 class StageName(enum.StrEnum):
-    """The ladder's rungs, in the order it climbs them (diagnose/stages/ registers one module each)."""
+    """The names of the stages that code names (the ladder, the stages that read each other's); the order they are
+    climbed in is the registry's (diagnose/stages/__init__.py). A stage nothing else names needs no member here."""
     BASELINE = "baseline"
     SANITY = "sanity"
     DOCTOR = "doctor"
@@ -73,7 +74,7 @@ UNHOOKED = (StageName.BASELINE, StageName.DETERMINISM)
 
 @dataclass
 class Stage:
-    name: StageName
+    name: str  # a StageName, or the word of a stage no other code names
     env: dict[str, str]
     results: list[RunResult] = field(default_factory=list)
     finding: Optional[Fact] = None

@@ -7,26 +7,26 @@ to later ones through one typed record, `Clues`, never through fields of the lad
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import time
-from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from ..aoti import wrapper
+from ..aoti import flags, wrapper
 from ..aoti.hook_record import Names, PackageEvent
-from ..run.checkers import Checker, Missing
+from ..run.checkers import Missing
 from ..run.types import RunBatch, RunResult, RunSpec
-from ..stats import DEFAULT_MAX_RUNS, Rate, runs_to_observe
+from ..stats import Rate, runs_to_observe
 from ..verdict import Verdict
-from .evidence import Evidence
-from ..aoti import flags
 from .advice import next_steps
-from .facts import Fact, FactKind, Namer, fact, joined
-from .memcheck import MEMORY_FAULTS
+from .context import Clues, Options
+from .evidence import Evidence
+from .facts import FactKind, Namer, fact, joined
 from .findings import Culprit, CulpritKind, Findings, Stage, StageName, dominant
-from .stages import AHEAD, LATER, REQUESTABLE, baseline, memcheck, unmask
-
+from .memcheck import MEMORY_FAULTS
+from .stages import AHEAD, LATER, REQUESTABLE, baseline, unmask
+from .stages.rung import Rung
 
 # Failures only a CUDA repro has: a package the runs did not build (nothing compiled, no hook record) is still
 # checked by compute-sanitizer, not valgrind.
@@ -45,44 +45,14 @@ HONEST_MIN_RUNS = 10  # 9/9 is already within ±15 points; "10/10" is what a rea
 HONEST_RUNS_FACTOR = 2
 
 
-@dataclass
-class Options:
-    runs: Optional[int] = None  # explicit baseline runs; None = adaptive
-    min_runs: int = 2
-    max_runs: int = DEFAULT_MAX_RUNS
-    timeout: float = 600.0
-    stages: tuple[str, ...] = REQUESTABLE
-    inspect_cap: int = 8
-    budget: float = 300.0  # seconds the baseline's rate may run on after the verdict
-    reuse_baseline: bool = False  # the baseline's runs after its first wave take the stored package (RunSpec.reuse)
-    # The memory checker per device ("cuda", "cpu"), or why there is none; found by the session.
-    checkers: tuple[tuple[str, tuple[Checker, ...] | Missing], ...] = ()
-    sanitize: bool = False  # run the memcheck stage whatever the failure (or none) looks like
-    # The load doctor's debugger: (command prefix, None), or ((), why there is none); found by the session.
-    debugger: tuple[tuple[str, ...], Optional[str]] = ((), "no debugger looked for")
-
-
-@dataclass
-class Clues:
-    """What earlier stages found that later ones read."""
-    estimate: float = 1.0  # the failure rate runs are planned from: the lower end of the best interval so far
-    likely: float = 1.0  # the best rate's point estimate: how many runs go at once (Ladder.until_seen)
-    trace: Optional[Stage] = None  # the trace stage: its compile's launch graph, its failing runs
-    suspect: Optional[str] = None  # the launch the failing runs never finished (or the checker's kernel)
-    checker: list[Fact] = field(default_factory=list)  # a memory checker's lines, ahead of the walk's
-    prebuilt: Optional[list[PackageEvent]] = None  # what the failing hooked runs loaded but did not build
-    rate_left: int = 0  # baseline runs of an explicit --runs left for after the verdict (a checker or crash went first)
-    # A generated kernel a crashed run named (diagnose/crash.py): the walk starts there, and is the culprit unless
-    # the walk finds where its bad inputs came from.
-    crash: Optional[Culprit] = None
-
-
 def _honest(results: list[RunResult]) -> bool:
     lo, hi = Rate(sum(r.failed for r in results), len(results)).ci95
     return len(results) >= HONEST_MIN_RUNS and (hi - lo) / 2 <= HONEST_HALF_WIDTH
 
 
 class Ladder:
+    """Runs the stages and decides; to each stage it is the StageContext (context.py)."""
+
     def __init__(self, argv: list[str], run_batch: RunBatch, evidence: Evidence, options: Options,
                  ahead: Callable[[list[RunSpec]], None] = lambda specs: None,
                  clock: Callable[[], float] = time.monotonic,
@@ -94,7 +64,7 @@ class Ladder:
         self.on_verdict = on_verdict  # told the verdict before the rate runs on, and how many runs it may take
         self.verdict: Optional[Findings] = None  # the finished findings, kept by an interrupt of the rate after them
         self.evidence = evidence
-        self.opt = options
+        self.opt = options if options.stages is not None else dataclasses.replace(options, stages=REQUESTABLE)
         self.stages: list[Stage] = []
         self.counter = 0
         self.clues = Clues()
@@ -117,7 +87,7 @@ class Ladder:
         before = list(stage.results)
         total = max(stage.planned, len(before) + n)
         reuse_from = stage.reuse_from if stage.reuse_from is not None else total
-        specs = [RunSpec(argv, stage.name.value, self.counter + i, env, self.opt.timeout * slowdown, stage.hook,
+        specs = [RunSpec(argv, str(stage.name), self.counter + i, env, self.opt.timeout * slowdown, stage.hook,
                          reuse=len(before) + i >= reuse_from, place=(len(before) + i + 1, total)) for i in range(n)]
         self.run_batch(specs, stage.results.append, lambda rs: stop(before + rs))
         # Runs are started in index order and every started run lands, so the unused indices are reusable.
@@ -160,10 +130,10 @@ class Ladder:
         self.clues.estimate = max(self.clues.estimate, rate.ci95[0])
         self.clues.likely = max(self.clues.likely, rate.value)
 
-    def skip(self, name: StageName, why: str) -> None:
+    def skip(self, name: str, why: str) -> None:
         self.stages.append(Stage(name, {}, skipped=why))
 
-    def ran(self, name: StageName) -> bool:
+    def ran(self, name: str) -> bool:
         return any(s.name == name for s in self.stages)
 
     def _learn_names(self, stage: Stage) -> None:
@@ -184,12 +154,9 @@ class Ladder:
             if out.culprit is not None:
                 self.finish(out)
                 return self._skip_rest(out, "baseline did not reproduce; the memory checker found the fault")
-        if out.culprit is None and self.clues.crash is None and self.check_first(self.stages[0].results) \
-                and not self.ran(StageName.MEMCHECK):
-            memcheck.run(self, out)  # the checker sees the access in any run, crashed or not: it goes first
         for rung in LATER:
             if self.ran(rung.name):
-                continue  # un-masking or the evidence-driven plan ran it already
+                continue  # un-masking, or an earlier rung of the same stage (memcheck.FIRST), ran it already
             if not rung.applies(self, out):
                 continue
             why = self._why_not(rung, out)
@@ -276,12 +243,12 @@ class Ladder:
             "{why})", now=base.rate.describe(), more=base.rate.runs - before.runs, why=why),
             baseline.check_reuse(base))
 
-    def _why_not(self, rung, out: Findings) -> Optional[str]:
+    def _why_not(self, rung: Rung, out: Findings) -> Optional[str]:
         sig = out.signature
         if rung.runtime and sig is not None and sig.phase in ("export", "compile", "load"):
             return (f"the failure is in the {sig.phase} phase: no kernel runs, so the runtime ladder cannot "
                     "localise it")
-        if rung.requestable and rung.name.value not in self.opt.stages:
+        if rung.requestable and rung.name not in self.opt.stages:
             return "not requested (--stages)"
         c = out.culprit
         if c is not None and c.pinned and c.kind not in rung.after:
@@ -310,9 +277,9 @@ class Ladder:
     def _skip_rest(self, out: Findings, why: str) -> Findings:
         if out.verdict_s is None:
             self._verdict_now(out)
-        for name in REQUESTABLE[1:]:
-            if not self.ran(StageName(name)):
-                self.skip(StageName(name), why)
+        for rung in LATER:
+            if rung.requestable and not self.ran(rung.name):
+                self.skip(rung.name, why)
         return out
 
     # -- what the stages share ---------------------------------------------------------------------

@@ -1,36 +1,34 @@
 """The baseline: the repro as the user runs it, as often as it takes to know whether, and how often, it fails."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from ...run.types import RunResult
 from ...stats import Rate, baseline_should_stop, fisher_exact
 from ...verdict import Verdict
 from ..crash import crash_culprit
 from ..facts import Fact, FactKind, fact, joined
+from ..context import StageContext
 from ..findings import Findings, Stage, StageName, dominant
 from . import memcheck
-
-if TYPE_CHECKING:
-    from ..ladder import Ladder
 
 REUSE_ALPHA = 0.05  # the runs that reuse a package fail differently from the user's way: they stop reusing
 
 
-def run(ladder: "Ladder") -> tuple[Findings, Optional[str]]:
+def run(ctx: StageContext) -> tuple[Findings, Optional[str]]:
     """The findings the baseline supports, and why the ladder stops here (None: it climbs on)."""
-    opt = ladder.opt
+    opt = ctx.opt
     planned = opt.runs if opt.runs is not None else opt.max_runs
     stage = Stage(StageName.BASELINE, {}, planned=planned)
-    out = Findings(Verdict.REPRODUCED, None, stage.rate, ladder.stages)
+    out = Findings(Verdict.REPRODUCED, None, stage.rate, ctx.stages)
     # The first wave is as wide as the rule below ever stops at: a failure seen every time is then known after
     # one run's time where slots allow (the scheduler starts twins of a run that compiles anyway beside it). A
     # run that passes ends the wave: a CUDA repro's checker goes right after it (check_early).
-    ladder.run_stage(stage, min(opt.min_runs, planned), stop=lambda rs: any(not r.failed for r in rs))
+    ctx.run_stage(stage, min(opt.min_runs, planned), stop=lambda rs: any(not r.failed for r in rs))
     if opt.reuse_baseline:
         stage.reuse_from = len(stage.results)  # the first wave ran the user's way; the rest need not compile
-    if ladder.check_early(stage.results):
-        memcheck.run(ladder, out, unmasking=True)  # no failure yet: as when un-masking, any error convicts
+    if ctx.check_early(stage.results):
+        memcheck.run(ctx, out, unmasking=True)  # no failure yet: as when un-masking, any error convicts
     # The verdict does not wait for the rate when a checker convicted, when a crashed run told where it faulted,
     # or when a flaky memory fault's checker is cheaper than waiting for crashes: the rest of the baseline runs on
     # after the verdict (Ladder.rate_after_verdict).
@@ -40,17 +38,17 @@ def run(ladder: "Ladder") -> tuple[Findings, Optional[str]]:
                 return False
             return (baseline_should_stop(sum(r.failed for r in rs), len(rs), opt.min_runs, opt.max_runs)
                     or any(r.failed and r.crash is not None for r in rs)
-                    or (len(rs) >= opt.min_runs and ladder.check_first(rs)))
-        ladder.extend(stage, planned - len(stage.results), stop)
-        ladder.crashed_at(crash_culprit(stage.results, ladder.any_graph()), out)
-    ladder.clues.rate_left = planned - len(stage.results)
+                    or (len(rs) >= opt.min_runs and ctx.check_first(rs)))
+        ctx.extend(stage, planned - len(stage.results), stop)
+        ctx.crashed_at(crash_culprit(stage.results, ctx.any_graph()), out)
+    ctx.clues.rate_left = planned - len(stage.results)
     reuse = joined(check_reuse(stage), untold(stage))
     rate = stage.rate
     sig = dominant(stage.results)
-    ladder.clues.estimate = max(rate.ci95[0], 1e-9)
-    ladder.clues.likely = rate.value
+    ctx.clues.estimate = max(rate.ci95[0], 1e-9)
+    ctx.clues.likely = rate.value
     out.signature, out.baseline = sig, rate
-    named = out.culprit or ladder.clues.crash
+    named = out.culprit or ctx.clues.crash
     if named is not None:
         stage.finding = joined(fact(FactKind.REPRODUCTION, "{rate} before the {who} named the culprit",
                                     rate=rate.describe(),

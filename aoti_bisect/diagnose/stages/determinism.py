@@ -2,35 +2,31 @@
 baseline's, by Fisher's exact test."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ...aoti import flags
 from ...stats import fisher_exact
 from ..facts import FactKind, fact, joined
+from ..context import StageContext
 from ..findings import Findings, Stage, StageName, dominant
 from .rung import Rung
 
-if TYPE_CHECKING:
-    from ..ladder import Ladder
 
-
-def run(ladder: "Ladder", out: Findings) -> None:
-    if not ladder.is_cuda():
-        ladder.stages.append(Stage(StageName.DETERMINISM, dict(flags.DETERMINISM), skipped=(
+def run(ctx: StageContext, out: Findings) -> None:
+    if not ctx.is_cuda():
+        ctx.stages.append(Stage(StageName.DETERMINISM, dict(flags.DETERMINISM), skipped=(
             "CPU-only repro: no CUDA caching allocator and no asynchronous launches, so "
             "PYTORCH_NO_CUDA_MEMORY_CACHING and CUDA_LAUNCH_BLOCKING cannot change anything")))
         return
-    base = ladder.stages[0].rate
+    base = ctx.stages[0].rate
     # It measures a rate to compare with the baseline's: as many runs, planned from the point estimate, the user's
     # way. A baseline that failed every run leaves no rate to raise: one run says whether the flags keep the failure
     # (the trace then carries them, so its last launch is the faulting one). That run carries the trace's flags
     # and the hook: it takes the package compiled ahead for the trace (these flags are read at run time) instead
     # of compiling the user's way, which would cost a whole compile on the way to the verdict.
     if base.failures == base.runs:
-        stage = ladder.run_stage(Stage(StageName.DETERMINISM, {**flags.DETERMINISM, **flags.TRACE}, hooked=True), 1)
+        stage = ctx.run_stage(Stage(StageName.DETERMINISM, {**flags.DETERMINISM, **flags.TRACE}, hooked=True), 1)
     else:
-        n = max(base.runs, ladder.repeat(base.value))
-        stage = ladder.run_stage(Stage(StageName.DETERMINISM, dict(flags.DETERMINISM)), n)
+        n = max(base.runs, ctx.repeat(base.value))
+        stage = ctx.run_stage(Stage(StageName.DETERMINISM, dict(flags.DETERMINISM)), n)
     now = stage.rate
     p = fisher_exact(base.failures, base.runs, now.failures, now.runs)
     sig = dominant(stage.results)
@@ -45,7 +41,7 @@ def run(ladder: "Ladder", out: Findings) -> None:
         parts.append(fact(FactKind.REPRODUCTION, "not reproduced under these flags"))
     stage.finding = joined(*parts)
     if now.failures:
-        ladder.raise_estimate(now)
+        ctx.raise_estimate(now)
 
 
 RUNG = Rung(StageName.DETERMINISM, run, refinds=True)

@@ -2,31 +2,27 @@
 the cheap experiments (diagnose/loaddoctor.py decides what they show)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..facts import joined
 from ..findings import Findings, Stage, StageName
+from ..context import StageContext
 from ..loaddoctor import CRASHES, diagnose_load
 from .rung import Rung
 
-if TYPE_CHECKING:
-    from ..ladder import Ladder
+
+def applies(ctx: StageContext, out: Findings) -> bool:
+    return bool(out.signature and out.signature.phase == "load" and set(ctx.opt.stages) - {"baseline"})
 
 
-def applies(ladder: "Ladder", out: Findings) -> bool:
-    return bool(out.signature and out.signature.phase == "load" and set(ladder.opt.stages) - {"baseline"})
-
-
-def run(ladder: "Ladder", out: Findings) -> None:
+def run(ctx: StageContext, out: Findings) -> None:
     sig = out.signature
-    prefix, no_trace = ladder.opt.debugger if sig.kind in CRASHES else (
+    prefix, no_trace = ctx.opt.debugger if sig.kind in CRASHES else (
         (), "the load raised an exception (its traceback is in the log); it did not crash in native code")
     stage = Stage(StageName.DOCTOR, {}, tool=" ".join(prefix) or None)
     # Under gdb a run is several times slower (symbols of every library torch loads).
-    ladder.run_stage(stage, ladder.repeat(), stop=lambda rs: any(r.failed for r in rs), prefix=prefix,
+    ctx.run_stage(stage, ctx.repeat(), stop=lambda rs: any(r.failed for r in rs), prefix=prefix,
                      slowdown=4.0 if prefix else 1.0)
     run = (stage.failures or stage.results or [None])[0]
-    evidence = ladder.evidence
+    evidence = ctx.evidence
     facts = evidence.package(run) if run else None
     fresh = evidence.fresh_process(facts.custom_ops) if facts and not facts.problem else {}
     trace = evidence.backtrace(run) if run and prefix else []

@@ -3,37 +3,33 @@ NaN or bad index marks where it went wrong, so the package's every saved tensor 
 program run eagerly on the failing call's inputs (diagnose/eagerwalk.py)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ...aoti import flags
 from ...aoti.provenance import SourceMap
 from ..eagerwalk import walk_eager
+from ..context import StageContext
 from ..findings import Findings, Stage, StageName
 from .rung import Rung
 from .trace import FAULT_KINDS
 
-if TYPE_CHECKING:
-    from ..ladder import Ladder
 
-
-def run(ladder: "Ladder", out: Findings) -> None:
-    trace = ladder.clues.trace
-    graph = ladder.graph(trace)
+def run(ctx: StageContext, out: Findings) -> None:
+    trace = ctx.clues.trace
+    graph = ctx.graph(trace)
     sig = out.signature
     why = ("no generated wrapper to walk" if graph is None else
            "the trace stage did not reproduce the failure" if not trace.failures else
-           "a launch never finished: the fault is not a wrong value" if ladder.clues.suspect else
+           "a launch never finished: the fault is not a wrong value" if ctx.clues.suspect else
            f"a {sig.kind} is not a wrong value" if sig and sig.kind in FAULT_KINDS else None)
     if why:
-        ladder.skip(StageName.EAGER, why)
+        ctx.skip(StageName.EAGER, why)
         return
-    stage = ladder.until_seen(Stage(StageName.EAGER, dict(flags.EAGER)))
-    walks = [ladder.evidence.eager_walk(r) for r in stage.failures or stage.results]
+    stage = ctx.until_seen(Stage(StageName.EAGER, dict(flags.EAGER)))
+    walks = [ctx.evidence.eager_walk(r) for r in stage.failures or stage.results]
     seen = next((w for w in walks if w.status == "differs"), walks[0])
-    compiled = ladder.graph(stage) or graph
-    sources = SourceMap(ladder.evidence.kernel_information(compiled), {})
+    compiled = ctx.graph(stage) or graph
+    sources = SourceMap(ctx.evidence.kernel_information(compiled), {})
     culprit = walk_eager(compiled, seen, lambda l: sources.origin(l.name, l.handle, l.source_nodes).nodes,
-                         ladder.namer)
+                         ctx.namer)
     stage.finding = culprit.headline
     if not culprit.pinned and out.culprit is not None:
         out.culprit.evidence.extend(culprit.evidence)

@@ -3,44 +3,40 @@ lays out by the op's fake function; checked against the real op on the failing c
 convicts the op ahead of any kernel that reads its output."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ...aoti import flags
 from ...aoti.fakecheck import no_mismatch
 from ..facts import FactKind, fact, kernel, note
+from ..context import StageContext
 from ..findings import Culprit, CulpritKind, Findings, Stage, StageName
 from .rung import Rung
-
-if TYPE_CHECKING:
-    from ..ladder import Ladder
 
 # Culprits a wrong fake function explains: a kernel that reads the op's output by the fake's layout, or a
 # fault the trace put after every instrumented launch. A custom op's fake check still runs after them.
 FAKE_VICTIMS = frozenset({CulpritKind.KERNEL, CulpritKind.OUTSIDE_INSTRUMENTED_KERNELS})
 
 
-def run(ladder: "Ladder", out: Findings) -> None:
+def run(ctx: StageContext, out: Findings) -> None:
     if out.signature and out.signature.kind == "timeout" and out.culprit is not None and \
             "::" in (out.culprit.kernel or ""):
         # Checking the op runs it for real on the same inputs: it would hang again, for another timeout.
-        ladder.skip(StageName.FAKECHECK, f"the run hangs inside {out.culprit.kernel}: checking its fake function "
+        ctx.skip(StageName.FAKECHECK, f"the run hangs inside {out.culprit.kernel}: checking its fake function "
                                          "would run it, and hang, again")
         return
-    graph = ladder.any_graph()
+    graph = ctx.any_graph()
     ops = sorted({launch.name for launch in graph.launches if "::" in launch.name}) if graph else []
     if not ops:
-        ladder.skip(StageName.FAKECHECK, "no compiled wrapper to find custom ops in" if graph is None else
+        ctx.skip(StageName.FAKECHECK, "no compiled wrapper to find custom ops in" if graph is None else
                     "no custom op runs through the proxy executor")
         return
     stage = Stage(StageName.FAKECHECK, dict(flags.FAKECHECK))
     if out.culprit is not None and out.culprit.from_crash:
         # The crash already named the op: a fake function's layout is checked on every call, crashing or not, so
         # one run asks it without waiting for another crash.
-        ladder.run_stage(stage, 1)
+        ctx.run_stage(stage, 1)
     else:
-        ladder.until_seen(stage)
+        ctx.until_seen(stage)
     runs = stage.failures or stage.results
-    checks = [ladder.evidence.fakecheck(r) for r in runs]
+    checks = [ctx.evidence.fakecheck(r) for r in runs]
     hit = next((c for c in checks if c.mismatch), None)
     if hit is None:
         stage.finding = note(no_mismatch(checks) or f"no custom op was checked ({', '.join(ops)})")

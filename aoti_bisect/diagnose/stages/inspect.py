@@ -2,39 +2,35 @@
 the graph's outputs) to the first kernel that made bad values from good inputs (diagnose/walk.py)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ...aoti import checks, flags, reinstrument
 from ..facts import FactKind, fact, joined, kernel
 from ..findings import CulpritKind, Findings, Stage, StageName
+from ..context import StageContext
 from ..walk import walk
 from .rung import Rung
 
-if TYPE_CHECKING:
-    from ..ladder import Ladder
 
-
-def run(ladder: "Ladder", out: Findings) -> None:
-    trace = ladder.clues.trace
-    crash = ladder.clues.crash  # a crashed run named the kernel: no trace ran, the walk starts from its word
-    graph = ladder.graph(trace) if crash is None else ladder.any_graph()
+def run(ctx: StageContext, out: Findings) -> None:
+    trace = ctx.clues.trace
+    crash = ctx.clues.crash  # a crashed run named the kernel: no trace ran, the walk starts from its word
+    graph = ctx.graph(trace) if crash is None else ctx.any_graph()
     if graph is None or (crash is None and not trace.failures):
-        ladder.skip(StageName.INSPECT, "no generated wrapper to read the launch graph from" if graph is None else
+        ctx.skip(StageName.INSPECT, "no generated wrapper to read the launch graph from" if graph is None else
                     "the trace stage did not reproduce the failure")
         return
     sig = out.signature
     bound = checks.index_bound(sig.message) if sig else None
-    suspect = ladder.clues.suspect
+    suspect = ctx.clues.suspect
     crashed = suspect is not None
     probes: list[Stage] = []
 
     def observe(kernels: list[str]):
-        copies, problems = ladder.instrumented(reinstrument.INSPECT_LEVEL, tuple(kernels))
-        env = {**ladder.gpu_env(), **flags.INSPECT, flags.FILTER: ",".join(kernels), **copies}
-        stage = ladder.until_seen(Stage(StageName.INSPECT, env))
+        copies, problems = ctx.instrumented(reinstrument.INSPECT_LEVEL, tuple(kernels))
+        env = {**ctx.gpu_env(), **flags.INSPECT, flags.FILTER: ",".join(kernels), **copies}
+        stage = ctx.until_seen(Stage(StageName.INSPECT, env))
         probes.append(stage)
         notes = [fact(FactKind.NOTE, "{problem}", problem=p) for p in problems]
-        fresh = ladder.graph(stage)
+        fresh = ctx.graph(stage)
         if fresh is not None and [l.name for l in fresh.launches] != [l.name for l in graph.launches]:
             notes = [fact(FactKind.NOTE, "kernel names drifted between the trace and the inspection compile: "
                           "{was} vs {now}", was=str([l.name for l in graph.launches]),
@@ -43,7 +39,7 @@ def run(ladder: "Ladder", out: Findings) -> None:
         views: dict = {}
         inputs: dict = {}
         for r in runs:
-            v, i = ladder.evidence.level2(r, bound.value if bound else None)
+            v, i = ctx.evidence.level2(r, bound.value if bound else None)
             for k, view in v.items():
                 views.setdefault(k, view)
             for k, s in i.items():
@@ -56,12 +52,12 @@ def run(ladder: "Ladder", out: Findings) -> None:
 
     def source(name: str):
         """The whole kernel: a failed index check can lie far down it (checks.index_operands)."""
-        found = ladder.evidence.kernel_source(name, [s.results[0] for s in [*probes, trace] if s and s.results],
+        found = ctx.evidence.kernel_source(name, [s.results[0] for s in [*probes, trace] if s and s.results],
                                               max_lines=1 << 20)
         return found[1] if found else None
 
-    culprit = walk(graph, observe, suspect, crashed, bound, ladder.opt.inspect_cap, ladder.namer, source)
-    culprit.evidence[:0] = ladder.clues.checker
+    culprit = walk(graph, observe, suspect, crashed, bound, ctx.opt.inspect_cap, ctx.namer, source)
+    culprit.evidence[:0] = ctx.clues.checker
     if not culprit.pinned and crash is not None:
         # The walk could not convict anything further back: the crash's own word stands.
         culprit = crash

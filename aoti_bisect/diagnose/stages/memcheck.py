@@ -2,59 +2,63 @@
 an invalid access whether or not it crashed (diagnose/memcheck.py decides what its report convicts)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ...aoti import flags
 from ...run.checkers import Missing
 from ...run.types import RunResult
 from ..findings import CulpritKind, Findings, Stage, StageName
+from ..context import StageContext
 from ..memcheck import MEMORY_FAULTS, memcheck_culprit
 from .rung import Rung
-
-if TYPE_CHECKING:
-    from ..ladder import Ladder
 
 # Checked runs cost ten times a plain one: a few, stopping at the first that shows an error.
 CHECKED_RUNS = 3
 
 
-def run(ladder: "Ladder", out: Findings, unmasking: bool = False) -> None:
-    cuda = ladder.is_cuda(default=False)
+def run(ctx: StageContext, out: Findings, unmasking: bool = False) -> None:
+    cuda = ctx.is_cuda(default=False)
     device = "cuda" if cuda else "cpu"
-    checkers = dict(ladder.opt.checkers).get(device, Missing(device, f"no memory checker for {device} repros"))
+    checkers = dict(ctx.opt.checkers).get(device, Missing(device, f"no memory checker for {device} repros"))
     kind = out.signature.kind if out.signature else None
     if isinstance(checkers, Missing):
-        ladder.skip(StageName.MEMCHECK, checkers.why)
+        ctx.skip(StageName.MEMCHECK, checkers.why)
         return
-    if not (unmasking or ladder.opt.sanitize or kind in MEMORY_FAULTS):
-        ladder.skip(StageName.MEMCHECK, f"a {kind} is not a memory fault; --sanitize runs the checker anyway")
+    if not (unmasking or ctx.opt.sanitize or kind in MEMORY_FAULTS):
+        ctx.skip(StageName.MEMCHECK, f"a {kind} is not a memory fault; --sanitize runs the checker anyway")
         return
     for checker in checkers:
         if flags.needs_compile(dict(checker.env)):
             # The checker's flag set is compiled by a plain run first, so the checked runs load it: a compile under
             # valgrind takes many times a plain one.
-            ladder.compile_only(dict(checker.env))
+            ctx.compile_only(dict(checker.env))
         stage = Stage(StageName.MEMCHECK, dict(checker.env), tool=" ".join(checker.prefix))
         reports: dict[int, object] = {}
 
         def report(r: RunResult, tool: str = checker.tool):
             if r.spec.index not in reports:
-                reports[r.spec.index] = ladder.evidence.memcheck(r, tool)
+                reports[r.spec.index] = ctx.evidence.memcheck(r, tool)
             return reports[r.spec.index]
 
         # A checker sees an invalid access whether or not it crashed, so a low crash rate does not matter.
-        ladder.run_stage(stage, min(CHECKED_RUNS, ladder.opt.max_runs), lambda rs: any(report(r).errors for r in rs),
+        ctx.run_stage(stage, min(CHECKED_RUNS, ctx.opt.max_runs), lambda rs: any(report(r).errors for r in rs),
                          checker.prefix, checker.slowdown)
-        found = memcheck_culprit([report(r) for r in stage.results], ladder.any_graph(), ladder.clues.suspect)
+        found = memcheck_culprit([report(r) for r in stage.results], ctx.any_graph(), ctx.clues.suspect)
         stage.finding = found.finding
         if found.culprit is not None:
-            trace = ladder.clues.trace
+            trace = ctx.clues.trace
             if found.culprit.kind == CulpritKind.KERNEL and trace is not None and trace.failures and not unmasking:
-                ladder.clues.suspect = found.culprit.kernel  # the walk reads its inputs; the checker's lines stay
-                ladder.clues.checker = found.culprit.evidence
+                ctx.clues.suspect = found.culprit.kernel  # the walk reads its inputs; the checker's lines stay
+                ctx.clues.checker = found.culprit.evidence
             else:
                 out.culprit = found.culprit
             return
 
 
+def goes_first(ctx: StageContext, out: Findings) -> bool:
+    """A flaky memory fault whose checker costs less than waiting for crashes (StageContext.check_first): the checker
+    sees the access in any run, crashed or not, so it goes before the stages that wait for a crash."""
+    return out.culprit is None and ctx.clues.crash is None and ctx.check_first(ctx.stages[0].results)
+
+
 RUNG = Rung(StageName.MEMCHECK, run, refinds=True)
+# The same stage ahead of the others, where goes_first says so; the ladder then passes over RUNG, as it ran.
+FIRST = Rung(StageName.MEMCHECK, run, applies=goes_first, runtime=False, requestable=False)

@@ -2,29 +2,44 @@
 TORCHINDUCTOR_NAN_ASSERTS)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ...aoti import flags
+from ...aoti.checks import InputRejected
 from ..facts import FactKind, fact
 from ..findings import Findings, Stage, StageName
+from ..context import StageContext
 from ..sanity import sanity_culprit
 from .rung import Rung
 
-if TYPE_CHECKING:
-    from ..ladder import Ladder
 
-
-def run(ladder: "Ladder", out: Findings) -> None:
-    stage = ladder.until_seen(Stage(StageName.SANITY, dict(flags.SANITY)))
-    graph = ladder.graph(stage)
+def run(ctx: StageContext, out: Findings) -> None:
+    if ctx.clues.crash is not None:
+        _input_check_once(ctx, out)
+        return
+    stage = ctx.until_seen(Stage(StageName.SANITY, dict(flags.SANITY)))
+    graph = ctx.graph(stage)
     for r in stage.failures:
-        hit = ladder.evidence.sanity(r)
+        hit = ctx.evidence.sanity(r)
         if hit is not None:
-            out.culprit, stage.finding = sanity_culprit(hit, graph, ladder.namer)
+            out.culprit, stage.finding = sanity_culprit(hit, graph, ctx.namer)
             return
     stage.finding = (fact(FactKind.NOTE, "no input or NaN check fired ({rate} failed as before)",
                           rate=stage.rate.describe()) if stage.rate.failures else
                      fact(FactKind.NOTE, "not reproduced under these flags: {rate}", rate=stage.rate.describe()))
 
 
-RUNG = Rung(StageName.SANITY, run, refinds=True)
+
+def _input_check_once(ctx: StageContext, out: Findings) -> None:
+    """After a crash named the faulting kernel the NaN asserts have nothing to add, but the input check may still
+    name the input that made it fault (a size outside the package's range): it is read at run time, and shapes,
+    dtypes and devices do not change between runs, so one run on the stored package answers."""
+    env = {k: v for k, v in flags.SANITY.items() if k in flags.RUNTIME}
+    stage = ctx.run_stage(Stage(StageName.SANITY, env), 1)
+    hit = next((h for r in stage.failures if isinstance(h := ctx.evidence.sanity(r), InputRejected)), None)
+    if hit is not None:
+        out.culprit, stage.finding = sanity_culprit(hit, ctx.graph(stage), ctx.namer)
+        return
+    stage.finding = fact(FactKind.NOTE, "the input check accepted every input ({rate}); one run, as the crashed run "
+                         "already named the faulting kernel", rate=stage.rate.describe())
+
+
+RUNG = Rung(StageName.SANITY, run)

@@ -3,35 +3,33 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from ...aoti import flags, reinstrument
 from ..facts import FactKind, fact, joined, kernel
+from ..context import StageContext
 from ..findings import Culprit, CulpritKind, Findings, Stage, StageName, dominant
 from .rung import Rung
-
-if TYPE_CHECKING:
-    from ..ladder import Ladder
 
 # Failures that stop the process (or hang it): when every instrumented launch finished, the fault lies outside.
 FAULT_KINDS = {"illegal_memory_access", "device_assert", "index_out_of_bounds", "segfault", "abort", "crash",
                "timeout", "out_of_memory"}
 
 
-def run(ladder: "Ladder", out: Findings) -> None:
-    copies, problems = ladder.instrumented(reinstrument.TRACE_LEVEL)
-    stage = ladder.until_seen(Stage(StageName.TRACE, {**ladder.gpu_env(), **flags.TRACE, **copies}))
-    ladder.clues.trace = stage
-    graph = ladder.graph(stage)
+def run(ctx: StageContext, out: Findings) -> None:
+    copies, problems = ctx.instrumented(reinstrument.TRACE_LEVEL)
+    stage = ctx.until_seen(Stage(StageName.TRACE, {**ctx.gpu_env(), **flags.TRACE, **copies}))
+    ctx.clues.trace = stage
+    graph = ctx.graph(stage)
     if not stage.failures:
         # Passing runs' traces say nothing about where the failure happens: conclude nothing from them,
         # but a kernel that the failing runs of earlier stages name themselves still stands.
         stage.finding = fact(FactKind.LAUNCH, "not reproduced under these flags: {rate}", rate=stage.rate.describe())
-        out.culprit = _named_by_failures(ladder) or Culprit(CulpritKind.UNKNOWN, evidence=[fact(
+        out.culprit = _named_by_failures(ctx) or Culprit(CulpritKind.UNKNOWN, evidence=[fact(
             FactKind.LAUNCH, "the trace stage did not reproduce the failure ({rate}), so no launch can be blamed",
             rate=stage.rate.describe())])
         return
-    traces = [ladder.evidence.trace(r) for r in stage.failures]
+    traces = [ctx.evidence.trace(r) for r in stage.failures]
     if not any(t.launches for t in traces):
         why = ("; ".join(problems) if problems and not copies else
                "no generated C++ wrapper was compiled under these flags: the repro most likely loads a "
@@ -47,7 +45,7 @@ def run(ladder: "Ladder", out: Findings) -> None:
     sig = dominant(stage.failures) or out.signature
     if unfinished:
         name, count = unfinished.most_common(1)[0]
-        ladder.clues.suspect = name
+        ctx.clues.suspect = name
         stage.finding = fact(FactKind.LAUNCH, "last launch without after_launch: {kernel} ({count}/{n} failing runs)",
                              kernel=kernel(name), count=count, n=len(traces))
         if len(unfinished) > 1:
@@ -70,10 +68,10 @@ def run(ladder: "Ladder", out: Findings) -> None:
                          n=len(traces[0].launches), last=kernel(last))
 
 
-def _named_by_failures(ladder: "Ladder") -> Optional[Culprit]:
+def _named_by_failures(ctx: StageContext) -> Optional[Culprit]:
     """The kernel the failure messages of earlier stages name (a CPU kernel's exception, a Triton assert's
     source), when one is named: weaker than a trace, stronger than nothing."""
-    named = Counter(r.signature.kernel for s in ladder.stages for r in s.failures
+    named = Counter(r.signature.kernel for s in ctx.stages for r in s.failures
                     if r.signature and r.signature.kernel and not r.signature.kernel.endswith(".py"))
     if not named:
         return None
@@ -81,7 +79,7 @@ def _named_by_failures(ladder: "Ladder") -> Optional[Culprit]:
     c = Culprit(CulpritKind.KERNEL, kernel=name)
     c.evidence.append(fact(FactKind.LAUNCH, "the trace stage did not reproduce the failure ({rate}); {count} failing "
                            "run(s) of earlier stages name {kernel} in their error message",
-                           rate=ladder.stages[-1].rate.describe(), count=count, kernel=kernel(name)))
+                           rate=ctx.stages[-1].rate.describe(), count=count, kernel=kernel(name)))
     c.summary = c.evidence[0]
     return c
 

@@ -3,38 +3,34 @@ out-of-bounds access the caching allocator masks reads other memory silently: th
 determinism flags make it fail, and concludes when only the memory checker sees it."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ...aoti import flags
 from ...verdict import Verdict
 from ..facts import FactKind, fact
+from ..context import StageContext
 from ..findings import Findings, StageName, dominant
 from . import determinism, memcheck
 
-if TYPE_CHECKING:
-    from ..ladder import Ladder
 
-
-def run(ladder: "Ladder", out: Findings) -> bool:
+def run(ctx: StageContext, out: Findings) -> bool:
     """True when the fault showed after all (the verdict is then `reproduced`)."""
-    cuda = ladder.is_cuda(default=False)
-    if not (cuda or ladder.opt.sanitize):
+    cuda = ctx.is_cuda(default=False)
+    if not (cuda or ctx.opt.sanitize):
         return False
-    if cuda and StageName.DETERMINISM.value in ladder.opt.stages:
-        determinism.run(ladder, out)
-        det = ladder.stages[-1]
+    if cuda and StageName.DETERMINISM.value in ctx.opt.stages:
+        determinism.run(ctx, out)
+        det = ctx.stages[-1]
         if det.rate.failures:
             out.verdict, out.signature = Verdict.REPRODUCED, dominant(det.results)
             out.masked = fact(FactKind.REPRODUCTION, "passes at baseline ({base}) but fails with {flags} ({rate})",
                               base=out.baseline.describe(), flags=", ".join(flags.DETERMINISM),
                               rate=det.rate.describe())
             out.summary = det.finding = out.masked
-            ladder.clues.estimate = max(det.rate.ci95[0], 1e-9)
-            ladder.clues.likely = det.rate.value
+            ctx.clues.estimate = max(det.rate.ci95[0], 1e-9)
+            ctx.clues.likely = det.rate.value
             return True
-    if StageName.MEMCHECK.value not in ladder.opt.stages and not ladder.opt.sanitize or ladder.ran(StageName.MEMCHECK):
+    if StageName.MEMCHECK.value not in ctx.opt.stages and not ctx.opt.sanitize or ctx.ran(StageName.MEMCHECK):
         return False  # not asked for, or it checked already, after the baseline's first run, and found nothing
-    memcheck.run(ladder, out, unmasking=True)
+    memcheck.run(ctx, out, unmasking=True)
     if out.culprit is not None:  # the checker saw errors, whether or not it could name their kernel
         out.verdict = Verdict.REPRODUCED
         out.masked = fact(FactKind.CHECKER, "passes at baseline ({base}); {found}", base=out.baseline.describe(),

@@ -1,0 +1,126 @@
+"""Each stage on its own, handed a fake of the one thing it may use: its StageContext (diagnose/context.py).
+
+No Ladder here: `Context` runs a stage's runs in a `World` and reads them through a `Seen` (tests/test_ladder.py,
+where the whole climb is tested), one run a stage.
+"""
+from typing import Optional
+
+from aoti_bisect.aoti import checks, flags, printer
+from aoti_bisect.diagnose.context import Clues, Options
+from aoti_bisect.diagnose.facts import Namer
+from aoti_bisect.diagnose.findings import Culprit, CulpritKind, Findings, Stage, StageName
+from aoti_bisect.diagnose.stages import REQUESTABLE, determinism, fakecheck, memcheck, sanity, trace
+from aoti_bisect.report.facts import render
+from aoti_bisect.run.types import RunSpec, Signature
+from aoti_bisect.stats import Rate
+from aoti_bisect.verdict import Verdict
+from test_ladder import CHECKERS, Seen, World, always, sig
+
+
+class Context:
+    """A StageContext over a World and a Seen: every stage takes one run; the repro is CUDA only where told."""
+
+    def __init__(self, world: World, seen: Seen, cuda: bool = False, **options) -> None:
+        self.world = world
+        self.evidence = seen
+        self.cuda = cuda
+        self.opt = Options(stages=REQUESTABLE, **options)
+        self.clues = Clues()
+        self.namer = Namer()
+        self.stages: list[Stage] = []
+
+    def run_stage(self, stage, n, stop=lambda rs: False, prefix=(), slowdown=1.0):
+        self.stages.append(stage)
+        return self.extend(stage, n, stop, prefix, slowdown)
+
+    def extend(self, stage, n, stop=lambda rs: False, prefix=(), slowdown=1.0):
+        specs = [RunSpec((*prefix, "python", "repro.py"), str(stage.name), len(stage.results) + i,
+                         tuple(sorted(stage.env.items())), 1.0, stage.hook) for i in range(n)]
+        self.world.run_batch(specs, stage.results.append, stop)
+        return stage
+
+    def until_seen(self, stage):
+        return self.run_stage(stage, 1)
+
+    def compile_only(self, env):
+        pass
+
+    def repeat(self, rate=None):
+        return 1
+
+    def skip(self, name, why):
+        self.stages.append(Stage(name, {}, skipped=why))
+
+    def ran(self, name):
+        return any(s.name == name for s in self.stages)
+
+    def graph(self, stage):
+        return self.evidence.graph(stage.results[0]) if stage is not None and stage.results else None
+
+    def any_graph(self):
+        return self.evidence.wrapper
+
+    def is_cuda(self, default=True):
+        return self.cuda
+
+    def gpu_env(self):
+        return dict(flags.DETERMINISM) if self.cuda else {}
+
+    def instrumented(self, level, kernels=()):
+        return {}, ()
+
+    def check_first(self, results):
+        return True
+
+
+def findings(signature: Optional[Signature] = None) -> Findings:
+    return Findings(Verdict.REPRODUCED, signature, Rate(1, 1), [])
+
+
+def test_the_input_check_convicts_the_model_input():
+    hit = checks.InputRejected(1, "unmatched dim value at 0")
+    ctx = Context(always(sig("input_mismatch", "run", "unmatched dim value")),
+                  Seen("cpu/wrapper_index_oob_level3.cpp", sanity=hit))
+    out = findings()
+    sanity.run(ctx, out)
+    assert out.culprit.kind == "model_input" and out.culprit.input_name == "arg1_1"
+    assert ctx.world.ran("sanity")[0].env_dict == flags.SANITY
+
+
+def test_the_determinism_stage_runs_nothing_on_a_cpu_repro():
+    ctx = Context(always(sig("segfault")), Seen())
+    determinism.run(ctx, findings(sig("segfault")))
+    (det,) = ctx.stages
+    assert det.name == StageName.DETERMINISM and "CPU-only" in det.skipped and not ctx.world.specs
+
+
+def test_fakecheck_does_not_run_again_the_custom_op_a_run_hangs_in():
+    ctx = Context(always(sig("timeout")), Seen("cpu/wrapper_load_error.cpp"))
+    out = findings(sig("timeout"))
+    out.culprit = Culprit(CulpritKind.OUTSIDE_INSTRUMENTED_KERNELS, kernel="bisectlab::fused_norm")
+    fakecheck.run(ctx, out)
+    assert "hangs inside bisectlab::fused_norm" in ctx.stages[0].skipped and not ctx.world.specs
+
+
+def test_memcheck_skips_a_failure_that_is_no_memory_fault_and_says_how_to_force_it():
+    ctx = Context(always(sig("python_exception")), Seen(), cuda=True, checkers=CHECKERS)
+    memcheck.run(ctx, findings(sig("python_exception")))
+    assert "--sanitize" in ctx.stages[0].skipped and not ctx.world.specs
+
+
+def test_the_checker_goes_first_only_while_nothing_is_pinned():
+    ctx = Context(always(sig("segfault")), Seen())
+    ctx.run_stage(Stage(StageName.BASELINE, {}), 1)
+    assert memcheck.goes_first(ctx, findings())
+    ctx.clues.crash = Culprit(CulpritKind.KERNEL, kernel="cpp_fused_0")
+    assert not memcheck.goes_first(ctx, findings())
+
+
+def test_the_trace_names_the_launch_that_never_finished():
+    unfinished = printer.Trace((printer.TraceEvent("gather_rows_0", False),))
+    ctx = Context(always(sig("illegal_memory_access")), Seen("cuda/wrapper_ima_user_triton.cpp", trace=unfinished),
+                  cuda=True)
+    trace.run(ctx, findings(sig("illegal_memory_access")))
+    assert ctx.clues.suspect == "gather_rows_0" and ctx.clues.trace is ctx.stages[0]
+    assert ctx.world.ran("trace")[0].env_dict == {**flags.DETERMINISM, **flags.TRACE}
+    assert "gather_rows_0" in render(ctx.stages[0].finding)
