@@ -27,7 +27,7 @@ class RunConfig:
     sanitizer: Optional[str] = None
     sanitizer_tools: tuple[str, ...] = ("memcheck",)
     reuse: str = "hooked"  # aoti/flags.py REUSE_MODES
-    ahead: bool = True  # compile later stages' flag sets in idle slots (Harness.ahead)
+    ahead: bool = True  # compile later stages' flag sets in idle slots (Scheduler.ahead)
     budget: float = 300.0  # seconds the baseline's rate may run on after a verdict that did not wait for it
 
     def __post_init__(self) -> None:  # a caller's lists, kept as tuples: the record never changes

@@ -12,7 +12,8 @@ from .diagnose.constants import convict_constants
 from .diagnose.evidence import RunEvidence
 from .diagnose.facts import note
 from .diagnose.findings import Findings
-from .diagnose.ladder import Ladder, Options
+from .diagnose.context import Options
+from .diagnose.ladder import Ladder
 from .diagnose.source import locate_findings, source_map, walked_graph
 from .exits import EXIT_INCONCLUSIVE, UsageFailure
 from .report.bundle import keep_repro_script, record_secret_spans
@@ -60,7 +61,7 @@ class Session:
         """Fills self.environment; returns an error line when the repro's Python cannot import torch."""
         try:
             self.environment = probe_environment(self.python, os.path.join(self.run_dir, "probe"),
-                                                 self.harness.base_env, self.harness.cancel)
+                                                 self.harness.environment.base_env, self.harness.cancel)
         except OSError as exc:  # in a thread: the runs meet the same full or read-only disk and say so
             self.environment = {"probe_error": f"{exc.strerror or exc}: {exc.filename or self.run_dir}"}
         # A probe_error is not fatal: the runs say for themselves whether the repro can run.
@@ -72,15 +73,15 @@ class Session:
     def _vec_isa(self) -> dict:
         """Torch's vector-ISA answer as the first hooked run had it, and whether later hooked runs skipped the
         check (run/environment.py's vec_isa)."""
-        answer = self.harness.vec_isa_answer()
+        answer = self.harness.environment.vec_isa_answer()
         if answer is None:
             return {}
         return {"vec_isa": {"checked": answer.get("checked"), "claimed": answer.get("claimed"),
-                            "runs_that_skipped_the_check": self.harness.vec_isa_skipped}}
+                            "runs_that_skipped_the_check": self.harness.environment.vec_isa_skipped}}
 
     def _hook_never_loaded(self, outcome: Findings, hooks: list) -> bool:
         ran = [h for s, (_, records) in zip(outcome.stages, hooks) for r, h in zip(s.results, records)
-               if self.harness.hooked(r.spec) and r.outcome is not Outcome.INFRA_ERROR]
+               if self.harness.environment.hooked(r.spec) and r.outcome is not Outcome.INFRA_ERROR]
         return bool(ran) and not any(h.loaded for h in ran)
 
     def _run_batch(self, specs, on_result, stop) -> None:
@@ -89,7 +90,7 @@ class Session:
             self.progress.run(r)
         self.progress.batch(specs)
         # A probe that found the repro cannot run here (no torch) stops the batch: no more instant infra runs.
-        self.harness.run_many(specs, on_result=landed, stop=lambda rs: stop(rs) or self._cannot_run(rs),
+        self.harness.scheduler.run_many(specs, on_result=landed, stop=lambda rs: stop(rs) or self._cannot_run(rs),
                               on_start=self.progress.start)
 
     def _probe_beside(self) -> None:
@@ -117,15 +118,16 @@ class Session:
                           f"{self.options.budget:.0f}s (--budget 0 skips this; Ctrl-C keeps the verdict)")
 
     def execute(self) -> Report:
-        evidence = RunEvidence(os.path.join(self.run_dir, "prebuilt"), self.harness.base_env, self.harness.cancel,
-                               self.progress.say,
+        base_env, cancel = self.harness.environment.base_env, self.harness.cancel
+        evidence = RunEvidence(os.path.join(self.run_dir, "prebuilt"), base_env, cancel, self.progress.say,
                                lambda ops: fresh_process(self.python, ops, os.path.join(self.run_dir, "doctor"),
-                                                         self.harness.base_env, self.harness.cancel),
+                                                         base_env, cancel),
                                lambda path: toolchains.experiment(path, self.python,
                                                                   os.path.join(self.run_dir, "doctor", "toolchains"),
-                                                                  self.harness.base_env, self.harness.cancel))
-        ladder = Ladder(self.argv, self._run_batch, evidence, self.options,
-                        self.harness.ahead if self.config.ahead else lambda specs: None, on_verdict=self._announce)
+                                                                  base_env, cancel))
+        compile_ahead = self.harness.scheduler.ahead if self.config.ahead else lambda specs: None
+        ladder = Ladder(self.argv, self._run_batch, evidence, self.options, compile_ahead,
+                        on_verdict=self._announce)
         self.progress.say(f"aoti-bisect: run directory {self.run_dir}")
         if self.config.python_script:
             try:
@@ -142,7 +144,7 @@ class Session:
             try:
                 outcome = ladder.run()
             finally:
-                self.harness.finish_ahead()
+                self.harness.scheduler.finish_ahead()
             thread.join()
         except KeyboardInterrupt:
             self.harness.cancel.set()
@@ -160,7 +162,7 @@ class Session:
                                outcome.stages, summary=note(problem))  # Rate(0, 0): "could not run", not 0/20
             self.progress.say(f"aoti-bisect: error: {problem}")
         self.environment.update(self._vec_isa())
-        cache = self.harness.bytecode_cache()
+        cache = self.harness.environment.bytecode_cache()
         if cache:
             self.environment["bytecode_cache"] = cache[PYCACHE_PREFIX]
         hooks = [(s.name, [evidence.hook(r) for r in s.results]) for s in outcome.stages]  # a name may repeat
@@ -172,12 +174,12 @@ class Session:
         convict_constants(outcome, records, graph, self.argv)
         locate_findings(outcome, graph, source_map(graph, records))
         packages = [row for stage, records in hooks for row in package_rows(stage, records)]
-        compiles = [compile_counts(s.name, records, self.harness.hooked_stage(s.hook))
+        compiles = [compile_counts(s.name, records, self.harness.environment.hooked_stage(s.hook))
                     for s, (_, records) in zip(outcome.stages, hooks)]
         ahead = [{**ahead_row(r.spec.name, evidence.hook(r), r.exit.duration, r.exit.launch_error == "cancelled"),
-                  "flag_set": compile_key(r.spec.env_dict)} for r in self.harness.ahead_results]
+                  "flag_set": compile_key(r.spec.env_dict)} for r in self.harness.scheduler.ahead_results]
         report = Report.from_findings(self.run_dir, self.argv, outcome, self.environment, self.redactor, packages,
-                                      compiles, self.harness.reuse, ahead)
+                                      compiles, self.harness.environment.reuse, ahead)
         try:
             report.write()
             record_secret_spans(self.run_dir, report.data, self.redactor)  # a later bundle knows this run's secrets

@@ -147,7 +147,7 @@ def test_parallel_runs_kill_only_their_own_orphans(tmp_path, pidfile):
     """, pidfile)
     h = Harness(str(tmp_path / "run"), jobs=2)
     h.layout.mark_warm(_spec(child, 30.0))  # both runs at once: no cold-cache first run
-    results = h.run_many([RunSpec((sys.executable, child), "baseline", i, (), 1.5 if i == 0 else 30.0)
+    results = h.scheduler.run_many([RunSpec((sys.executable, child), "baseline", i, (), 1.5 if i == 0 else 30.0)
                           for i in range(2)])
     assert [r.outcome for r in results] == [Outcome.TIMEOUT, Outcome.PASSED], read_log(results[1].log_path)
 

@@ -58,7 +58,7 @@ def test_parallel_runs_never_share_a_writable_cache_and_those_taking_the_package
         print(cache, start, time.time(), open(os.path.join(cache, "nodes.json")).read() or "EMPTY")
     """)
     h = Harness(str(tmp_path / "run"), jobs=3, reuse=reuse)
-    results = h.run_many([spec(child, i) for i in range(9)])
+    results = h.scheduler.run_many([spec(child, i) for i in range(9)])
     logs = [read_log(r.log_path) for r in results]
     assert sum("compiled" in log for log in logs) == compiles
     runs = [log.split()[-4:] for log in logs]
@@ -86,7 +86,7 @@ def test_parallel_runs_respect_jobs_and_stop(tmp_path, write_script):
     """)
     h = Harness(str(tmp_path / "run"), jobs=2)
     seen = []
-    results = h.run_many([spec(child, i) for i in range(6)], on_result=seen.append,
+    results = h.scheduler.run_many([spec(child, i) for i in range(6)], on_result=seen.append,
                          stop=lambda rs: len(rs) >= 3)
     events = sorted((float(t), what == "start") for what, t in map(str.split, notes.read_text().splitlines()))
     alive = most = 0
@@ -113,7 +113,7 @@ def test_hooked_runs_keep_bytecode_in_the_cache_root_where_the_user_turned_it_of
         print("VALUE", helper.VALUE, "DONT_WRITE", sys.flags.dont_write_bytecode)
     """)
     assert not environment.torch_bytecode_missing()  # pip wrote torch's bytecode at install: no prefix here
-    assert Harness(str(tmp_path / "run0"), base_env={"PYTHONDONTWRITEBYTECODE": "1"}).bytecode_cache() == {}
+    assert Harness(str(tmp_path / "run0"), base_env={"PYTHONDONTWRITEBYTECODE": "1"}).environment.bytecode_cache() == {}
     monkeypatch.setattr(environment, "torch_bytecode_missing", lambda: True)  # as in the lent GPU host's image
     h = Harness(str(tmp_path / "run"), base_env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}, reuse="hooked")
     base = h.run(RunSpec((sys.executable, script), "baseline", 0, (), 60.0, False))
@@ -122,9 +122,10 @@ def test_hooked_runs_keep_bytecode_in_the_cache_root_where_the_user_turned_it_of
     assert "VALUE 7 DONT_WRITE 0" in open(trace.log_path).read()
     cached = glob.glob(str(tmp_path / "run" / "cache" / "pycache" / "**" / "helper*.pyc"), recursive=True)
     assert cached and not (tmp_path / "__pycache__").exists()  # nothing written beside the user's sources
-    assert "PYTHONPYCACHEPREFIX" not in h.overlay(RunSpec(("python", "x.py"), "baseline", 2, (), 1.0, False), "/r")
+    spec = RunSpec(("python", "x.py"), "baseline", 2, (), 1.0, False)
+    assert "PYTHONPYCACHEPREFIX" not in h.environment.overlay(spec, "/r")
     mine = Harness(str(tmp_path / "run2"), base_env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1",
                                                      "PYTHONPYCACHEPREFIX": str(tmp_path / "mine")})
-    assert mine.bytecode_cache() == {}  # the user's own prefix stands
+    assert mine.environment.bytecode_cache() == {}  # the user's own prefix stands
     off = Harness(str(tmp_path / "run3"), base_env={**os.environ, "PYTHONDONTWRITEBYTECODE": ""})
-    assert off.bytecode_cache() == {}
+    assert off.environment.bytecode_cache() == {}

@@ -51,8 +51,8 @@ def captured(name):
 
 def test_only_hooked_runs_get_the_hook_and_the_users_pythonpath_is_kept(tmp_path):
     harness = Harness(str(tmp_path / "run"), base_env={"PYTHONPATH": "/user/lib"})
-    on = harness.overlay(RunSpec(("python", "x.py"), "trace", 0, (), 1.0, True), "/r/trace-000")
-    off = harness.overlay(RunSpec(("python", "x.py"), "baseline", 1, (), 1.0, False), "/r/baseline-001")
+    on = harness.environment.overlay(RunSpec(("python", "x.py"), "trace", 0, (), 1.0, True), "/r/trace-000")
+    off = harness.environment.overlay(RunSpec(("python", "x.py"), "baseline", 1, (), 1.0, False), "/r/baseline-001")
     assert on["PYTHONPATH"] == hook.SITE_DIR + os.pathsep + "/user/lib"
     assert on[contract.HOOK_ENV] == "/r/trace-000/hook.json"
     assert "PYTHONPATH" not in off and contract.HOOK_ENV not in off

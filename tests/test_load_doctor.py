@@ -9,7 +9,8 @@ from conftest import LOGS, log
 from aoti_bisect.report.facts import render, render_all
 from aoti_bisect.aoti.hook_record import HookRecord
 from aoti_bisect.aoti.package import read_package
-from aoti_bisect.diagnose.ladder import Ladder, Options
+from aoti_bisect.diagnose.context import Options
+from aoti_bisect.diagnose.ladder import Ladder
 from aoti_bisect.diagnose.loaddoctor import diagnose_load
 from aoti_bisect.run.classify import classify
 from aoti_bisect.run.harness import Harness
@@ -33,8 +34,8 @@ def test_the_message_is_the_error_line_not_a_cpp_frame():
 
 def test_the_baseline_runs_without_cpp_stack_traces(tmp_path):
     h = Harness(str(tmp_path / "run"), base_env={})
-    base = h.overlay(RunSpec(("python", "r.py"), "baseline", 0), str(tmp_path / "b"))
-    traced = h.overlay(RunSpec(("python", "r.py"), "trace", 1, hook=True), str(tmp_path / "t"))
+    base = h.environment.overlay(RunSpec(("python", "r.py"), "baseline", 0), str(tmp_path / "b"))
+    traced = h.environment.overlay(RunSpec(("python", "r.py"), "trace", 1, hook=True), str(tmp_path / "t"))
     assert "TORCH_SHOW_CPP_STACKTRACES" not in base
     assert traced["TORCH_SHOW_CPP_STACKTRACES"] == "1"  # a CPU kernel's exception still names the kernel
 

@@ -113,7 +113,7 @@ def test_example_inputs_drawn_afresh_each_run_still_hit(tmp_path, repro):
 def test_another_program_misses(tmp_path, repro):
     h = harness(tmp_path)
     run(h, repro, 0)
-    h.base_env["SCALE"] = "3"
+    h.environment.base_env["SCALE"] = "3"
     log, event, _ = run(h, repro, 1)
     assert "COMPILING" in log and "PACKAGE scale=3.0" in log
     assert (event.reuse, event.reuse_reason) == ("compiled", "no cached package for this key")
@@ -133,7 +133,7 @@ def test_an_edit_of_the_script_misses(tmp_path, repro):
 def test_a_change_of_inductors_config_in_code_or_in_the_call_misses(tmp_path, repro, change):
     h = harness(tmp_path)
     run(h, repro, 0)
-    h.base_env[change] = "1"
+    h.environment.base_env[change] = "1"
     log, event, _ = run(h, repro, 1)
     assert "COMPILING" in log and event.reuse == "compiled"
     log, event, _ = run(h, repro, 2)  # the changed call now has a package of its own
@@ -145,7 +145,7 @@ def test_flag_sets_never_share_a_package(tmp_path, repro):
     run(h, repro, 0)
     log, event, result = run(h, repro, 1, NAN, "sanity")
     assert "COMPILING" in log and "nan=True" in log and event.reuse == "compiled"
-    assert os.listdir(os.path.join(h.cache_root, compile_key(dict(NAN)) + ".reuse"))
+    assert os.listdir(os.path.join(h.layout.cache_root, compile_key(dict(NAN)) + ".reuse"))
     with open(os.path.join(result.run_dir, "hook.json")) as f:
         assert json.load(f)["events"][0]["reuse"]["flag_set"] == compile_key(dict(NAN))
 
@@ -153,7 +153,7 @@ def test_flag_sets_never_share_a_package(tmp_path, repro):
 def test_a_damaged_cached_package_is_compiled_again_and_the_record_says_why(tmp_path, repro):
     h = harness(tmp_path)
     run(h, repro, 0)
-    folder = os.path.join(h.cache_root, "default.reuse")
+    folder = os.path.join(h.layout.cache_root, "default.reuse")
     (stored,) = [os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".pt2")]
     with open(stored, "r+b") as f:
         f.truncate(10)
@@ -191,14 +191,14 @@ def test_only_the_runs_the_mode_names_get_reuse(tmp_path):
     for mode, baseline_reuses, trace_reuses in (("hooked", False, True), ("all", True, True),
                                                 ("none", False, False)):
         h = harness(tmp_path, reuse=mode)
-        on = {name: h.overlay(spec, "/r/x") for name, spec in (("baseline", base), ("trace", trace))}
+        on = {name: h.environment.overlay(spec, "/r/x") for name, spec in (("baseline", base), ("trace", trace))}
         assert (contract.REUSE_ENV in on["baseline"], contract.REUSE_ENV in on["trace"]) == \
             (baseline_reuses, trace_reuses)
         # reuse is the hook's: the baseline then carries it
         assert (contract.HOOK_ENV in on["baseline"]) == (mode == "all")
     assert on["trace"][contract.HOOK_ENV] and contract.FLAG_SET_ENV not in on["trace"]
-    assert h.reuse_dir(trace) is None
-    assert harness(tmp_path).reuse_dir(trace).endswith(compile_key(trace.env_dict) + ".reuse")
+    assert h.environment.reuse_dir(trace) is None
+    assert harness(tmp_path).environment.reuse_dir(trace).endswith(compile_key(trace.env_dict) + ".reuse")
 
 
 # 34 s: the e2e lanes' sanity and trace runs reuse real packages (and those built ahead) and name the manifest's
@@ -263,10 +263,11 @@ def test_the_report_says_per_stage_which_runs_compiled_and_which_reused(tmp_path
     baseline.results.append(h.run(RunSpec((sys.executable, repro), "baseline", 2, (), 300.0, False)))
     ahead = h.run(RunSpec((sys.executable, repro), "ahead-trace", 0, NAN, 300.0, True, compile_only=True))
     stages = [baseline, trace]
-    compiles = [compile_counts(s.name, [read_hook(r.run_dir) for r in s.results], h.hooked_stage(s.hook))
+    compiles = [compile_counts(s.name, [read_hook(r.run_dir) for r in s.results], h.environment.hooked_stage(s.hook))
                 for s in stages]
     out = Findings(Verdict.NOT_REPRODUCED, None, Rate(0, 1), stages)
-    report = Report.from_findings(str(tmp_path), ["python", "repro.py"], out, compiles=compiles, reuse=h.reuse,
+    report = Report.from_findings(str(tmp_path), ["python", "repro.py"], out, compiles=compiles,
+                                  reuse=h.environment.reuse,
                                   ahead=(ahead_row(ahead.spec.name, read_hook(ahead.run_dir), 12.34, False),))
     assert report.data["reuse"] == "hooked"
     assert [s["compiles"]["reused"] for s in report.data["stages"]] == [0, 1]
@@ -305,14 +306,14 @@ def test_a_run_served_from_its_flag_sets_package_finds_the_wrapper_its_key_compi
 def test_the_first_runs_vector_isa_answer_spares_the_later_hooked_runs_the_check(tmp_path, repro):
     h = harness(tmp_path, check_isa=True)
     run(h, repro, 0)
-    with open(os.path.join(h.run_dir, VEC_ISA_ANSWER)) as f:
+    with open(os.path.join(h.layout.run_dir, VEC_ISA_ANSWER)) as f:
         answer = json.load(f)
     assert answer["checked"] and answer["pid"]
     _, second, result = run(h, repro, 1)
     with open(os.path.join(result.run_dir, "spec.json")) as f:
         overlay = json.load(f)["env_overlay"]
     same = answer["checked"] == answer["claimed"]
-    assert (overlay.get(VEC_ISA_OK) == "1", h.vec_isa_skipped) == (same, int(same))
+    assert (overlay.get(VEC_ISA_OK) == "1", h.environment.vec_isa_skipped) == (same, int(same))
     assert second.reuse == "reused"  # the shortcut gives the same ISAs: the flag set's package still serves
 
 
@@ -325,17 +326,18 @@ def test_the_first_runs_vector_isa_answer_spares_the_later_hooked_runs_the_check
 ])
 def test_the_vector_isa_shortcut_only_where_it_gives_the_checked_answer(tmp_path, answer, user, shortcut):
     h = harness(tmp_path, check_isa=True, **({VEC_ISA_OK: user} if user else {}))
-    os.makedirs(h.run_dir, exist_ok=True)
+    os.makedirs(h.layout.run_dir, exist_ok=True)
     if answer is not None:
-        with open(os.path.join(h.run_dir, VEC_ISA_ANSWER), "w") as f:
+        with open(os.path.join(h.layout.run_dir, VEC_ISA_ANSWER), "w") as f:
             json.dump(answer, f)
-    env = h.vec_isa()
-    assert env[contract.VEC_ISA_ENV] == os.path.join(h.run_dir, VEC_ISA_ANSWER)
+    env = h.environment.vec_isa()
+    assert env[contract.VEC_ISA_ENV] == os.path.join(h.layout.run_dir, VEC_ISA_ANSWER)
     assert (env.get(VEC_ISA_OK) == "1") == shortcut
     trace = RunSpec(("python", "x.py"), "trace", 1, (), 1.0, True)
     base = RunSpec(("python", "x.py"), "baseline", 0, (), 1.0, False)
-    assert contract.VEC_ISA_ENV in h.overlay(trace, "/r/x")
-    assert contract.VEC_ISA_ENV not in harness(tmp_path, reuse="hooked", check_isa=True).overlay(base, "/r/x")
+    assert contract.VEC_ISA_ENV in h.environment.overlay(trace, "/r/x")
+    checked = harness(tmp_path, reuse="hooked", check_isa=True)
+    assert contract.VEC_ISA_ENV not in checked.environment.overlay(base, "/r/x")
 
 
 def test_the_reports_environment_says_which_isas_were_taken_and_how_many_runs_skipped_the_check():
@@ -370,11 +372,11 @@ def test_a_compile_ahead_run_stores_its_flag_sets_package_and_stops_at_its_first
 def test_the_slot_a_cold_first_run_leaves_idle_compiles_a_later_stages_flag_set_ahead(tmp_path, repro):
     h = harness(tmp_path, reuse="hooked", jobs=2, COMPILE_S="3", LOAD="1")
     argv = (sys.executable, repro)
-    h.ahead([RunSpec(argv, "ahead-trace", 0, NAN, 300.0, True)])
-    base = h.run_many([RunSpec(argv, "baseline", i, (), 300.0, False) for i in range(2)])
-    trace = h.run_many([RunSpec(argv, "trace", 2 + i, NAN, 300.0, True) for i in range(2)])
-    h.finish_ahead()
-    (ahead,) = h.ahead_results
+    h.scheduler.ahead([RunSpec(argv, "ahead-trace", 0, NAN, 300.0, True)])
+    base = h.scheduler.run_many([RunSpec(argv, "baseline", i, (), 300.0, False) for i in range(2)])
+    trace = h.scheduler.run_many([RunSpec(argv, "trace", 2 + i, NAN, 300.0, True) for i in range(2)])
+    h.scheduler.finish_ahead()
+    (ahead,) = h.scheduler.ahead_results
     assert ahead.spec.compile_only and ahead.outcome is Outcome.PASSED and "COMPILING" in _log(ahead)
     assert _stamp(ahead, "START") < _stamp(base[0], "END")  # beside the baseline's first run, not after it
     assert all("COMPILING" in _log(r) for r in base)  # the baseline runs the user's way: no hook, no reuse
@@ -390,10 +392,10 @@ def test_runs_that_compile_anyway_start_beside_their_keys_first_run_in_slots_the
     # the same thing, only later. With 4 slots and one compile-only run queued, two slots are left for twins.
     h = harness(tmp_path, reuse="hooked", jobs=jobs, COMPILE_S="3", LOAD="1")
     argv = (sys.executable, repro)
-    h.ahead([RunSpec(argv, "ahead-trace", 0, NAN, 300.0, True)])
-    base = h.run_many([RunSpec(argv, "baseline", i, (), 300.0, False) for i in range(3)])
-    h.finish_ahead()
-    (ahead,) = h.ahead_results
+    h.scheduler.ahead([RunSpec(argv, "ahead-trace", 0, NAN, 300.0, True)])
+    base = h.scheduler.run_many([RunSpec(argv, "baseline", i, (), 300.0, False) for i in range(3)])
+    h.scheduler.finish_ahead()
+    (ahead,) = h.scheduler.ahead_results
     assert _stamp(ahead, "START") < _stamp(base[0], "END")  # the queued compile-only run keeps its slot
     beside = [_stamp(r, "START") < _stamp(base[0], "END") for r in base[1:]]
     assert beside == ([True, True] if twins else [False, False])
@@ -402,7 +404,7 @@ def test_runs_that_compile_anyway_start_beside_their_keys_first_run_in_slots_the
 
 def test_hooked_runs_of_a_cold_key_still_wait_for_its_first_run(tmp_path, repro):
     h = harness(tmp_path, reuse="hooked", jobs=4, COMPILE_S="2", LOAD="1")
-    runs = h.run_many([RunSpec((sys.executable, repro), "trace", i, NAN, 300.0, True) for i in range(3)])
+    runs = h.scheduler.run_many([RunSpec((sys.executable, repro), "trace", i, NAN, 300.0, True) for i in range(3)])
     assert all(_stamp(r, "START") > _stamp(runs[0], "END") for r in runs[1:])
     assert ["COMPILING" in _log(r) for r in runs] == [True, False, False]
 
@@ -411,19 +413,19 @@ def test_hooked_runs_of_a_cold_key_still_wait_for_its_first_run(tmp_path, repro)
 def test_nothing_compiles_ahead_without_a_spare_slot_or_without_reuse(tmp_path, repro, jobs, reuse):
     h = harness(tmp_path, reuse=reuse, jobs=jobs)
     argv = (sys.executable, repro)
-    h.ahead([RunSpec(argv, "ahead-trace", 0, NAN, 300.0, True)])
-    h.run_many([RunSpec(argv, "baseline", 0, (), 300.0, False)])
-    h.finish_ahead()
-    assert h.ahead_results == [] and not os.path.exists(tmp_path / "run" / "runs" / "ahead-trace-000")
+    h.scheduler.ahead([RunSpec(argv, "ahead-trace", 0, NAN, 300.0, True)])
+    h.scheduler.run_many([RunSpec(argv, "baseline", 0, (), 300.0, False)])
+    h.scheduler.finish_ahead()
+    assert h.scheduler.ahead_results == [] and not os.path.exists(tmp_path / "run" / "runs" / "ahead-trace-000")
 
 
 def test_a_compile_ahead_run_the_ladder_no_longer_needs_is_killed_and_says_so(tmp_path, repro):
     h = harness(tmp_path, jobs=2, COMPILE_S="120")
     argv = (sys.executable, repro)
-    h.ahead([RunSpec(argv, "ahead-trace", 0, NAN, 300.0, True)])
-    h.run_many([RunSpec(argv, "baseline", 0, (("COMPILE_S", "0"),), 300.0, False)])
-    h.finish_ahead()
-    (ahead,) = h.ahead_results
+    h.scheduler.ahead([RunSpec(argv, "ahead-trace", 0, NAN, 300.0, True)])
+    h.scheduler.run_many([RunSpec(argv, "baseline", 0, (("COMPILE_S", "0"),), 300.0, False)])
+    h.scheduler.finish_ahead()
+    (ahead,) = h.scheduler.ahead_results
     assert ahead.exit.launch_error == "cancelled" and ahead.exit.duration < 60
     row = ahead_row(ahead.spec.name, read_hook(ahead.run_dir), ahead.exit.duration, True)
     assert row["ended"] == "killed: the ladder needed nothing more"

@@ -137,7 +137,7 @@ def run_records(repros: list[Repro], plan: Plan, set_path: str, out: str, batch:
     slots = jobs or len(gpus) or os.cpu_count() or 1
     harness = Harness(folder, jobs=slots,
                       gpu_slots=[gpus[i % len(gpus)] for i in range(slots)] if gpus else None)
-    probe = probe_environment(repros[0].argv[0], scratch, harness.base_env, harness.cancel)
+    probe = probe_environment(repros[0].argv[0], scratch, harness.environment.base_env, harness.cancel)
     header = {"batch": batch, "set": os.path.abspath(set_path), "shard": str(plan.shard), "started": now_iso(),
               "plan": plan.to_json(), "gpu_slots": gpus,
               "environment": host_environment(probe, relevant_env(dict(os.environ)))}
@@ -148,7 +148,7 @@ def run_records(repros: list[Repro], plan: Plan, set_path: str, out: str, batch:
         def landed(r):
             on_result(r)
             on_run(r)
-        harness.run_many(specs, on_result=landed, stop=stop)
+        harness.scheduler.run_many(specs, on_result=landed, stop=stop)
 
     writer = RecordWriter(record_path(out, plan.shard), header)
     interrupted = True

@@ -1,13 +1,14 @@
 """Turns a RunSpec into an isolated child run and a classified RunResult; runs batches in parallel.
 
-The pieces it composes are named for what they own: the run directory (layout.py), what a child gets on top of
-the user's environment (environment.py), and which run goes when (scheduler.py).
+The pieces it composes are named for what they own, and callers use them by those names: the run directory
+(`harness.layout`, layout.py), what a child gets on top of the user's environment (`harness.environment`,
+environment.py), and which run goes when (`harness.scheduler`, scheduler.py: run_many, ahead).
 """
 from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Callable, Iterable, Optional
+from typing import Optional
 
 from ..aoti.wrapper import triton_kernel_name
 from ..files import read_log
@@ -44,7 +45,7 @@ class Harness:
             exit = (ProcessExit(None, None, False, 0.0, 0, launch_error=problem) if problem else
                     process.execute(list(spec.argv), env, os.path.join(run_path, "cwd"), log_path, spec.timeout,
                                     self.limits, cancel or self.cancel))
-            if exit.launch_error != "cancelled" and self.jobs > 1:
+            if exit.launch_error != "cancelled" and self.scheduler.jobs > 1:
                 self.layout.snapshot_if_first(spec, slot)
         text = "" if exit.launch_error else read_log(log_path)
         outcome, signature = classify(text, exit)
@@ -56,8 +57,8 @@ class Harness:
             # Failures group by the function they crashed in (nightly signatures, the ladder's dominant one).
             signature = dataclasses.replace(signature, kernel=crash.function, fingerprint=fingerprint(
                 signature.kind, signature.phase, signature.message, crash.function))
-        result = RunResult(spec, outcome, exit, run_path, log_path, signature, self.cache_dir(spec.env_dict, slot),
-                           crash, crash_problem)
+        result = RunResult(spec, outcome, exit, run_path, log_path, signature,
+                           self.layout.cache_dir(spec.env_dict, slot), crash, crash_problem)
         if not problem:
             self.layout.write_result(result)
         if outcome is not Outcome.INFRA_ERROR:
@@ -65,74 +66,10 @@ class Harness:
         return result
 
     def _prepare(self, spec: RunSpec, run_path: str, slot: int) -> dict[str, str]:
-        self.layout.prepare(spec, run_path, slot, self.reuse_dir(spec))
+        self.layout.prepare(spec, run_path, slot, self.environment.reuse_dir(spec))
         overlay = self.environment.for_run(spec, run_path, slot)
         self.layout.write_run_files(spec, run_path, overlay)
-        return {**self.base_env, **overlay}
-
-    # -- the pieces' own, under the names callers know -------------------------------------------------
-    @property
-    def run_dir(self) -> str:
-        return self.layout.run_dir
-
-    @property
-    def cache_root(self) -> str:
-        return self.layout.cache_root
-
-    def cache_dir(self, overlay: dict[str, str], slot: int = 0) -> str:
-        return self.layout.cache_dir(overlay, slot)
-
-    @property
-    def base_env(self) -> dict[str, str]:
-        return self.environment.base_env
-
-    @property
-    def reuse(self) -> str:
-        return self.environment.reuse
-
-    @property
-    def vec_isa_skipped(self) -> int:
-        return self.environment.vec_isa_skipped
-
-    def hooked_stage(self, hook: bool) -> bool:
-        return self.environment.hooked_stage(hook)
-
-    def hooked(self, spec: RunSpec) -> bool:
-        return self.environment.hooked(spec)
-
-    def reuse_dir(self, spec: RunSpec) -> Optional[str]:
-        return self.environment.reuse_dir(spec)
-
-    def overlay(self, spec: RunSpec, run_path: str, slot: int = 0) -> dict[str, str]:
-        return self.environment.overlay(spec, run_path, slot)
-
-    def vec_isa(self) -> dict[str, str]:
-        return self.environment.vec_isa()
-
-    def vec_isa_answer(self) -> Optional[dict]:
-        return self.environment.vec_isa_answer()
-
-    def bytecode_cache(self) -> dict[str, str]:
-        return self.environment.bytecode_cache()
-
-    @property
-    def jobs(self) -> int:
-        return self.scheduler.jobs
-
-    @property
-    def ahead_results(self) -> list[RunResult]:
-        return self.scheduler.ahead_results
-
-    def run_many(self, specs: Iterable[RunSpec], on_result: Callable[[RunResult], None] = lambda r: None,
-                 stop: Callable[[list[RunResult]], bool] = lambda rs: False,
-                 on_start: Callable[[RunSpec], None] = lambda spec: None) -> list[RunResult]:
-        return self.scheduler.run_many(specs, on_result, stop, on_start)
-
-    def ahead(self, specs: Iterable[RunSpec]) -> None:
-        self.scheduler.ahead(specs)
-
-    def finish_ahead(self) -> None:
-        self.scheduler.finish_ahead()
+        return {**self.environment.base_env, **overlay}
 
 
 def _resolve_triton_source(sig: Signature) -> Signature:
