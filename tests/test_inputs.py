@@ -6,6 +6,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import stat
 import subprocess
 import sys
@@ -209,8 +210,17 @@ def test_numbers_out_of_bounds_are_refused(tmp_path, ok, args, words):
 # -- 6, 8. report on a malformed or newer report.json ---------------------------------------------------
 
 
-def _valid_report(tmp_path):
-    out = finished_run(tmp_path)
+@pytest.fixture(scope="module")
+def finished_template(tmp_path_factory):
+    """One real finished run (the CLI on a failing script) that the tests below copy and then damage: each gets
+    its own copy, so none sees another's edits, and the CLI bisects once instead of once a test."""
+    return finished_run(tmp_path_factory.mktemp("template"))
+
+
+@pytest.fixture
+def valid_report(tmp_path, finished_template):
+    out = tmp_path / "run"
+    shutil.copytree(finished_template, out, symlinks=True)
     return out, json.loads((out / "report.json").read_text())
 
 
@@ -228,22 +238,23 @@ def _broken(data):
     return [t.encode() for t in texts] + [b"\xff\xfe not utf-8"]
 
 
-def test_malformed_report_json_gets_one_line(tmp_path):
-    out, data = _valid_report(tmp_path)
-    for blob in _broken(data):
+def test_malformed_report_json_gets_one_line(valid_report):
+    out, data = valid_report
+    # Each damaged file is read in one of the three formats, in turn (each format reads several): report.json is
+    # read and checked before the format is chosen, and 14 CLI processes instead of 42 prove the same.
+    for i, blob in enumerate(_broken(data)):
         (out / "report.json").write_bytes(blob)
-        for fmt in ("md", "text", "json"):
-            one_line_error(cli("report", out, "--format", fmt), "report.json")
+        one_line_error(cli("report", out, "--format", ("md", "text", "json")[i % 3]), "report.json")
 
 
-def test_newer_schema_is_refused(tmp_path):
-    out, data = _valid_report(tmp_path)
+def test_newer_schema_is_refused(valid_report):
+    out, data = valid_report
     (out / "report.json").write_text(json.dumps(dict(data, schema_version=999)))
     one_line_error(cli("report", out), "schema_version 999")
 
 
-def test_a_valid_report_still_renders(tmp_path):
-    out, _ = _valid_report(tmp_path)
+def test_a_valid_report_still_renders(valid_report):
+    out, _ = valid_report
     for fmt in ("md", "text", "json"):
         proc = cli("report", out, "--format", fmt)
         assert proc.returncode == EXIT_REPRODUCED and proc.stdout, proc.stderr
@@ -252,8 +263,8 @@ def test_a_valid_report_still_renders(tmp_path):
 # -- 7. Markdown escaping -------------------------------------------------------------------------------
 
 
-def test_hostile_names_cannot_break_the_markdown(tmp_path):
-    out, data = _valid_report(tmp_path)
+def test_hostile_names_cannot_break_the_markdown(valid_report):
+    out, data = valid_report
     hostile = "<script>alert(1)</script>|x\n# heading"
     data["stages"][0]["name"] = hostile
     data["stages"][0]["env"] = {hostile: hostile}
@@ -295,8 +306,8 @@ def test_control_characters_from_the_child_are_escaped(tmp_path):
         assert not CONTROLS.search(shown.stdout + shown.stderr), repr(shown.stdout)
 
 
-def test_control_characters_in_a_hand_edited_report_are_escaped(tmp_path):
-    out, data = _valid_report(tmp_path)
+def test_control_characters_in_a_hand_edited_report_are_escaped(valid_report):
+    out, data = valid_report
     data["culprit"] = {"kind": "kernel", "kernel": "k\x1b[2J", "evidence": ["e\x07\x00vil"], "summary": "s\x9b"}
     data["signature"] = dict(data["signature"], message="x\x1b[31m", kernel="run\x07")
     (out / "report.json").write_text(json.dumps(data))
@@ -347,12 +358,21 @@ def test_a_syntax_error_raised_by_the_repro_at_run_time_is_still_a_traceback():
     assert sig.kind == "script_error"
 
 
+@pytest.fixture(scope="module")
+def passed_template(tmp_path_factory):
+    """One real finished run of a passing script, copied by each test that may damage it."""
+    folder = tmp_path_factory.mktemp("passed")
+    (folder / "ok.py").write_text("print('ok')\n")
+    subprocess.run([sys.executable, "-m", "aoti_bisect", str(folder / "ok.py"), "--stages", "baseline",
+                    "--runs", "1", "--out", str(folder / "run")], capture_output=True, text=True, timeout=120,
+                   check=True)
+    return folder / "run"
+
+
 @pytest.mark.parametrize("where", ["run/report.json", "run/runs", "missing/parent/b.tgz", "run"])
-def test_a_bundle_never_overwrites_the_run_and_a_bad_destination_is_one_line(tmp_path, where):
-    (tmp_path / "ok.py").write_text("print('ok')\n")
+def test_a_bundle_never_overwrites_the_run_and_a_bad_destination_is_one_line(tmp_path, passed_template, where):
     run = tmp_path / "run"
-    subprocess.run([sys.executable, "-m", "aoti_bisect", str(tmp_path / "ok.py"), "--stages", "baseline",
-                    "--runs", "1", "--out", str(run)], capture_output=True, text=True, timeout=120, check=False)
+    shutil.copytree(passed_template, run, symlinks=True)
     before = (run / "report.json").read_bytes()
     out = subprocess.run([sys.executable, "-m", "aoti_bisect", "report", str(run), "--bundle", str(tmp_path / where)],
                          capture_output=True, text=True, timeout=120)
