@@ -9,7 +9,7 @@ from aoti_bisect.aoti import checks, flags, printer
 from aoti_bisect.diagnose.context import Clues, Options
 from aoti_bisect.diagnose.facts import Namer
 from aoti_bisect.diagnose.findings import Culprit, CulpritKind, Findings, Stage, StageName
-from aoti_bisect.diagnose.stages import REQUESTABLE, determinism, fakecheck, memcheck, sanity, trace
+from aoti_bisect.diagnose.stages import determinism, fakecheck, memcheck, sanity, trace
 from aoti_bisect.report.facts import render
 from aoti_bisect.run.types import RunSpec, Signature
 from aoti_bisect.stats import Rate
@@ -24,7 +24,7 @@ class Context:
         self.world = world
         self.evidence = seen
         self.cuda = cuda
-        self.opt = Options(stages=REQUESTABLE, **options)
+        self.opt = Options(**options)
         self.clues = Clues()
         self.namer = Namer()
         self.stages: list[Stage] = []

@@ -24,8 +24,7 @@ class Options:
     min_runs: int = 2
     max_runs: int = DEFAULT_MAX_RUNS
     timeout: float = 600.0
-    # The stages asked for by name; None: every stage --stages offers (the ladder fills them in from its registry).
-    stages: Optional[tuple[str, ...]] = None
+    stages: Optional[tuple[str, ...]] = None  # the stages --stages asked for by name; None: every one (asked)
     inspect_cap: int = 8
     budget: float = 300.0  # seconds the baseline's rate may run on after the verdict
     reuse_baseline: bool = False  # the baseline's runs after its first wave take the stored package (RunSpec.reuse)
@@ -34,6 +33,14 @@ class Options:
     sanitize: bool = False  # run the memcheck stage whatever the failure (or none) looks like
     # The load doctor's debugger: (command prefix, None), or ((), why there is none); found by the session.
     debugger: tuple[tuple[str, ...], Optional[str]] = ((), "no debugger looked for")
+
+    def asked(self, name: str) -> bool:
+        """Whether --stages asked for this stage."""
+        return self.stages is None or name in self.stages
+
+    def asked_beyond_baseline(self) -> bool:
+        """Whether --stages asked for more than the baseline, which always runs."""
+        return self.stages is None or bool(set(self.stages) - {"baseline"})
 
 
 @dataclass

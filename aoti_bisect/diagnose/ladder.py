@@ -7,7 +7,6 @@ to later ones through one typed record, `Clues`, never through fields of the lad
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 import time
@@ -25,7 +24,7 @@ from .evidence import Evidence
 from .facts import FactKind, Namer, fact, joined
 from .findings import Culprit, CulpritKind, Findings, Stage, StageName, dominant
 from .memcheck import MEMORY_FAULTS
-from .stages import AHEAD, LATER, REQUESTABLE, baseline, unmask
+from .stages import AHEAD, LATER, baseline, unmask
 from .stages.rung import Rung
 
 # Failures only a CUDA repro has: a package the runs did not build (nothing compiled, no hook record) is still
@@ -64,7 +63,7 @@ class Ladder:
         self.on_verdict = on_verdict  # told the verdict before the rate runs on, and how many runs it may take
         self.verdict: Optional[Findings] = None  # the finished findings, kept by an interrupt of the rate after them
         self.evidence = evidence
-        self.opt = options if options.stages is not None else dataclasses.replace(options, stages=REQUESTABLE)
+        self.opt = options
         self.stages: list[Stage] = []
         self.counter = 0
         self.clues = Clues()
@@ -146,7 +145,7 @@ class Ladder:
     def run(self) -> Findings:
         self.started = self.clock()
         self.ahead([RunSpec(tuple(self.argv), f"ahead-{name.value}", 0, tuple(sorted(env.items())), self.opt.timeout,
-                            True) for name, env in AHEAD if name.value in self.opt.stages])
+                            True) for name, env in AHEAD if self.opt.asked(name)])
         out, stop = baseline.run(self)
         if stop is not None:
             if out.verdict is not Verdict.NOT_REPRODUCED or not unmask.run(self, out):
@@ -178,7 +177,7 @@ class Ladder:
         the first bad producer); an op or function outside the kernels, which no printer reads, is the culprit."""
         if found is None or not found.pinned:
             return
-        if found.kind is CulpritKind.KERNEL and StageName.INSPECT.value in self.opt.stages:
+        if found.kind is CulpritKind.KERNEL and self.opt.asked(StageName.INSPECT):
             self.clues.crash, self.clues.suspect, self.clues.checker = found, found.kernel, found.evidence
         else:
             out.culprit = found
@@ -190,7 +189,7 @@ class Ladder:
         never passed keeps the classic order: its trace costs one run and its walk reads the inputs."""
         faults = [r for r in results if r.failed and r.signature and r.signature.kind in MEMORY_FAULTS]
         rate = Rate(sum(r.failed for r in results), len(results))
-        if not faults or rate.failures == rate.runs or StageName.MEMCHECK.value not in self.opt.stages:
+        if not faults or rate.failures == rate.runs or not self.opt.asked(StageName.MEMCHECK):
             return False
         device = "cuda" if faults[0].signature.kind == "illegal_memory_access" or self.is_cuda(False) else "cpu"
         checkers = dict(self.opt.checkers).get(device)
@@ -202,7 +201,7 @@ class Ladder:
         """Whether a CUDA repro's checker runs after the baseline's first run passed: compute-sanitizer costs about
         a plain run (the compile dominates) and sees an invalid access in any run, so a rare or masked fault is
         convicted without waiting for crashes; a clean check costs one run and the baseline goes on."""
-        if not results or any(r.failed for r in results) or StageName.MEMCHECK.value not in self.opt.stages \
+        if not results or any(r.failed for r in results) or not self.opt.asked(StageName.MEMCHECK) \
                 or self.ran(StageName.MEMCHECK) or not self.is_cuda(default=False):
             return False
         checkers = dict(self.opt.checkers).get("cuda")
@@ -248,7 +247,7 @@ class Ladder:
         if rung.runtime and sig is not None and sig.phase in ("export", "compile", "load"):
             return (f"the failure is in the {sig.phase} phase: no kernel runs, so the runtime ladder cannot "
                     "localise it")
-        if rung.requestable and rung.name not in self.opt.stages:
+        if rung.requestable and not self.opt.asked(rung.name):
             return "not requested (--stages)"
         c = out.culprit
         if c is not None and c.pinned and c.kind not in rung.after:

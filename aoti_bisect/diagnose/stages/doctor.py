@@ -10,7 +10,7 @@ from .rung import Rung
 
 
 def applies(ctx: StageContext, out: Findings) -> bool:
-    return bool(out.signature and out.signature.phase == "load" and set(ctx.opt.stages) - {"baseline"})
+    return bool(out.signature and out.signature.phase == "load" and ctx.opt.asked_beyond_baseline())
 
 
 def run(ctx: StageContext, out: Findings) -> None:

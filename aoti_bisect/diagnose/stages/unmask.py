@@ -16,7 +16,7 @@ def run(ctx: StageContext, out: Findings) -> bool:
     cuda = ctx.is_cuda(default=False)
     if not (cuda or ctx.opt.sanitize):
         return False
-    if cuda and StageName.DETERMINISM.value in ctx.opt.stages:
+    if cuda and ctx.opt.asked(StageName.DETERMINISM):
         determinism.run(ctx, out)
         det = ctx.stages[-1]
         if det.rate.failures:
@@ -28,7 +28,7 @@ def run(ctx: StageContext, out: Findings) -> bool:
             ctx.clues.estimate = max(det.rate.ci95[0], 1e-9)
             ctx.clues.likely = det.rate.value
             return True
-    if StageName.MEMCHECK.value not in ctx.opt.stages and not ctx.opt.sanitize or ctx.ran(StageName.MEMCHECK):
+    if not ctx.opt.asked(StageName.MEMCHECK) and not ctx.opt.sanitize or ctx.ran(StageName.MEMCHECK):
         return False  # not asked for, or it checked already, after the baseline's first run, and found nothing
     memcheck.run(ctx, out, unmasking=True)
     if out.culprit is not None:  # the checker saw errors, whether or not it could name their kernel
