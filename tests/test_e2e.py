@@ -31,10 +31,11 @@ CPU = [s for s in load_manifest() if s.device == "cpu"]
 # rare_crash_custom_op's in CI; stale_parameter and stale_buffer_after_linear are stale constants as stale_buffer
 # (tests/test_constants.py), index_from_bucketize an index's origin as index_plus_offsets in CI (its captured
 # kernel in tests/test_index_origin.py). Keeping them out keeps `.ci/run` under 30 minutes on 2 cores.
+# flaky_python_op_oob is convicted by its crash's own stack as rare_oob_custom_op is; tests/test_minify.py bisects it.
 HEAVY = ["nan_source_line", "nan_constant", "crashing_toolchain", "bn_negative_running_var", "stale_buffer",
          "prebuilt_named_inputs", "prebuilt_nan_constant", "symbolic_index_bound", "empty_batch",
          "wrong_fake_custom_op", "flaky_custom_op_crash", "stale_parameter", "stale_buffer_after_linear",
-         "index_from_bucketize"]
+         "index_from_bucketize", "flaky_python_op_oob"]
 # silent_oob_custom_op (a silent read that only --sanitize's valgrind run sees) proves valgrind's conviction of a
 # custom op's line in CI; rare_oob_custom_op's crashes now convict from their own stack before the checker is
 # needed. Its own test below reads its report.
