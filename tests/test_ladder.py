@@ -22,7 +22,7 @@ from aoti_bisect.aoti.sanitizer import parse as parse_sanitizer, parse_compute_s
 from aoti_bisect.run.checkers import Checker, Missing
 from aoti_bisect.run.classify import fingerprint
 from aoti_bisect.run.layout import compile_key
-from aoti_bisect.run.types import CrashSite, Outcome, ProcessExit, RunResult, RunSpec, Signature
+from aoti_bisect.run.types import DEVICE_DUMP, CrashSite, Outcome, ProcessExit, RunResult, RunSpec, Signature
 
 LOGS = "tests/logs/"
 
@@ -605,10 +605,25 @@ def test_a_crash_in_a_generated_kernel_skips_the_trace_and_the_walk_reads_that_k
     seen = Seen("cpu/wrapper_index_oob_level3.cpp", level2_log="cpu/index_oob_level2_filtered.log")
     _, out = climb(world, seen)
     skipped = {s.name: s.skipped for s in out.stages if s.skipped}
-    assert "would only find it again" in skipped["trace"] and "would only find it again" in skipped["sanity"]
+    assert "would only find it again" in skipped["trace"] and "would only find it again" in skipped["determinism"]
     assert world.ran("inspect") and not world.ran("trace")
+    sanity = next(s for s in out.stages if s.name == "sanity")  # the input check alone, once
+    assert sanity.rate.runs == 1 and sanity.env == {"AOTI_RUNTIME_CHECK_INPUTS": "1"}
     assert seen.filters[0] == ["cpp_fused_add_index_mul_sin_sum_0"]  # the walk starts at the crashed kernel
     assert out.culprit.pinned and "by the run's own native stack" in render(out.culprit.evidence[0])
+
+
+def test_after_a_crash_the_input_check_still_convicts_the_input_that_made_the_kernel_fault():
+    # size_dependent_ima's shape: a kernel faults because a size is past the package's range; the crash names the
+    # kernel, the input check names the input.
+    ima = sig("illegal_memory_access", "run", "CUDA error: an illegal memory access was encountered")
+    rejected = sig("input_rejected", "run", "dim value is too large")
+    site = CrashSite("Warp Illegal Address", "cpp_fused_add_index_mul_sin_sum_0", "k.py:26", None, "", DEVICE_DUMP)
+    world = World(lambda spec: rejected if spec.stage == "sanity" else ima, site)
+    hit = checks.InputRejected(0, "dim value is too large at 0, expected to be <= 2147483647, but got: 2147487744")
+    _, out = climb(world, Seen("cpu/wrapper_index_oob_level3.cpp", sanity=hit))
+    assert out.culprit.kind == "model_input" and out.culprit.input_index == 0
+    assert not world.ran("inspect") and not world.ran("trace")
 
 
 def test_a_crash_in_a_generated_kernel_without_the_walk_convicts_that_kernel():
