@@ -8,7 +8,7 @@ import stat
 import pytest
 
 from aoti_bisect.aoti import cudacore
-from aoti_bisect.aoti.cudacore import DUMP_NAME, DeviceFault, dump_env, find_cuda_gdb, parse, reader_argv
+from aoti_bisect.aoti.cudacore import DUMP_NAME, DeviceFault, dump_env, failure_kind, find_cuda_gdb, parse, reader_argv
 
 LOGS = os.path.join(os.path.dirname(__file__), "logs", "cuda")
 IMA_FILE = "/tmp/cdlab/cache/ima/inductor/6i/c6ixc2zf7taylhub46wlledpzw5ob3jpcbra35m3hhbe4xtot4sw.py"
@@ -93,6 +93,13 @@ def test_illegal_address_block_is_the_corrupted_row():
     fault = parse(log("cudagdb-ima-user-triton-lanes.log"))
     assert (fault.kernel, fault.line, fault.block, fault.thread) == ("gather_rows", 22, (100, 0, 0), (96, 0, 0))
     assert fault.exception == "Warp Illegal Address" and fault.pc == "0x7f2e1b7a5400"
+
+
+def test_the_dump_names_the_failure_kind():
+    assert failure_kind("Warp Assert") == "device_assert"
+    assert failure_kind("Warp Illegal Address") == failure_kind("Warp Out-of-range Address") == \
+        "illegal_memory_access"
+    assert failure_kind("Warp Illegal Instruction") is None
 
 
 def test_an_exception_named_before_cuda_gdb_itself_died_is_read():

@@ -12,9 +12,11 @@ from aoti_bisect.child.contract import CRASH_FILE
 from aoti_bisect.diagnose.crash import crash_culprit
 from aoti_bisect.aoti import wrapper
 from aoti_bisect.run import process
+from aoti_bisect.run.classify import fingerprint
+from aoti_bisect.run.harness import _with_crash
 from aoti_bisect.run.classify import Frame
 from aoti_bisect.report.facts import render
-from aoti_bisect.run.types import DEVICE_DUMP, CrashSite, Outcome, ProcessExit, RunResult, RunSpec
+from aoti_bisect.run.types import DEVICE_DUMP, CrashSite, Outcome, ProcessExit, RunResult, RunSpec, Signature
 from aoti_bisect.run.witness import (Witness, culprit_frame, native_site, parse, parse_addr2line,
                                      python_op_frame, uncaught_exception)
 
@@ -80,8 +82,6 @@ def test_a_python_op_the_model_called_back_is_named_but_the_scripts_own_call_is_
 
 
 def _result(crash, kind="segfault", phase="run") -> RunResult:
-    from aoti_bisect.run.classify import fingerprint
-    from aoti_bisect.run.types import Signature
     spec = RunSpec(("python", "repro.py"), "baseline", 3)
     return RunResult(spec, Outcome.CRASHED, ProcessExit(None, 11, False, 1.0, 0), "runs/b", "runs/b/output.log",
                      Signature(kind, phase, "killed by SIGSEGV", None, fingerprint(kind, phase, "m", None)),
@@ -200,6 +200,18 @@ def test_a_device_dump_outweighs_host_stacks_and_convicts_a_kernel_without_a_wra
     culprit = crash_culprit(runs, None)  # a package the runs did not build: no wrapper to map to
     assert culprit.kind == "kernel" and culprit.kernel == "gather_rows"
     assert "by the run's own CUDA core dump" in render(culprit.summary)
+
+
+def test_a_dumped_device_assert_is_a_device_assert_whatever_the_host_printed():
+    # index_from_cumsum_cuda on an H200: in the run whose assert the driver dumped, the assert's printed lines were
+    # lost and the host saw a failed launch; its nine other runs printed the assert.
+    host = Signature("illegal_memory_access", "run", "killed by SIGABRT (Aborted)", None, "f")
+    site = CrashSite("Warp Assert", "triton_poi_fused_add_embedding_1", None, None, "", DEVICE_DUMP)
+    sig = _with_crash(host, site)
+    assert (sig.kind, sig.kernel) == ("device_assert", "triton_poi_fused_add_embedding_1")
+    assert sig.fingerprint == fingerprint("device_assert", "run", host.message, site.function)
+    native = CrashSite("SIGSEGV", "shifted_gather", "main.cpp:18")
+    assert _with_crash(Signature("segfault", "run", "killed by SIGSEGV", "k", "f"), native).kind == "segfault"
 
 
 def test_a_user_preload_is_kept_behind_the_witness(tmp_path):

@@ -65,6 +65,16 @@ def find_cuda_gdb(env: dict[str, str]) -> Optional[str]:
     return None
 
 
+# The failure kind (run/classify.py's) of a device exception cuda-gdb names. The dump is the authority: where the
+# driver stops the context to write it, a device assert's printed lines can be lost and the host only sees a
+# launch failure.
+_KINDS = (("Assert", "device_assert"), ("Address", "illegal_memory_access"))
+
+
+def failure_kind(exception: str) -> Optional[str]:
+    return next((kind for word, kind in _KINDS if word in exception), None)
+
+
 Dim3 = tuple[int, int, int]
 
 

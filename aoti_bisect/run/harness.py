@@ -10,6 +10,7 @@ import dataclasses
 import os
 from typing import Optional
 
+from ..aoti import cudacore
 from ..aoti.wrapper import triton_kernel_name
 from ..files import read_log
 from . import process
@@ -17,7 +18,7 @@ from .classify import classify, fingerprint
 from .environment import Environment
 from .layout import Layout
 from .scheduler import Scheduler
-from .types import Outcome, ProcessExit, RunResult, RunSpec, Signature
+from .types import CrashSite, Outcome, ProcessExit, RunResult, RunSpec, Signature
 
 
 class Harness:
@@ -53,10 +54,8 @@ class Harness:
             signature = _resolve_triton_source(signature)
         crash, crash_problem = (self.environment.witness.read(run_path, exit, text) if outcome.is_failure
                                 else (None, None))
-        if crash is not None and signature is not None and not signature.kernel:
-            # Failures group by the function they crashed in (nightly signatures, the ladder's dominant one).
-            signature = dataclasses.replace(signature, kernel=crash.function, fingerprint=fingerprint(
-                signature.kind, signature.phase, signature.message, crash.function))
+        if crash is not None and signature is not None:
+            signature = _with_crash(signature, crash)
         result = RunResult(spec, outcome, exit, run_path, log_path, signature,
                            self.layout.cache_dir(spec.env_dict, slot), crash, crash_problem)
         if not problem:
@@ -70,6 +69,17 @@ class Harness:
         overlay = self.environment.for_run(spec, run_path, slot)
         self.layout.write_run_files(spec, run_path, overlay)
         return {**self.environment.base_env, **overlay}
+
+
+def _with_crash(sig: Signature, crash: CrashSite) -> Signature:
+    """Failures group by the function they crashed in (nightly signatures, the ladder's dominant one), and a device
+    exception the driver dumped is of the kind the dump says."""
+    kind = (cudacore.failure_kind(crash.how) if crash.on_device else None) or sig.kind
+    if sig.kernel and kind == sig.kind:
+        return sig
+    kernel = sig.kernel or crash.function
+    return dataclasses.replace(sig, kind=kind, kernel=kernel,
+                               fingerprint=fingerprint(kind, sig.phase, sig.message, kernel))
 
 
 def _resolve_triton_source(sig: Signature) -> Signature:
