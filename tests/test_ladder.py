@@ -633,3 +633,23 @@ def test_a_crash_in_a_generated_kernel_without_the_walk_convicts_that_kernel():
     _, out = climb(world, Seen("cpu/wrapper_index_oob_level3.cpp"), stages=("baseline", "trace"))
     assert out.culprit.kind == "kernel" and out.culprit.kernel == "cpp_fused_add_index_mul_sin_sum_0"
     assert not world.ran("trace")
+
+
+def test_a_crash_that_lost_the_asserts_message_still_walks_with_the_index_check_another_run_printed():
+    # index_from_cumsum_cuda on an H200: the run whose device assert the driver dumped printed no assert line (its
+    # host saw an abort), the other runs printed `index out of bounds: 0 <= tmp11 < 16`; the walk needs the check.
+    dumped = sig("device_assert", "run", "killed by SIGABRT (Aborted)")
+    printed = sig("device_assert", "run", "k.py:40: block: [0,0,0] Assertion `index out of bounds: 0 <= tmp11 < 16` "
+                                          "failed")
+    site = CrashSite("Warp Assert", "cpp_fused_add_index_mul_sin_sum_0", None, None, "", DEVICE_DUMP)
+    world = World(lambda spec: dumped if spec.stage == "baseline" and spec.index == 0 else printed, site)
+
+    class Bounds(Seen):
+        asked: list = []
+
+        def level2(self, result, bound):
+            self.asked.append(bound)
+            return super().level2(result, bound)
+    seen = Bounds("cpu/wrapper_index_oob_level3.cpp", level2_log="cpu/index_oob_level2_filtered.log")
+    climb(world, seen)
+    assert seen.asked and set(seen.asked) == {16}

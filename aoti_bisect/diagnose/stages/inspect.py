@@ -2,6 +2,8 @@
 the graph's outputs) to the first kernel that made bad values from good inputs (diagnose/walk.py)."""
 from __future__ import annotations
 
+from typing import Optional
+
 from ...aoti import checks, flags, reinstrument
 from ..facts import FactKind, fact, joined, kernel
 from ..findings import CulpritKind, Findings, Stage, StageName
@@ -18,8 +20,7 @@ def run(ctx: StageContext, out: Findings) -> None:
         ctx.skip(StageName.INSPECT, "no generated wrapper to read the launch graph from" if graph is None else
                     "the trace stage did not reproduce the failure")
         return
-    sig = out.signature
-    bound = checks.index_bound(sig.message) if sig else None
+    bound = _index_bound(ctx, out)
     suspect = ctx.clues.suspect
     crashed = suspect is not None
     probes: list[Stage] = []
@@ -71,6 +72,18 @@ def run(ctx: StageContext, out: Findings) -> None:
     out.culprit = culprit
     if probes:
         probes[-1].finding = joined(probes[-1].finding, culprit.evidence[-1] if culprit.evidence else None)
+
+
+def _index_bound(ctx: StageContext, out: Findings) -> Optional[checks.IndexBound]:
+    """The failed index check, from the failure's message, else from another failing run's of the same kind: in a
+    run whose device assert the driver dumped, the assert's printed lines can be lost (the host saw a failed
+    launch), and a crash that names the kernel can end the baseline at that run."""
+    sig = out.signature
+    if sig is None:
+        return None
+    messages = [sig.message] + [r.signature.message for s in ctx.stages for r in s.failures
+                                if r.signature and r.signature.kind == sig.kind]
+    return next((b for m in messages if (b := checks.index_bound(m)) is not None), None)
 
 
 RUNG = Rung(StageName.INSPECT, run)
