@@ -140,3 +140,13 @@ def test_the_compile_counts_leave_the_culprit_sections_in_place():
                                      "reasons": {}}
     md = render_markdown(data)
     assert "Compiles (`--reuse" in md and "## Evidence chain" in md and "## Culprit source" in md
+
+
+def test_the_readme_example_is_the_stored_real_run():
+    # docs/examples/refresh.py wrote the README's example blocks from a real run's files; an edit by hand, or
+    # files refreshed without the README, would make them differ.
+    refresh = os.path.join(os.path.dirname(DATA), "..", "docs", "examples", "refresh.py")
+    proc = subprocess.run([sys.executable, refresh, "--check"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    readme = open(os.path.join(os.path.dirname(DATA), "..", "README.md")).read()
+    assert readme.count("<!-- example:") == 3 and "- **Ran on**: torch" in readme
