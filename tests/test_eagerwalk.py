@@ -2,6 +2,8 @@
 import json
 import os
 
+import pytest
+
 from aoti_bisect.report.facts import render, render_all
 from aoti_bisect.aoti import wrapper
 from aoti_bisect.aoti.eagerwalk import EagerWalk, Pair, Saved, parse, read_eager_walk
@@ -116,10 +118,13 @@ def test_a_miss_within_an_unstable_references_own_error_convicts_nothing():
     assert shaky.state == "unjudged"
     assert "the eager reference `sub` is itself unstable: float32 and float64 eager differ by up to 0.05" in \
         render(shaky.describe(None))
-    # ten times eager's own error is a miscompile however shaky the reference
-    assert judge(saved(("sub", 0.6, False, 0.03)), Reference(("sub",)), walk).state == "differs"
+    # however far the miss: the float32 errors seen bound nothing where the node is ill-conditioned
+    assert judge(saved(("sub", 35.5, False, 0.9)), Reference(("sub",)), walk).state == "unjudged"
+    # a stable node is judged as ever
+    assert judge(saved(("mul", 0.6, False, 0.03)), Reference(("mul",)), walk).state == "differs"
 
 
+@pytest.mark.slow
 def test_the_hook_runs_a_program_called_with_keyword_arguments_in_any_order(monkeypatch):
     import torch
     from aoti_bisect.child import contract
