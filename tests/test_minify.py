@@ -646,3 +646,68 @@ def test_wrong_values_count_only_on_an_output_that_reads_the_culprits_ops():
     assert not same_failure(g, ("log", "relu", "mm", "view"), log_family, signature, other)
     text = render(g, Candidate(("mm", "view")), Check.EAGER, "").text
     assert "OUTPUTS = ['view']" in text and "aoti-bisect repro: output {i} ({name}) differs" in text
+
+
+# -- end to end on real AOTI compiles: a custom op defined in the repro's Python, cut down and run alone -------
+
+PY_OP_SCENARIO = os.path.join(REPO, "scenarios", "cpu", "flaky_python_op_oob.py")
+
+
+def _bisect_then_minify(tmp_path, env, runs, *minify_args):
+    run_dir = tmp_path / "run"
+    subprocess.run([sys.executable, "-m", "aoti_bisect", PY_OP_SCENARIO, "--out", str(run_dir), "--runs", str(runs),
+                    "--stages", "baseline", "--jobs", "2", "-q"], env=env, timeout=900, capture_output=True)
+    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", "minify", str(run_dir), *minify_args],
+                          env=env, timeout=1800, capture_output=True, text=True)
+    return proc, run_dir, json.load(open(run_dir / "minify" / "minify.json"))
+
+
+@pytest.mark.slow
+def test_a_python_custom_op_that_crashes_is_cut_to_a_repro_that_defines_it_and_crashes_alone(tmp_path):
+    from aoti_bisect.files import user_name
+
+    env = {**os.environ, "PYTHONPATH": REPO, "PY_OP_CRASH_PERCENT": "100"}
+    # Two candidates, one at a time: the culprit's nodes (relu, add, the op), then the op alone (ddmin's first
+    # cut); zeros and smaller inputs are what the other tests and the heavy one cover.
+    proc, run_dir, record = _bisect_then_minify(tmp_path, env, 1, "--jobs", "1", "--max-candidates", "2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert record["signature"] == {"kind": "segfault", "phase": "run"} and record["op_family"] == ["gather_rows"]
+    assert record["nodes_after"] <= 3 and "gather_rows" in record["ops_after"]
+    assert record["repro_failure_rate"]["failures"] == record["repro_failure_rate"]["runs"] == 3
+    assert "s each at the median" in record["message"] and record["seconds_per_candidate"] > 0
+    assert "defined in repro.py by the repro's own Python source" in record["message"]
+    text = (run_dir / "minify" / "repro.py").read_text()
+    assert "torch.library.custom_op('bisectlab_py::gather_rows'" in text and "CRASH_PERCENT = 100" in text
+    # The file alone, in an empty folder, without the scenario's variable or aoti-bisect on the path: its own
+    # definition of the op crashes it (the minify's compile cache only saves time).
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    for name in ("repro.py", "inputs.pt"):
+        (alone / name).write_bytes((run_dir / "minify" / name).read_bytes())
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    (tmp / f"torchinductor_{user_name()}").symlink_to(run_dir / "cache" / "precompiled-headers")
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PY_OP_CRASH_PERCENT")}
+    ran = subprocess.run([sys.executable, "repro.py"], cwd=alone, capture_output=True, text=True, timeout=600,
+                         env={**clean, "PYTHONFAULTHANDLER": "1", "TMPDIR": str(tmp),
+                              "TORCHINDUCTOR_CACHE_DIR": str(run_dir / "minify" / "cache" / "shared" / "inductor")})
+    assert ran.returncode == -11, ran.stderr[-3000:]
+    assert "Segmentation fault" in ran.stderr and "_bisectlab_py_gather_rows_impl" in ran.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.heavy
+def test_a_flaky_python_op_is_minified_and_the_repros_own_rate_is_stated(tmp_path):
+    from aoti_bisect.stats import runs_to_observe
+
+    env = {**os.environ, "PYTHONPATH": REPO, "PY_OP_CRASH_PERCENT": "25"}
+    proc, run_dir, record = _bisect_then_minify(tmp_path, env, 16, "--jobs", "2", "--max-candidates", "8")
+    reproduction = json.load(open(run_dir / "report.json"))["reproduction"]
+    k, n = reproduction["failures"], reproduction["runs"]
+    assert 0 < k < n, reproduction  # flaky at baseline: 16 runs at 25% all pass or all fail in 1% of tries
+    assert record["runs_per_candidate"] == runs_to_observe(k / n, cap=12) > 1
+    rate = record["repro_failure_rate"]
+    assert rate["runs"] == record["runs_per_candidate"] and 0 <= rate["failures"] <= rate["runs"]
+    assert proc.returncode == (0 if rate["failures"] else 1), proc.stderr[-3000:]
+    assert record["nodes_after"] <= 3 and "gather_rows" in record["ops_after"]
+    assert f"{rate['failures']}/{rate['runs']}" in record["message"] or "did NOT fail" in record["message"]

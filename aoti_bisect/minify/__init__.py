@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 EXTRACT_CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "extract_child.py")
 RESULT = "minify.json"
+HEADERS = "cache/precompiled-headers"  # the run's (run/layout.py), shared by the capture run and every candidate
 DEFINITIONS = "custom_ops.py"  # the source of the repro's Python custom ops, which the eager walk runs first
 # Kinds where running the program is its own check (a crash or a check that raises inside the package).
 NAN_KINDS = ("nan_inf",)
@@ -132,7 +133,7 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
         say(f"minify: the run failed in {report.reproduction.failures} of {report.reproduction.runs} runs: each "
             f"candidate gets up to {runs} runs")
     trials = Trials(out, graph, expected, python, options, say, os.path.join(capture, CAPTURE_LIBS), runs, jobs,
-                    gpus)
+                    gpus, run.folder(HEADERS))
     record = {"capture": capture, "signature": {"kind": expected.kind, "phase": expected.phase},
               "check": expected.check.value, "op_family": sorted(expected.family),
               "nodes_before": len(graph.nodes), "eager_failure": graph.eager_failure}
@@ -175,11 +176,16 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
                                      if not trials.spent() else "the budget ran out first")
     kept_custom = sorted({graph.node(n).target for n in kept if graph.node(n).custom})
     if kept_custom:
-        # Said plainly: the file is only as standalone as the library, and one call cannot hold the op's state.
-        record["custom_ops_kept"] = (
-            f"keeps the custom op(s) {', '.join(kept_custom)}, loaded from "
-            f"{', '.join(source.libraries) or 'no library'} beside repro.py (the repro's build, not its source); "
-            "a failure that needs what the op kept from earlier calls does not reproduce from this one call")
+        # Said plainly: the file is only as standalone as the library or the source it carries, and one call
+        # cannot hold the op's state.
+        python_defined = [t for t in kept_custom if t.rsplit(".", 1)[0] in (graph.python_ops.get("ops") or {})]
+        built = [t for t in kept_custom if t not in python_defined]
+        carried = ([f"{', '.join(built)} loaded from {', '.join(source.libraries) or 'no library'} beside repro.py "
+                    "(the repro's build, not its source)"] if built else [])
+        carried += ([f"{', '.join(python_defined)} defined in repro.py by the repro's own Python source (its "
+                     "module's values as they were at compile time)"] if python_defined else [])
+        record["custom_ops_kept"] = (f"keeps the custom op(s) {'; '.join(carried)}; a failure that needs what the "
+                                     "op kept from earlier calls does not reproduce from this one call")
     status = Status.VERIFIED if verified else Status.UNVERIFIED
     message = (f"minified {record['nodes_before']} -> {len(kept)} node(s) in {record['candidates']} candidate(s) "
                f"({record['jobs']} at once, {record['seconds_per_candidate'] or 0:.0f}s each at the median), "
@@ -254,7 +260,9 @@ def _capture(run: RunFolder, out: str, report: ReportRecord, options: MinifyOpti
         return None, "report.json holds no command to rerun"
     say("minify: no captured program in the run; running the repro again to capture it")
     run.folder("minify/runs")  # where the harness makes its run folder: a planted link is refused, not followed
-    harness = Harness(out, jobs=1, reuse="none", cache_root=run.folder("minify/cache/capture"))
+    # The run's own cache root: its precompiled headers are warm, and a key of its own keeps the hooked
+    # compile apart from the runs' (run/layout.py).
+    harness = Harness(out, jobs=1, reuse="none", cache_root=run.folder("cache"))
     kind = report.signature.kind
     for index in range(CAPTURE_TRIES):
         result = harness.run(RunSpec(argv, "capture", index, ((CAPTURE_ENV, "1"),), options.timeout_s,

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Optional
 
-from ..files import RunFolder, read_log, write_file
+from ..files import RunFolder, read_log, user_name, write_file
 from ..run import process
 from ..run.classify import classify
 from ..stats import Rate
@@ -92,14 +92,23 @@ def refuse(graph: Graph, candidate: Candidate, expected: Expected) -> Optional[s
     return None
 
 
-def scratch(minify_folder: RunFolder, rel: str, caches: Optional[str] = None) -> dict[str, str]:
+def scratch(minify_folder: RunFolder, rel: str, caches: Optional[str] = None,
+            headers: Optional[str] = None) -> dict[str, str]:
     """A child's TMPDIR under `rel`, its Inductor and Triton caches under `caches` (default `rel`), real folders
     of the minify folder: torch would otherwise make $TMPDIR/torchinductor_<user> outside every folder aoti-bisect
     owns, and a run folder received from someone may hold a link at any of these names (RunFolder.folder refuses
-    it)."""
+    it). Inductor keeps its precompiled headers in $TMPDIR/torchinductor_<user>: with `headers` that name is a
+    link to one folder for every child (the run's own, warm from its runs; as run/layout.py does), where a
+    private TMPDIR would build them again (10-20 s) in each."""
     caches = caches or rel
-    return {"TMPDIR": minify_folder.folder(f"{rel}/tmp"),
-            "TORCHINDUCTOR_CACHE_DIR": minify_folder.folder(f"{caches}/inductor"),
+    tmp = minify_folder.folder(f"{rel}/tmp")
+    if headers:
+        link = os.path.join(tmp, f"torchinductor_{user_name()}")
+        if os.path.islink(link) and os.readlink(link) != headers:
+            os.unlink(link)  # a link an earlier child left there is replaced, never followed
+        if not os.path.lexists(link):
+            os.symlink(headers, link)
+    return {"TMPDIR": tmp, "TORCHINDUCTOR_CACHE_DIR": minify_folder.folder(f"{caches}/inductor"),
             "TRITON_CACHE_DIR": minify_folder.folder(f"{caches}/triton")}
 
 
@@ -111,12 +120,14 @@ SHARED_CACHE = "cache/shared"
 
 class Trials:
     def __init__(self, out: str, graph: Graph, expected: Expected, python: str, options, say,
-                 libraries: str = "", runs: int = 1, jobs: int = 1, gpus: int = 0) -> None:
+                 libraries: str = "", runs: int = 1, jobs: int = 1, gpus: int = 0,
+                 headers: Optional[str] = None) -> None:
         self.out, self.graph, self.expected, self.python = out, graph, expected, python
         self.options, self.say = options, say
         self.runs = max(1, runs)  # runs that judge one candidate: enough to see the run's own rate fail once
         self.jobs = max(1, jobs)
         self.gpus = gpus  # slot i runs on GPU i % gpus where the program runs on CUDA
+        self.headers = headers  # the precompiled headers' folder every candidate shares
         self.libraries = libraries  # the capture's folder of custom-op libraries, copied beside each program
         self.start = time.monotonic()
         self.cache: dict[Candidate, bool] = {}
@@ -204,7 +215,7 @@ class Trials:
     def _execute(self, folder: str, slot: int, run: int = 0):
         """One run of the folder's repro.py; the first compiles it, later ones run the package it built."""
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1",
-               **scratch(RunFolder(self.out), f"cache/slot{slot}", SHARED_CACHE)}
+               **scratch(RunFolder(self.out), f"cache/slot{slot}", SHARED_CACHE, self.headers)}
         if self.gpus:
             env["CUDA_VISIBLE_DEVICES"] = str(slot % self.gpus)
         log = os.path.join(folder, "output.log" if run == 0 else f"output.{run}.log")
