@@ -375,6 +375,6 @@ class ReportRecord:
         gpu = f" ({env.gpu})" if env.gpu else ""
         if seen:
             return ", ".join(d + (gpu if d == "cuda" else "") for d in seen)
-        if env.torch and not env.cuda_runtime:
-            return "cpu (a CPU-only torch)"
+        if env.torch and not env.cuda_runtime:  # a CPU-only torch
+            return "cpu"
         return f"cuda{gpu}" if env.gpu else "not recorded"
