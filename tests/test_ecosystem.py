@@ -152,6 +152,7 @@ def test_cmd_probes_the_commands_interpreter_not_ours(tmp_path, torchless_python
 
 # -- 31: a wheel that works outside the repository ------------------------------------------------------------
 
+@pytest.mark.slow
 def test_the_wheel_ships_the_scenarios_a_license_and_no_torch_requirement(tmp_path):
     # A copy: pip builds in the source tree (build/, *.egg-info), which must stay the checkout's own.
     src = tmp_path / "src"
@@ -228,6 +229,7 @@ def _on_a_terminal(*args) -> str:
     return seen.decode(errors="replace")
 
 
+@pytest.mark.slow
 def test_a_terminal_gets_a_live_line_while_a_run_is_still_going(tmp_path):
     (tmp_path / "slow.py").write_text("import time\ntime.sleep(4)\n")
     text = _on_a_terminal(str(tmp_path / "slow.py"), "--runs", "1", "--stages", "baseline", "--out",

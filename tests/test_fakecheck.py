@@ -224,6 +224,7 @@ print(torch.equal(before, torch.get_rng_state()))
 """
 
 
+@pytest.mark.slow
 def test_strides_and_a_raising_op_in_a_real_program(tmp_path, write_script):
     script = write_script("check.py", CHECK_CHILD)
     result = tmp_path / "fakecheck.json"

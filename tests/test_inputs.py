@@ -238,6 +238,7 @@ def _broken(data):
     return [t.encode() for t in texts] + [b"\xff\xfe not utf-8"]
 
 
+@pytest.mark.slow
 def test_malformed_report_json_gets_one_line(valid_report):
     out, data = valid_report
     # Each damaged file is read in one of the three formats, in turn (each format reads several): report.json is

@@ -3,12 +3,14 @@ import sqlite3
 import subprocess
 import sys
 
+import pytest
 
 from nightly_helpers import (
     seeded_set,
 )
 
 
+@pytest.mark.slow
 def test_two_nightly_jobs_share_one_database(tmp_path):
     set_path = seeded_set(tmp_path / "set.toml", {"a": (0.5, 8)})
     args = [sys.executable, "-m", "aoti_bisect", "nightly", set_path, "--runs", "15", "--jobs", "1", "--db",

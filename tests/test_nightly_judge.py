@@ -1,6 +1,7 @@
 """Judging a night: change detection across nights, the summaries (JSON, Markdown, JUnit) and exit codes."""
 import json
 
+import pytest
 
 from nightly_helpers import (
     SEEDED,
@@ -20,6 +21,7 @@ from nightly_helpers import (
 RUNS = 20
 
 
+@pytest.mark.slow
 def test_two_nights_judge_changes_and_report_them(tmp_path):
     night1 = {"steady": (0.3, 1), "rising": (0.05, 2), "fixed": (0.5, 3), "new_way": (0.3, 4)}
     night2 = {"steady": (0.3, 1), "rising": (0.6, 2), "fixed": (0.0, 3), "new_way": (0.3, 4, "abort")}
@@ -67,6 +69,7 @@ def test_two_nights_judge_changes_and_report_them(tmp_path):
     assert table.returncode == 0 and table.stdout.count("new_way") == 2
 
 
+@pytest.mark.slow
 def test_bisect_on_change_runs_the_ladder_and_links_its_report(tmp_path):
     script = tmp_path / "breaks.py"
     script.write_text("import sys\nif sys.argv[1] == 'bad':\n    raise ValueError('broken tonight')\n")

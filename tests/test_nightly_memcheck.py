@@ -43,6 +43,7 @@ def _cpu_night(tmp_path, out, finds, *args):
     return nightly(tmp_path, "set.toml", out, "--runs", "2", "--sanitize", "--batch", out, *args, env=env)
 
 
+@pytest.mark.slow
 def test_a_silent_finding_is_news_the_first_night_it_differs_and_known_after(tmp_path):
     _set(tmp_path, {"quiet": "cpu"})
     clean = _cpu_night(tmp_path, "n1", None)
@@ -89,6 +90,7 @@ def test_the_first_checked_night_sets_the_baseline(tmp_path):
     assert r["status"] == "silent" and [f["new"] for f in r["memcheck"]["findings"]] == [False]
 
 
+@pytest.mark.slow
 def test_a_sharded_night_checks_each_repro_once_with_the_checker_of_its_device(tmp_path):
     _set(tmp_path, {"gpu": "auto", "host": "cpu"})
     sanitizer = _checker(tmp_path / "cuda", "compute-sanitizer")

@@ -20,6 +20,9 @@ from nightly_helpers import (
     tool,
 )
 
+# Every test here runs whole nights of real processes (6-35 s each under load): none in the fast loop.
+pytestmark = pytest.mark.slow
+
 
 def test_seeded_rates_land_in_their_intervals(tmp_path):
     cases = {f"p{p}-s{seed}": (p, seed) for p in (0.1, 0.3, 0.6) for seed in (11, 12, 13, 14)}

@@ -48,6 +48,7 @@ def test_shard_from_the_scheduler():
         parse_shard("x/y", {})
 
 
+@pytest.mark.slow
 def test_a_torn_last_record_line_costs_only_that_line(tmp_path):
     set_path = seeded_set(tmp_path / "set.toml", {"a": (0.5, 1)})
     night = nightly(tmp_path, set_path, "night", "--runs", "4", "--shard", "0/1")

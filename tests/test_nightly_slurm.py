@@ -18,7 +18,11 @@ from aoti_bisect.nightly.slurm import ACTIVE, gres_gpus, partition_gpus
 from nightly_helpers import by_name, manifest, nightly, seeded_failures, seeded_set, summary, tool
 from slurm_fixture import SlurmUnavailable, start_slurm
 
-on_slurm = pytest.mark.slurm
+
+def on_slurm(test):
+    """A test on the real Slurm: it submits jobs and waits on Slurm's scheduling (10-25 s each under load), so it is
+    slow as well (left out of the fast loop, `-m "not slow"`)."""
+    return pytest.mark.slow(pytest.mark.slurm(test))
 
 
 @pytest.fixture(scope="module")
@@ -217,6 +221,7 @@ def test_partition_gpus_takes_the_default_partition_or_the_named_one():
     assert partition_gpus(sinfo, "other") == (None, 0)
 
 
+@pytest.mark.slow
 def test_partial_merge_is_not_judged_without_allow_partial(tmp_path):
     """The same rule without Slurm: one shard of two merged alone."""
     set_path = seeded_set(tmp_path / "set.toml", {"a": (0.5, 2)})

@@ -22,6 +22,7 @@ def no_records(path):
     return not path.exists() or not os.listdir(path)
 
 
+@pytest.mark.slow
 def test_a_reused_batch_name_is_refused_before_any_run(tmp_path):
     set_path = seeded_set(tmp_path / "set.toml", {"a": (0.5, 1)})
     first = nightly(tmp_path, set_path, "n1", "--runs", "2", "--batch", "b1")
@@ -31,6 +32,7 @@ def test_a_reused_batch_name_is_refused_before_any_run(tmp_path):
     assert no_records(tmp_path / "n2" / "records")
 
 
+@pytest.mark.slow
 def test_merging_another_night_under_a_used_batch_name_is_refused(tmp_path):
     set_path = seeded_set(tmp_path / "set.toml", {"a": (0.5, 1)})
     for out in ("s1", "s2"):  # two different nights under the same --batch, judged into their own databases
@@ -109,6 +111,7 @@ def test_history_refuses_a_foreign_database_and_leaves_it_alone(tmp_path):
         assert db.execute("PRAGMA journal_mode").fetchone() == ("delete",)
 
 
+@pytest.mark.slow
 def test_history_only_reads_the_database(tmp_path):
     set_path = seeded_set(tmp_path / "set.toml", {"a": (0.5, 1)})
     assert nightly(tmp_path, set_path, "n1", "--runs", "3", db="h.sqlite3").returncode == 0
@@ -194,6 +197,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 def test_concurrent_first_use_of_a_new_database_is_safe(tmp_path):
     """Switching a new database to WAL while another process opens it could answer "database is locked" at
     once, without waiting for the busy timeout (about 1 in 40 first opens failed so before the fix): 50 fresh
@@ -205,6 +209,7 @@ def test_concurrent_first_use_of_a_new_database_is_safe(tmp_path):
     assert json.loads(r.stdout) == []
 
 
+@pytest.mark.slow
 def test_junit_agrees_with_the_exit_code(tmp_path):
     set_path = seeded_set(tmp_path / "set.toml", {"always": (1.0, 1), "flaky": (0.5, 2), "never": (0.0, 3)})
     first = nightly(tmp_path, set_path, "n1", "--runs", "12")
@@ -241,6 +246,7 @@ def test_submitit_logs_reach_stderr_only(tmp_path):
     assert r.stderr.count("an info line") == 1 and r.stderr.count("a warning line") == 1, r.stderr
 
 
+@pytest.mark.slow
 def test_submitit_keeps_stdout_for_the_summary(tmp_path):
     pytest.importorskip("submitit")
     set_path = seeded_set(tmp_path / "set.toml", {"a": (0.5, 9)})

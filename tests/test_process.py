@@ -8,6 +8,7 @@ import textwrap
 import time
 
 import psutil
+import pytest
 from conftest import spec
 
 from aoti_bisect.files import read_log
@@ -93,6 +94,7 @@ def test_tree_kill_does_not_wait_for_zombies():
         group.wait()
 
 
+@pytest.mark.slow
 def test_flood_is_capped_with_bounded_memory(tmp_path, write_script):
     child = write_script("flood.py", """
         import os
