@@ -1,6 +1,6 @@
 #!/bin/bash
 # Lab run 1 for the CUDA scenarios: every compile/run needed for deliverables A-C.
-# Usage (device): bash scenarios/cuda/lab/run1.sh   ($OUT must be set)
+# Usage (device): bash bench/gpu/run1.sh   ($OUT must be set)
 export CXX=g++
 export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1
 export TORCHINDUCTOR_COMPILE_THREADS=1

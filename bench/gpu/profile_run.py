@@ -1,7 +1,7 @@
-"""Reruns one run of a kept ladder (its spec.json: argv, env overlay, cwd) under lab/where.py, so that its
+"""Reruns one run of a kept ladder (its spec.json: argv, env overlay, cwd) under bench/gpu/where.py, so that its
 stacks every $WHERE_EVERY s say where a reused run's time goes. Writes $OUT/<name>.tb and <name>.log.
 
-Usage (on the GPU machine, after bench_on_gpu.sh kept the ladder): python3 scenarios/cuda/lab/profile_run.py RUN_DIR
+Usage (on the GPU machine, after bench_on_gpu.sh kept the ladder): python3 bench/gpu/profile_run.py RUN_DIR
 """
 import json
 import os

@@ -11,7 +11,7 @@ milliseconds while it runs (so the record says when the dump appeared and when i
   final  each assert setting again, an illegal address replayed, a real dump cut to half and to 4 KiB.
 Everything lands in $WORK: logs/, reads/, results.jsonl. A fresh process spends ~45 s in aoti_load_package (the
 vector-ISA probe's C++ build), so every replay costs that. Stdlib only; the device's python3 runs it:
-`CXX=/usr/bin/g++ python3 scenarios/cuda/lab/coredump_on_gpu.py [more|final]`.
+`CXX=/usr/bin/g++ python3 bench/gpu/coredump_on_gpu.py [more|final]`.
 """
 import json
 import os
@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 S = os.path.join(REPO, "scenarios", "cuda")
 WORK = os.environ.get("WORK", "/tmp/cdlab")
 LOGS, READS, CACHE = (os.path.join(WORK, d) for d in ("logs", "reads", "cache"))

@@ -6,7 +6,7 @@ set -u
 export CXX=g++ PYTHONUNBUFFERED=1
 san=/usr/local/cuda/bin/compute-sanitizer
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../../../.." && pwd)
+root=$(cd "$here/../../.." && pwd)
 work=/tmp/sanitizer-captures; rm -rf $work; mkdir -p $work
 run() {  # name script
   mkdir -p $work/$1 && cd $work/$1 && \
