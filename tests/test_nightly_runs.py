@@ -170,3 +170,4 @@ def test_a_crashed_runs_record_and_the_summary_say_where_it_faulted(tmp_path):
     assert len(sigs) == 1 and sigs[0]["count"] == 2 and sigs[0]["kernel"] == "boom_read"
     assert sigs[0]["crash"] == "SIGSEGV in boom_read (boom.c:3)"
     assert "SIGSEGV in boom_read (boom.c:3)" in (tmp_path / "night" / "summary.md").read_text()
+    assert "(faulted in SIGSEGV in boom_read (boom.c:3))" in (tmp_path / "night" / "junit.xml").read_text()

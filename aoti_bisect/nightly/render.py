@@ -125,7 +125,8 @@ def render_junit(data: dict) -> str:
         ET.SubElement(case, "system-out").text = _x("\n".join(
             [f"rate: {rate}", f"change: {change['text']}"]
             + ([memcheck_text(r["memcheck"])] if r["memcheck"] else [])
-            + [f"signature {signature_label(s)} x{s['count']}: {s['message']}" for s in r["signatures"]]))
+            + [f"signature {signature_label(s)} x{s['count']}: {s['message']}"
+               + (f" (faulted in {s['crash']})" if s.get("crash") else "") for s in r["signatures"]]))
     suite.set("tests", str(len(data["repros"])))
     for key in ("failures", "errors", "skipped"):
         suite.set(key, str(counts[key]))
