@@ -138,11 +138,14 @@ def test_the_first_progress_line_comes_within_seconds_when_piped(tmp_path):
 
 
 def test_scenarios_list_fits_100_columns_and_filters_by_device():
+    from click.testing import CliRunner
+
+    from aoti_bisect.cli import main
+
     def listed(*args):
-        proc = subprocess.run([sys.executable, "-m", "aoti_bisect", "scenarios", "list", *args],
-                              capture_output=True, text=True, timeout=60)
-        assert proc.returncode == 0, proc.stderr
-        return proc.stdout
+        result = CliRunner().invoke(main, ["scenarios", "list", *args])
+        assert result.exit_code == 0, result.output
+        return result.output
     table = listed("--device", "cpu").splitlines()
     assert "seconds" in table[0] and max(len(line) for line in table) <= 100
     rows = {line.split()[0]: line.split() for line in table[2:]}
