@@ -1,5 +1,5 @@
-"""Helpers shared by the test files: the captured logs under tests/logs, and small Python children that
-stand in for a repro."""
+"""Helpers shared by the test files: the captured logs under tests/logs, small Python children that stand in for a
+repro, and the end-to-end lanes (tests/test_e2e.py), started when the session begins."""
 import functools
 import os
 import subprocess
@@ -43,3 +43,35 @@ def torch_sees_a_gpu() -> bool:
     out = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
                          capture_output=True, text=True)
     return out.stdout.strip() == "True"
+
+
+def _reads_the_lanes(item) -> bool:
+    return "check_run" in getattr(item, "fixturenames", ())
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tests that read the end-to-end lanes' results run last, so that the lanes (started with the session,
+    e2e_lanes below) run while every other test does; before them the slow tests (real compiles, many processes),
+    so that the lanes' cold first compiles, the hang scenario's among them (its timeout must outlast its cold run),
+    start beside the light tests."""
+    # Stable: within each group the tests keep pytest's order.
+    items.sort(key=lambda item: (_reads_the_lanes(item), item.get_closest_marker("slow") is not None))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def e2e_lanes(request, tmp_path_factory):
+    """The scenario checks of tests/test_e2e.py, started as the session's first test starts when any selected test
+    reads them. They are real AOTI bisections in child processes (about 12 minutes of two busy cores, one lane of
+    them mostly waiting on a hang's timeouts); started first, they run beside the rest of the suite instead of after
+    it. Measured: docs/benchmarks.md#the-test-suite."""
+    if not any(_reads_the_lanes(item) for item in request.session.items):
+        yield None
+        return
+    import test_e2e
+
+    root = tmp_path_factory.mktemp("scenarios")
+    checks = test_e2e.start_lanes(root)
+    try:
+        yield checks, root
+    finally:
+        checks.stop()  # a no-op once they ended; ends them where the session stopped early

@@ -3,8 +3,10 @@
 The scenarios run in lanes at once, each one `scenarios check` with its own folder and cache (a compile cache is
 never written by two at once): two lanes balanced by each scenario's measured time, and a third for the scenarios
 whose time is waiting (a hang sits out its timeouts on an idle core). Three CPU-bound lanes on 2 cores pushed cold
-builds past the hang and load-error scenarios' timeouts (seen 2026-11-23). Scenarios in HEAVY prove again what a
-default one proves (the source line, a NaN constant, the toolchain experiment):
+builds past the hang and load-error scenarios' timeouts (seen 2026-11-23). The lanes start with the session's first
+test (tests/conftest.py, e2e_lanes) and run beside the rest of the suite, the light tests first; the tests here, which
+read their results, run last. Scenarios in HEAVY prove again what a default one proves (the source line, a NaN
+constant, the toolchain experiment):
 `python -m pytest -q -m heavy tests/test_e2e.py` runs them.
 """
 import json
@@ -76,29 +78,57 @@ def lanes(valgrind: bool) -> list[list[str]]:
     return out
 
 
+class Checks:
+    """One `scenarios check` per lane, started at once. Each lane's stdout and stderr go to files beside its folder:
+    a pipe that nobody reads while the rest of the suite runs would fill and stall the lane."""
+
+    def __init__(self, root, groups: list[list[str]]):
+        self.checks = []
+        for i, names in enumerate(g for g in groups if g):
+            out = root / f"group-{i}"
+            # The waiting lane bisects without compile-ahead and the others with it, so that both are checked end to
+            # end on real AOTI (2026-11-24, two lanes: ahead in both, 932 s and 876 s; off in one, 925 s and 838 s).
+            ahead = "--no-ahead" if WAITING & set(names) else "--ahead"
+            with open(root / f"group-{i}.stdout", "w") as stdout, open(root / f"group-{i}.stderr", "w") as stderr:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "aoti_bisect", "scenarios", "check", *names, "--device", "cpu", "--jobs",
+                     "2", ahead, "--out", str(out)], stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL)
+            self.checks.append((out, proc))
+
+    def wait(self, timeout: float):
+        """[(returncode, stdout, stderr)] of each lane and every scenario's result, once all have ended."""
+        outputs, results = [], {}
+        for out, proc in self.checks:
+            proc.wait(timeout=timeout)
+            stdout, stderr = (open(f"{out}.{name}").read() for name in ("stdout", "stderr"))
+            outputs.append((proc.returncode, stdout, stderr))
+            with open(out / "scenarios-check.json") as f:
+                results.update({r["name"]: r for r in json.load(f)})
+        return outputs, results
+
+    def stop(self):
+        """Ends the lanes still running (the session stopped early). SIGKILL: `scenarios check` went on after a SIGTERM
+        (2026-11-27); each run's watchdog then ends that run's process tree (seen: nothing of the lanes left)."""
+        for _, proc in self.checks:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def start_lanes(root) -> Checks:
+    """The default run's lanes (tests/conftest.py starts them when the session begins)."""
+    return Checks(root, lanes(shutil.which("valgrind") is not None))
+
+
 def run_checks(root, groups: list[list[str]], timeout: float):
-    checks = []
-    for i, names in enumerate(g for g in groups if g):
-        out = root / f"group-{i}"
-        # The waiting lane bisects without compile-ahead and the others with it, so that both are checked end to end
-        # on real AOTI (2026-11-24, two lanes: ahead in both, 932 s and 876 s; off in one, 925 s and 838 s).
-        ahead = "--no-ahead" if WAITING & set(names) else "--ahead"
-        checks.append((out, subprocess.Popen(
-            [sys.executable, "-m", "aoti_bisect", "scenarios", "check", *names, "--device", "cpu", "--jobs", "2",
-             ahead, "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
-    outputs, results = [], {}
-    for out, proc in checks:
-        stdout, stderr = proc.communicate(timeout=timeout)
-        outputs.append((proc.returncode, stdout, stderr))
-        with open(out / "scenarios-check.json") as f:
-            results.update({r["name"]: r for r in json.load(f)})
-    return outputs, results
+    return Checks(root, groups).wait(timeout)
 
 
 @pytest.fixture(scope="module")
-def check_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("scenarios")
-    outputs, results = run_checks(root, lanes(shutil.which("valgrind") is not None), 3600)
+def check_run(e2e_lanes):
+    """The lanes' results; tests/conftest.py started the lanes when the session began (see e2e_lanes there)."""
+    checks, root = e2e_lanes
+    outputs, results = checks.wait(3600)
     return outputs, results, root
 
 
