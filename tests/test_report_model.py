@@ -106,6 +106,14 @@ def test_minify_rewrites_the_minified_section_and_the_next_step_of_report_md(tmp
     assert after.index("## Next steps") < after.index("## Minified repro") < after.index("## Reproduce each stage")
 
 
+def test_a_minify_record_that_minify_did_not_write_leaves_the_section_out(tmp_path):
+    run = run_folder(tmp_path, real())
+    open(os.path.join(run, "minify", "minify.json"), "w").write(json.dumps({"message": "m", "nodes_after": "x"}))
+    rewrite_markdown(run)
+    md = open(os.path.join(run, "report.md")).read()
+    assert md.startswith("# aoti-bisect report: reproduced") and "## Minified repro" not in md
+
+
 def flat(md: str) -> str:
     """report.md with its wrapped lines joined: a path may be cut at the page's width."""
     return " ".join(md.split())

@@ -13,7 +13,7 @@ from tabulate import tabulate
 from ..aoti.hook_record import describe_counts
 from ..text import printable
 from ..diagnose.findings import CulpritKind
-from .record import Culprit, Environment, ReportRecord, Stage, TensorStat
+from .record import Culprit, Environment, Minified, ReportRecord, Stage, TensorStat
 
 MD_LIMIT = 65536
 # How the hook's redirect.py served a package (aoti/hook_record.py's PackageEvent.redirect).
@@ -123,7 +123,7 @@ def _unblock(line: str) -> str:
     return line[:at] + "\\" + line[at:]
 
 
-def render_markdown(report: ReportRecord | Mapping, minified: Optional[Mapping] = None) -> str:
+def render_markdown(report: ReportRecord | Mapping, minified: Optional[Minified] = None) -> str:
     """report.md from report.json's record (or its data), and from minify/minify.json's record where minify ran:
     one function per section, in the order a reader needs them; at most MD_LIMIT characters."""
     r = report if isinstance(report, ReportRecord) else ReportRecord.from_json(report)
@@ -266,11 +266,10 @@ def _culprit_source(r: ReportRecord) -> list[str]:
             _code(source.excerpt, "cpp" if source.path.endswith(".cpp") else "python")]
 
 
-def _next_steps(r: ReportRecord, minified: Optional[Mapping]) -> list[str]:
+def _next_steps(r: ReportRecord, minified: Optional[Minified]) -> list[str]:
     """The diagnosis's steps; once minify has written a repro, its step names that repro instead of the command."""
-    repro = minified.get("repro") if minified else None
-    steps = [minified_step(repro) if step.startswith(MINIFY_STEP) and isinstance(repro, str) else step
-             for step in r.next_steps]
+    repro = minified.repro if minified else None
+    steps = [minified_step(repro) if step.startswith(MINIFY_STEP) and repro else step for step in r.next_steps]
     return ["", "## Next steps", ""] + [line for step in steps for line in _item(md_cell(step))] if steps else []
 
 
@@ -284,22 +283,23 @@ def minified_step(repro: str) -> str:
             f"below); run it alone with: python {shlex.quote(repro)}")
 
 
-def _minified(record: Optional[Mapping]) -> list[str]:
-    """The "Minified repro" section from minify/minify.json's record, redacted by the caller."""
-    if not record:
+def _minified(m: Optional[Minified]) -> list[str]:
+    """The "Minified repro" section from minify's record, redacted by the caller."""
+    if m is None:
         return []
-    lines = ["", "## Minified repro", "", f"- **Result**: {md_cell(record.get('message', ''))}"]
-    if "nodes_after" in record:
-        ops = record.get("ops_after")
-        repro = record.get("repro")
-        lines += [f"- graph nodes: {md_cell(record.get('nodes_before'))} -> {md_cell(record['nodes_after'])} "
-                  f"({md_cell(', '.join(map(str, ops)) if isinstance(ops, list) else ops)})",
-                  f"- lines: {md_cell(record.get('lines_before'))} -> {md_cell(record.get('lines_after'))}",
-                  f"- candidates run: {md_cell(record.get('candidates'))}, {md_cell(record.get('seconds'))} s",
-                  f"- verified alone from a copy of its folder: {'yes' if record.get('verified') else 'no'}",
-                  f"- attach: {md_code(os.path.dirname(repro) + '/' if isinstance(repro, str) else '-')} "
-                  "(repro.py + inputs.pt)"]
+    lines = ["", "## Minified repro", "", f"- **Result**: {md_cell(m.message)}"]
+    if m.reduced is not None:
+        r = m.reduced
+        lines += [f"- graph nodes: {_count(r.nodes[0])} -> {r.nodes[1]} ({md_cell(', '.join(r.ops))})",
+                  f"- lines: {_count(r.lines[0])} -> {_count(r.lines[1])}",
+                  f"- candidates run: {_count(r.candidates)}, {_count(r.seconds)} s",
+                  f"- verified alone from a copy of its folder: {'yes' if r.verified else 'no'}",
+                  f"- attach: {md_code(os.path.dirname(m.repro) + '/' if m.repro else '-')} (repro.py + inputs.pt)"]
     return lines
+
+
+def _count(n: Optional[float]) -> str:
+    return "-" if n is None else f"{n:g}"
 
 
 def _reproduce(r: ReportRecord) -> list[str]:

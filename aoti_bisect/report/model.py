@@ -24,7 +24,7 @@ from ..text import printable
 from .excerpt import log_excerpt
 from .facts import fact_json, render, tensor_json
 from .markdown import minify_step, render_markdown
-from .record import SCHEMA_VERSION, Malformed, NewerSchema, ReportRecord
+from .record import SCHEMA_VERSION, Malformed, Minified, NewerSchema, ReportRecord
 from .redact import Redactor, process_redactor
 
 # A report holds excerpts, not logs: even 10,000 runs' paths make a few MB. More is not a report.
@@ -159,7 +159,7 @@ class Report:
         atomic_write(os.path.join(self.run_dir, "report.json"), json.dumps(self.data, indent=2))
         self.write_markdown(None)
 
-    def write_markdown(self, minified: Optional[dict]) -> None:
+    def write_markdown(self, minified: Optional[Minified]) -> None:
         atomic_write(os.path.join(self.run_dir, "report.md"), valid_utf8(render_markdown(self.record, minified)))
 
     def headline(self) -> str:
@@ -186,12 +186,12 @@ class Report:
         return printable(line)
 
 
-def minified_record(run_dir: str, redactor: Redactor) -> Optional[dict]:
+def minified_record(run_dir: str, redactor: Redactor) -> Optional[Minified]:
     """minify's record of the run, redacted; None where minify has not run, or left nothing it could have
-    written (a link, not JSON): the report then has no "Minified repro" section."""
+    written (a link, not JSON, a field of the wrong type): the report then has no "Minified repro" section."""
     try:
-        return redactor.data(RunFolder(run_dir).read_json(MINIFY_RECORD))
-    except (RunFolderError, OSError):
+        return Minified.from_json(redactor.data(RunFolder(run_dir).read_json(MINIFY_RECORD)))
+    except (RunFolderError, OSError, Malformed):
         return None
 
 

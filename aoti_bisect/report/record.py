@@ -318,6 +318,40 @@ def _printable(value: Any) -> Optional[str]:
 
 
 @dataclass(frozen=True)
+class Minified:
+    """What report.md says of minify/minify.json, minify's record (minify/__init__.py writes it); `reduced` is
+    None where minify wrote no repro (it said why in `message`)."""
+    message: str
+    repro: Optional[str]
+    reduced: Optional["Reduction"]
+
+    @classmethod
+    def from_json(cls, d: Any) -> "Minified":
+        d = _mapping(d, "minify.json ")
+        repro = _take(d, "repro", str, "", None)
+        reduced = Reduction.from_json(d) if "nodes_after" in d else None
+        return cls(_take(d, "message", str, "", ""), repro, reduced)
+
+
+@dataclass(frozen=True)
+class Reduction:
+    nodes: tuple[Optional[int], int]
+    ops: tuple[str, ...]
+    lines: tuple[Optional[int], Optional[int]]
+    candidates: Optional[int]
+    seconds: Optional[float]
+    verified: bool
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> "Reduction":
+        return cls((_take(d, "nodes_before", int, "", None), _take(d, "nodes_after", int, "")),
+                   _strings(d, "ops_after", ""),
+                   (_take(d, "lines_before", int, "", None), _take(d, "lines_after", int, "", None)),
+                   _take(d, "candidates", int, "", None), _take(d, "seconds", (int, float), "", None),
+                   _take(d, "verified", bool, "", False))
+
+
+@dataclass(frozen=True)
 class ReportRecord:
     schema_version: int
     verdict: Verdict
