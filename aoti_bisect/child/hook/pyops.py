@@ -96,6 +96,7 @@ class _Writer:
     def __init__(self):
         self.pieces = {}  # key -> source, in the order they must run
         self.bound = {}  # module-level name -> the object the pieces bind it to
+        self.no_fake = []  # ops whose fake is not plain source: minify fakes them from the recorded output
 
     def bind(self, name, obj):
         if name in self.bound and self.bound[name] is not obj:
@@ -223,9 +224,8 @@ def record(ep):
     from torch._library.custom_ops import OPDEFS
 
     libraries = None
-    doc = {"ops": {}, "pieces": {}, "problems": {}, "no_fake": []}
+    doc = {"ops": {}, "pieces": {}, "problems": {}}
     writer = _Writer()
-    writer.no_fake = doc["no_fake"]
     for namespace, names in sorted(oplibs.custom_ops(ep).items()):
         for short in sorted(names):
             qualname = f"{namespace}::{short}"
@@ -235,8 +235,9 @@ def record(ep):
                     libraries = oplibs.libraries(ep)
                 if namespace in libraries:
                     continue
-                doc["problems"][qualname] = ("it is defined with torch.library.Library and impl, whose Python "
-                                             "kernel only the dispatcher holds (torch.library.custom_op keeps it)")
+                doc["problems"][qualname] = ("torch.library.custom_op did not make it and no shared library in the "
+                                             "process registers it: a torch.library.Library op, whose Python kernel "
+                                             "only the dispatcher holds, or a C extension with no library file")
                 continue
             saved = (dict(writer.pieces), dict(writer.bound), list(writer.no_fake))
             try:
@@ -246,4 +247,5 @@ def record(ep):
                 writer.no_fake[:] = saved[2]
                 doc["problems"][qualname] = str(exc)
     doc["pieces"] = {k: v for k, v in writer.pieces.items() if v is not None}
+    doc["no_fake"] = writer.no_fake
     return doc
