@@ -140,6 +140,7 @@ def make_bundle(tmp_path, out):
                 if m.isfile()}, proc.stderr
 
 
+@pytest.mark.slow
 def test_no_secret_reaches_report_json_stdout_or_a_later_bundle(tmp_path):
     body = ("import os, sys\n"
             "print('argv:', sys.argv[1:])\n"
@@ -172,6 +173,7 @@ def test_no_secret_reaches_report_json_stdout_or_a_later_bundle(tmp_path):
                                                                             f"--api-key={MASK}"]
 
 
+@pytest.mark.slow
 def test_a_bundle_made_later_from_a_clean_shell_holds_no_secret_of_the_run(tmp_path):
     body = "import os\nraise SystemExit('failed: ' + os.environ['AOTI_TEST_SERVICE_TOKEN'])\n"
     proc, out = run_bisect(tmp_path, body, env={"AOTI_TEST_SERVICE_TOKEN": "opaque-9f8e7d6c"})
@@ -182,6 +184,7 @@ def test_a_bundle_made_later_from_a_clean_shell_holds_no_secret_of_the_run(tmp_p
     assert "opaque-9f8e7d6c" not in (out / "redactions.json").read_text()  # the record holds no value
 
 
+@pytest.mark.slow
 def test_a_bundle_leaves_out_files_changed_after_the_run(tmp_path):
     proc, out = run_bisect(tmp_path, "raise SystemExit('failed')\n")
     assert proc.returncode == 1, proc.stderr

@@ -3,7 +3,9 @@
 Real children under the real harness and real torch: export, torch.export.save, Inductor's config and the
 hook are torch's own. Only Inductor's backend (`_aoti_compile_and_package_inner`, which the public
 aoti_compile_and_package calls) is swapped in the child for one that writes a small zip and says COMPILING,
-so that a test can count compiles in seconds; one slow test compiles for real.
+so that a test can count compiles in seconds; one heavy test compiles for real. Each child still imports torch
+and exports (seconds a child, 2-4 children a test), so the tests with children are marked slow: out of the fast
+loop, in the default run.
 """
 import json
 import os
@@ -90,6 +92,7 @@ def run(h, repro, index, flags=(), stage="baseline"):
     return log, event, result
 
 
+@pytest.mark.slow
 def test_a_later_run_of_the_flag_set_reuses_the_first_ones_package(tmp_path, repro):
     h = harness(tmp_path)
     first_log, first, _ = run(h, repro, 0)
@@ -103,6 +106,7 @@ def test_a_later_run_of_the_flag_set_reuses_the_first_ones_package(tmp_path, rep
         "baseline: 0 of 1 run(s) compiled, 1 reused the flag set's package"
 
 
+@pytest.mark.slow
 def test_example_inputs_drawn_afresh_each_run_still_hit(tmp_path, repro):
     h = harness(tmp_path, RANDOM_EXAMPLE="1")  # unseeded torch.randn: other values every run, the same program
     run(h, repro, 0)
@@ -110,6 +114,7 @@ def test_example_inputs_drawn_afresh_each_run_still_hit(tmp_path, repro):
     assert "COMPILING" not in log and event.reuse == "reused"
 
 
+@pytest.mark.slow
 def test_another_program_misses(tmp_path, repro):
     h = harness(tmp_path)
     run(h, repro, 0)
@@ -119,6 +124,7 @@ def test_another_program_misses(tmp_path, repro):
     assert (event.reuse, event.reuse_reason) == ("compiled", "no cached package for this key")
 
 
+@pytest.mark.slow
 def test_an_edit_of_the_script_misses(tmp_path, repro):
     # A user Triton kernel is saved in the program by its op's name only: the edit must show some other way.
     h = harness(tmp_path)
@@ -129,6 +135,7 @@ def test_an_edit_of_the_script_misses(tmp_path, repro):
     assert "COMPILING" in log and event.reuse == "compiled"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change", ["SET_CONFIG", "INDUCTOR_CONFIGS"])
 def test_a_change_of_inductors_config_in_code_or_in_the_call_misses(tmp_path, repro, change):
     h = harness(tmp_path)
@@ -140,6 +147,7 @@ def test_a_change_of_inductors_config_in_code_or_in_the_call_misses(tmp_path, re
     assert "COMPILING" not in log and event.reuse == "reused"
 
 
+@pytest.mark.slow
 def test_flag_sets_never_share_a_package(tmp_path, repro):
     h = harness(tmp_path)
     run(h, repro, 0)
@@ -150,6 +158,7 @@ def test_flag_sets_never_share_a_package(tmp_path, repro):
         assert json.load(f)["events"][0]["reuse"]["flag_set"] == compile_key(dict(NAN))
 
 
+@pytest.mark.slow
 def test_a_damaged_cached_package_is_compiled_again_and_the_record_says_why(tmp_path, repro):
     h = harness(tmp_path)
     run(h, repro, 0)
@@ -167,6 +176,7 @@ def test_a_damaged_cached_package_is_compiled_again_and_the_record_says_why(tmp_
     assert event.reuse == "reused"
 
 
+@pytest.mark.slow
 def test_two_concurrent_runs_of_a_flag_set_compile_once(tmp_path, repro):
     h = harness(tmp_path, jobs=2, COMPILE_S="4")
     results = {}
@@ -249,6 +259,7 @@ def test_the_benchmark_counts_a_flag_sets_compile_where_it_ran_ahead(tmp_path):
     assert module.floor(runs, 2) == 58.0 + 60.0 + 5.0 / 2  # the stage's reused run is not its key's compile
 
 
+@pytest.mark.slow
 def test_the_report_says_per_stage_which_runs_compiled_and_which_reused(tmp_path, repro):
     from aoti_bisect.diagnose.findings import Findings, Stage
     from aoti_bisect.report.model import Report
@@ -303,6 +314,7 @@ def test_a_run_served_from_its_flag_sets_package_finds_the_wrapper_its_key_compi
     assert graph is not None and [launch.name for launch in graph.launches][-1] == "cpp_fused__softmax_add_mul_sum_1"
 
 
+@pytest.mark.slow
 def test_the_first_runs_vector_isa_answer_spares_the_later_hooked_runs_the_check(tmp_path, repro):
     h = harness(tmp_path, check_isa=True)
     run(h, repro, 0)
@@ -359,6 +371,7 @@ def _stamp(result, word: str) -> float:
     return float(next(line.split()[1] for line in _log(result).splitlines() if line.startswith(word)))
 
 
+@pytest.mark.slow
 def test_a_compile_ahead_run_stores_its_flag_sets_package_and_stops_at_its_first_load(tmp_path, repro):
     h = harness(tmp_path, jobs=2, LOAD="1")
     ahead = h.run(RunSpec((sys.executable, repro), "ahead-trace", 0, NAN, 300.0, True, compile_only=True))
@@ -369,6 +382,7 @@ def test_a_compile_ahead_run_stores_its_flag_sets_package_and_stops_at_its_first
     assert "COMPILING" not in log and "AFTER LOAD" in log and event.reuse == "reused"
 
 
+@pytest.mark.slow
 def test_the_slot_a_cold_first_run_leaves_idle_compiles_a_later_stages_flag_set_ahead(tmp_path, repro):
     h = harness(tmp_path, reuse="hooked", jobs=2, COMPILE_S="3", LOAD="1")
     argv = (sys.executable, repro)
@@ -385,6 +399,7 @@ def test_the_slot_a_cold_first_run_leaves_idle_compiles_a_later_stages_flag_set_
         assert "COMPILING" not in _log(r) and event.reuse == "reused"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs, twins", [(4, True), (2, False)])
 def test_runs_that_compile_anyway_start_beside_their_keys_first_run_in_slots_the_ahead_runs_leave(tmp_path, repro,
                                                                                                  jobs, twins):
@@ -402,6 +417,7 @@ def test_runs_that_compile_anyway_start_beside_their_keys_first_run_in_slots_the
     assert os.path.isdir(tmp_path / "run" / "cache" / "default.warm")
 
 
+@pytest.mark.slow
 def test_hooked_runs_of_a_cold_key_still_wait_for_its_first_run(tmp_path, repro):
     h = harness(tmp_path, reuse="hooked", jobs=4, COMPILE_S="2", LOAD="1")
     runs = h.scheduler.run_many([RunSpec((sys.executable, repro), "trace", i, NAN, 300.0, True) for i in range(3)])
@@ -409,6 +425,7 @@ def test_hooked_runs_of_a_cold_key_still_wait_for_its_first_run(tmp_path, repro)
     assert ["COMPILING" in _log(r) for r in runs] == [True, False, False]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs, reuse", [(1, "hooked"), (2, "none")])
 def test_nothing_compiles_ahead_without_a_spare_slot_or_without_reuse(tmp_path, repro, jobs, reuse):
     h = harness(tmp_path, reuse=reuse, jobs=jobs)
@@ -419,6 +436,7 @@ def test_nothing_compiles_ahead_without_a_spare_slot_or_without_reuse(tmp_path, 
     assert h.scheduler.ahead_results == [] and not os.path.exists(tmp_path / "run" / "runs" / "ahead-trace-000")
 
 
+@pytest.mark.slow
 def test_a_compile_ahead_run_the_ladder_no_longer_needs_is_killed_and_says_so(tmp_path, repro):
     h = harness(tmp_path, jobs=2, COMPILE_S="120")
     argv = (sys.executable, repro)
