@@ -140,8 +140,10 @@ class Trials:
             self._slots.put(slot)
 
     def spent(self) -> bool:
-        return (len(self.trials) >= self.options.max_candidates
-                or time.monotonic() - self.start > self.options.budget_s)
+        return len(self.trials) >= self.options.max_candidates or self.out_of_time()
+
+    def out_of_time(self) -> bool:
+        return time.monotonic() - self.start > self.options.budget_s
 
     def first_failing(self, batch: list[Candidate]) -> Optional[int]:
         """The first candidate in list order that fails the same way, trying up to --jobs at once."""
@@ -189,7 +191,7 @@ class Trials:
                 seconds += exit.duration
                 runs.append((outcome, signature, same_failure(self.graph, candidate.kept, self.expected,
                                                                signature, text)))
-                if runs[-1][2] or self.spent():
+                if runs[-1][2] or self.out_of_time():  # the candidate count is no reason: this one is counted
                     break
         finally:
             self._slots.put(slot)
