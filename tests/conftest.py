@@ -49,11 +49,18 @@ def _reads_the_lanes(item) -> bool:
     return "check_run" in getattr(item, "fixturenames", ())
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: it must see the slow marker added here
 def pytest_collection_modifyitems(config, items):
-    """The tests that read the end-to-end lanes' results run last, so that the lanes (started with the session,
+    """A heavy test is slow too: `-m "not slow"` on the command line replaces setup.cfg's `-m "not heavy"`, and the
+    fast loop must not run them.
+
+    The tests that read the end-to-end lanes' results run last, so that the lanes (started with the session,
     e2e_lanes below) run while every other test does; before them the slow tests (real compiles, many processes),
     so that the lanes' cold first compiles, the hang scenario's among them (its timeout must outlast its cold run),
     start beside the light tests."""
+    for item in items:
+        if item.get_closest_marker("heavy") and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
     # Stable: within each group the tests keep pytest's order.
     items.sort(key=lambda item: (_reads_the_lanes(item), item.get_closest_marker("slow") is not None))
 
