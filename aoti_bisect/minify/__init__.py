@@ -110,6 +110,7 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
         return MinifyResult(Status.NOT_REPRODUCED, f"the run did not reproduce a failure "
                                                    f"(verdict {report.verdict.value!r}): nothing to minify")
     out = run.folder("minify")
+    run.folder("minify/cache")  # where every child's TMPDIR and caches go: a link planted there stops minify first
     # An earlier minify's files would mix with this one's (its capture is kept and reused), and removing them
     # first means every file this minify writes is a new one.
     for stale in ("candidates", "repro.py", "inputs.pt", "repro.pt2", RESULT, "graph.json", "values.pt", DEFINITIONS,
@@ -314,7 +315,7 @@ def _unwritable(python_ops: dict) -> Optional[str]:
 
 
 def _extract(python: str, capture: str, out: str, options: MinifyOptions, say: Callable[[str], None],
-             python_ops: dict) -> Optional[str]:
+             python_ops: Optional[dict] = None) -> Optional[str]:
     from ..run import process
     from ..run.environment import CHILD_ENV
 
@@ -322,7 +323,7 @@ def _extract(python: str, capture: str, out: str, options: MinifyOptions, say: C
     libraries = os.path.join(capture, CAPTURE_LIBS)
     minify_folder = RunFolder(out)
     definitions = ""
-    if python_ops.get("ops"):
+    if python_ops and python_ops.get("ops"):
         minify_folder.write_text(DEFINITIONS, definitions_source(python_ops, python_ops["ops"]) + "\n")
         definitions = os.path.join(out, DEFINITIONS)
     env = {**os.environ, **CHILD_ENV, **scratch(minify_folder, "cache/extract")}
