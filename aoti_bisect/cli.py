@@ -74,7 +74,7 @@ def main() -> None:
     aoti-bisect [OPTIONS] SCRIPT [-- SCRIPT_ARGS...]   (same as `aoti-bisect run ...`)
     aoti-bisect scenarios list|check [NAME...]
     aoti-bisect report RUN_DIR [--format md|json|text]
-    aoti-bisect minify RUN_DIR [--jobs N] [--budget S] [--max-candidates N]
+    aoti-bisect minify RUN_DIR [--jobs N] [--budget S] [--max-candidates N] [--max-runs N]
     aoti-bisect nightly SET [--runs N | --until-confident] [--shard i/N]
     aoti-bisect merge RECORDS... ; aoti-bisect history [REPRO...]
     """
@@ -267,20 +267,27 @@ Exit codes:
 
 @main.command("minify", epilog=MINIFY_EXIT_HELP)
 @click.argument("run_dir")
-@click.option("--jobs", type=int, default=1, show_default=True, help="Candidates compiled and run in parallel.")
+@click.option("--jobs", type=int, default=None,
+              help="Candidates compiled and run in parallel [default: the machine's cores, or its GPUs where the "
+                   "program runs on CUDA].")
 @click.option("--budget", type=float, default=1800.0, show_default=True, help="Seconds for the whole search.")
 @click.option("--max-candidates", type=int, default=60, show_default=True, help="Candidate runs at most.")
+@click.option("--max-runs", type=int, default=12, show_default=True,
+              help="Runs that judge one candidate at most: a flaky failure gets as many as its rate needs to show "
+                   "once with 95% probability, up to this.")
 @click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds per candidate run.")
 @click.option("-q", "--quiet", count=True, help="Nothing on stderr but the result line.")
-def minify_cmd(run_dir, jobs, budget, max_candidates, timeout, quiet):
+def minify_cmd(run_dir, jobs, budget, max_candidates, max_runs, timeout, quiet):
     """Cut a finished run's failing program down to a standalone repro in RUN_DIR/minify/.
 
     Every candidate is compiled with AOTI and run in its own process; it is kept when it fails with the
     run's kind and phase and still holds an op of the culprit kernel. The result, repro.py with
     inputs.pt beside it, is one folder to attach to a ticket.
     """
-    check_count("--jobs", jobs, MAX_JOBS)
+    if jobs is not None:
+        check_count("--jobs", jobs, MAX_JOBS)
     check_count("--max-candidates", max_candidates, MAX_RUNS)
+    check_count("--max-runs", max_runs, MAX_RUNS)
     check_seconds("--budget", budget)
     check_timeout("--timeout", timeout)
     if not os.path.isfile(os.path.join(run_dir, "report.json")):
@@ -289,7 +296,7 @@ def minify_cmd(run_dir, jobs, budget, max_candidates, timeout, quiet):
     _run_dir = run_dir
     from .minify import MinifyOptions, minify
 
-    result = minify(run_dir, MinifyOptions(jobs, budget, max_candidates, timeout), _say(quiet))
+    result = minify(run_dir, MinifyOptions(jobs, budget, max_candidates, timeout, max_runs), _say(quiet))
     print(f"aoti-bisect: minify: {result.message}", file=sys.stderr)
     sys.exit(result.exit_code)
 
