@@ -261,7 +261,8 @@ Exit codes:
        (malformed, nested too deep, not UTF-8, of a newer schema), or a link or a file stands
        where minify reads or writes (report.json, minify/, a capture): one line says which
   125  cannot run here: no exported program or inputs of the failing call can be had (a prebuilt
-       package carries none, a capture over the size cap, a program that needs the repro's custom ops)
+       package carries none, a capture over the size cap, a custom op defined in Python whose source
+       cannot be written into a file of its own: the line names the op and why)
 """
 
 
