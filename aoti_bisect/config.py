@@ -17,7 +17,7 @@ class RunConfig:
     runs: Optional[int] = None  # None: the ladder's own count (diagnose/ladder.py)
     max_runs: int = DEFAULT_MAX_RUNS
     timeout: float = 600.0
-    stages: tuple[str, ...] = ()
+    stages: Optional[tuple[str, ...]] = None  # the stages asked for; None: every one (a night's bisection)
     python_script: bool = True  # argv runs a Python script: keep a copy, and torch must import
     limits: OutputLimits = OutputLimits()
     cache_root: Optional[str] = None  # None: <run_dir>/cache
@@ -32,4 +32,5 @@ class RunConfig:
 
     def __post_init__(self) -> None:  # a caller's lists, kept as tuples: the record never changes
         object.__setattr__(self, "argv", tuple(self.argv))
-        object.__setattr__(self, "stages", tuple(self.stages))
+        if self.stages is not None:
+            object.__setattr__(self, "stages", tuple(self.stages))

@@ -82,6 +82,8 @@ def test_bisect_on_change_runs_the_ladder_and_links_its_report(tmp_path):
     assert r["change"]["change"] == "worse" and r["bisect_report"] == "bisect/r/report.md"
     report = json.loads((tmp_path / "n2" / "bisect" / "r" / "report.json").read_text())
     assert report["verdict"] == "reproduced"
+    # the whole ladder, not the baseline alone: a night asks for every stage
+    assert not [s["name"] for s in report["stages"] if (s.get("skipped") or "").startswith("not requested")]
     assert "(<bisect/r/report.md>)" in (tmp_path / "n2" / "summary.md").read_text()
 
 
