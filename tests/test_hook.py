@@ -13,11 +13,11 @@ import sys
 
 import pytest
 
-from aoti_bisect.report.facts import render, render_all
+from aoti_bisect.report.facts import render
 from aoti_bisect.aoti import wrapper
 from aoti_bisect.aoti.hook_record import Names, package_rows, parse, read_hook
 from aoti_bisect.child import contract, hook
-from aoti_bisect.diagnose.findings import Culprit, Findings, Stage, StageName
+from aoti_bisect.diagnose.findings import Findings, Stage, StageName
 from aoti_bisect.diagnose.facts import FactKind, Namer, fact, kernel
 from aoti_bisect.diagnose.sanity import sanity_culprit
 from aoti_bisect.aoti.checks import InputRejected

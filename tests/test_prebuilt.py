@@ -16,7 +16,7 @@ import zipfile
 
 import pytest
 
-from aoti_bisect.report.facts import render, render_all
+from aoti_bisect.report.facts import render
 from aoti_bisect.aoti import printer, reinstrument, wrapper
 from aoti_bisect.aoti.hook_record import HookRecord, PackageEvent, read_hook
 from aoti_bisect.aoti.reinstrument import Unusable

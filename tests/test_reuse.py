@@ -15,7 +15,6 @@ import zipfile
 
 import pytest
 
-from aoti_bisect.report.facts import render, render_all
 from aoti_bisect.aoti.hook_record import ahead_row, compile_counts, describe_counts, package_rows, read_hook
 from aoti_bisect.child import contract
 from aoti_bisect.run.environment import VEC_ISA_ANSWER, VEC_ISA_OK

@@ -18,7 +18,7 @@ from aoti_bisect.child import contract
 from aoti_bisect.child.hook import atomic, fakecheck
 from aoti_bisect.child.hook.recorder import Record
 from aoti_bisect.diagnose.evidence import RunEvidence
-from aoti_bisect.files import LOCK_NAME, OutInUse, claim_out, out_lock
+from aoti_bisect.files import LOCK_NAME, OutInUse, out_lock
 from aoti_bisect.run import process
 from aoti_bisect.run.layout import Layout, compile_key
 from aoti_bisect.run.types import Outcome, ProcessExit, RunResult, RunSpec

@@ -5,7 +5,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from ..aoti.sanitizer import AccessError, SanitizerReport
+from ..aoti.sanitizer import SanitizerReport
 from ..aoti.wrapper import Launch, WrapperGraph
 from .facts import Fact, FactKind, fact, kernel, note
 from .findings import Culprit, CulpritKind

@@ -25,7 +25,6 @@ The same eager run is the reference for the package's outputs on that call: diff
 with torch.testing.assert_close's tolerances for the dtype; `close` is assert_close's verdict (NaNs equal).
 """
 import json
-import os
 
 from . import atomic
 
