@@ -109,13 +109,7 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
     if report.verdict is not Verdict.REPRODUCED or signature is None:
         return MinifyResult(Status.NOT_REPRODUCED, f"the run did not reproduce a failure "
                                                    f"(verdict {report.verdict.value!r}): nothing to minify")
-    out = run.folder("minify")
-    run.folder("minify/cache")  # where every child's TMPDIR and caches go: a link planted there stops minify first
-    # An earlier minify's files would mix with this one's (its capture is kept and reused), and removing them
-    # first means every file this minify writes is a new one.
-    for stale in ("candidates", "repro.py", "inputs.pt", "repro.pt2", RESULT, "graph.json", "values.pt", DEFINITIONS,
-                  "extract.log", "verify.log", *(os.path.basename(p) for p in glob.glob(os.path.join(out, "*.so")))):
-        run.remove(f"minify/{stale}")
+    out = _fresh_folder(run)
     python = _python(report)
     capture, problem = _find_capture(run, signature.kind) or _capture(run, out, report, options, say)
     if capture is None:
@@ -128,13 +122,12 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
     graph = Graph.from_json({**run.read_json("minify/graph.json"), "python_ops": python_ops})
     expected = _expected(report, graph)
     jobs, gpus = default_jobs(graph)
-    jobs = options.jobs or jobs
     runs = runs_per_candidate(report.reproduction.failures, report.reproduction.runs, options.max_runs)
     if runs > 1:
         say(f"minify: the run failed in {report.reproduction.failures} of {report.reproduction.runs} runs: each "
             f"candidate gets up to {runs} runs")
-    trials = Trials(out, graph, expected, python, options, say, os.path.join(capture, CAPTURE_LIBS), runs, jobs,
-                    gpus, run.folder(HEADERS))
+    trials = Trials(out, graph, expected, python, options, say, os.path.join(capture, CAPTURE_LIBS), runs,
+                    options.jobs or jobs, gpus, run.folder(HEADERS))
     record = {"capture": capture, "signature": {"kind": expected.kind, "phase": expected.phase},
               "check": expected.check.value, "op_family": sorted(expected.family),
               "nodes_before": len(graph.nodes), "eager_failure": graph.eager_failure}
@@ -146,15 +139,9 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
     seeds = list(dict.fromkeys((_cut(graph, report), whole)))
     first = trials.first_failing([Candidate(s) for s in seeds])
     if first is None:
-        why = trials.why_not()
-        if custom:
-            why += (f"; the graph calls custom ops ({', '.join(custom)}): the failure may need the custom op's "
-                    "state or registration, which only the repro's own code holds")
-        else:
-            why += ("; the failure needs state the graph does not hold: a graph pass or Inductor setting the "
-                    "script makes, or a package built from other code than this program")
         return _finish(run, MinifyResult(Status.NOT_REPRODUCED, f"the failure does not reproduce in isolation: "
-                                                                f"{why}"), {**record, **trials.summary()})
+                                                                f"{_why_not_alone(trials, custom)}"),
+                       {**record, **trials.summary()})
     seed = seeds[first]
     # Before: the whole program written out the same way (the user's script may hide it behind imports).
     record["lines_before"] = trials.lines_of(Candidate(whole))
@@ -175,26 +162,53 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
     if len(kept) > 5:
         record["why_not_smaller"] = ("ddmin stopped at a 1-minimal set: removing any one node loses the failure"
                                      if not trials.spent() else "the budget ran out first")
-    kept_custom = sorted({graph.node(n).target for n in kept if graph.node(n).custom})
-    if kept_custom:
-        # Said plainly: the file is only as standalone as the library or the source it carries, and one call
-        # cannot hold the op's state.
-        python_defined = [t for t in kept_custom if t.rsplit(".", 1)[0] in (graph.python_ops.get("ops") or {})]
-        built = [t for t in kept_custom if t not in python_defined]
-        carried = ([f"{', '.join(built)} loaded from {', '.join(source.libraries) or 'no library'} beside repro.py "
-                    "(the repro's build, not its source)"] if built else [])
-        carried += ([f"{', '.join(python_defined)} defined in repro.py by the repro's own Python source (its "
-                     "module's values as they were at compile time)"] if python_defined else [])
-        record["custom_ops_kept"] = (f"keeps the custom op(s) {'; '.join(carried)}; a failure that needs what the "
-                                     "op kept from earlier calls does not reproduce from this one call")
-    status = Status.VERIFIED if verified else Status.UNVERIFIED
+    carried = _custom_ops_kept(graph, kept, source.libraries)
+    if carried:
+        record["custom_ops_kept"] = carried
     message = (f"minified {record['nodes_before']} -> {len(kept)} node(s) in {record['candidates']} candidate(s) "
                f"({record['jobs']} at once, {record['seconds_per_candidate'] or 0:.0f}s each at the median), "
                f"{record['seconds']:.0f}s: {os.path.join(out, 'repro.py')} "
                + (f"fails alone as the run did: {rate.describe()} of runs from a copy" if verified else
                   f"did NOT fail the same way in {rate.runs} runs alone from a copy ({verify_sig})")
-               + (f"; it {record['custom_ops_kept']}" if kept_custom else ""))
+               + (f"; it {carried}" if carried else ""))
+    status = Status.VERIFIED if verified else Status.UNVERIFIED
     return _finish(run, MinifyResult(status, message, os.path.join(out, "repro.py")), record)
+
+
+def _fresh_folder(run: RunFolder) -> str:
+    """The minify folder, without an earlier minify's files: they would mix with this one's (its capture is kept
+    and reused), and removing them first means every file this minify writes is a new one."""
+    out = run.folder("minify")
+    run.folder("minify/cache")  # where every child's TMPDIR and caches go: a link planted there stops minify first
+    for stale in ("candidates", "repro.py", "inputs.pt", "repro.pt2", RESULT, "graph.json", "values.pt", DEFINITIONS,
+                  "extract.log", "verify.log", *(os.path.basename(p) for p in glob.glob(os.path.join(out, "*.so")))):
+        run.remove(f"minify/{stale}")
+    return out
+
+
+def _why_not_alone(trials: Trials, custom: list[str]) -> str:
+    why = trials.why_not()
+    if custom:
+        return why + (f"; the graph calls custom ops ({', '.join(custom)}): the failure may need the custom op's "
+                      "state or registration, which only the repro's own code holds")
+    return why + ("; the failure needs state the graph does not hold: a graph pass or Inductor setting the "
+                  "script makes, or a package built from other code than this program")
+
+
+def _custom_ops_kept(graph: Graph, kept: tuple[str, ...], libraries) -> Optional[str]:
+    """Said plainly: the file is only as standalone as the library or the source it carries, and one call cannot
+    hold the op's state."""
+    kept_custom = sorted({graph.node(n).target for n in kept if graph.node(n).custom})
+    if not kept_custom:
+        return None
+    python_defined = [t for t in kept_custom if t.rsplit(".", 1)[0] in (graph.python_ops.get("ops") or {})]
+    built = [t for t in kept_custom if t not in python_defined]
+    carried = ([f"{', '.join(built)} loaded from {', '.join(libraries) or 'no library'} beside repro.py "
+                "(the repro's build, not its source)"] if built else [])
+    carried += ([f"{', '.join(python_defined)} defined in repro.py by the repro's own Python source (its "
+                 "module's values as they were at compile time)"] if python_defined else [])
+    return (f"keeps the custom op(s) {'; '.join(carried)}; a failure that needs what the op kept from earlier "
+            "calls does not reproduce from this one call")
 
 
 def _reduce(graph: Graph, trials: Trials, seed: tuple[str, ...]) -> Candidate:
