@@ -31,10 +31,24 @@ LOGS = os.path.join(REPO, "tests", "logs")
 def machine() -> str:
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
                platform.processor() or platform.machine())
-    return (f"machine: {cpu}, {os.cpu_count()} cores, Linux {platform.release()}, Python "
-            f"{platform.python_version()}, torch {importlib.metadata.version('torch')}; "
+    usable = len(os.sched_getaffinity(0))
+    return (f"machine: {cpu}, {os.cpu_count()} cores" + (f" ({usable} usable)" if usable != os.cpu_count() else "")
+            + f", Linux {platform.release()}, Python {platform.python_version()}, torch "
+            f"{importlib.metadata.version('torch')}; commit {_commit()}; "
             f"{datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}; load average at start "
             f"{os.getloadavg()[0]:.2f}")
+
+
+def _commit() -> str:
+    """The checkout's commit, with a + where its tracked files differ from it; 'unknown' outside git."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        sha = subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", here, "diff", "--quiet", "HEAD"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return (sha + ("+" if dirty.returncode == 1 else "")) if sha else "unknown"
 
 
 def spread(values: list[float], fmt: str = "{:.2f}") -> str:
