@@ -191,19 +191,20 @@ def _unstable(values, ep, positional, budget):
         wide = _record(torch, ep, positional, torch.float64, None, 2 * budget)
     except Exception as exc:
         return {}, f"the program could not run in float64: {fakecheck._error(exc)}"
-    runs, problem = [values], None
+    runs, problems = [values], []
     if any(t.device.type != "cpu" for t in pytree.tree_leaves(positional) if isinstance(t, torch.Tensor)):
         try:
             runs.append(_record(torch, ep, positional, None, "cpu", budget).values)
         except Exception as exc:
-            problem = f"the program could not run in float32 on the CPU: {fakecheck._error(exc)}"
-    found = {}
-    for values_of in runs:
-        for name, gap_ in _misses(torch, values_of, wide.values).items():
-            found[name] = gap_ if name not in found or found[name] is None or gap_ is None else max(found[name], gap_)
+            problems.append(f"the program could not run in float32 on the CPU: {fakecheck._error(exc)}")
     if wide.dropped:
-        problem = f"{wide.dropped} float64 values were not kept: over the capture cap"
-    return found, problem
+        problems.append(f"{wide.dropped} float64 values were not kept: over the capture cap")
+    gaps: dict = {}  # node -> each float32 run's miss (None: no finite element to measure it on)
+    for values_of in runs:
+        for name, miss in _misses(torch, values_of, wide.values).items():
+            gaps.setdefault(name, []).append(miss)
+    found = {name: max((g for g in misses if g is not None), default=None) for name, misses in gaps.items()}
+    return found, "; ".join(problems) or None
 
 
 def _record(torch, ep, positional, dtype, device, budget):

@@ -27,7 +27,6 @@ def run(ctx: StageContext, out: Findings) -> None:
                      fact(FactKind.NOTE, "not reproduced under these flags: {rate}", rate=stage.rate.describe()))
 
 
-
 def _input_check_once(ctx: StageContext, out: Findings) -> None:
     """After a crash named the faulting kernel the NaN asserts have nothing to add, but the input check may still
     name the input that made it fault (a size outside the package's range): it is read at run time, and shapes,
