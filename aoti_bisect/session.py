@@ -125,7 +125,7 @@ class Session:
                                lambda path: toolchains.experiment(path, self.python,
                                                                   os.path.join(self.run_dir, "doctor", "toolchains"),
                                                                   base_env, cancel))
-        compile_ahead = self.harness.scheduler.ahead if self.config.ahead else lambda specs: None
+        compile_ahead = self.harness.scheduler.ahead if self.config.ahead else lambda specs, now: None
         ladder = Ladder(self.argv, self._run_batch, evidence, self.options, compile_ahead,
                         on_verdict=self._announce)
         self.progress.say(f"aoti-bisect: run directory {self.run_dir}")

@@ -247,7 +247,7 @@ def test_later_stages_flag_sets_go_ahead_under_the_keys_those_stages_then_run_un
                 level2_log="cpu/index_oob_level2_filtered.log")
     world, asked = always(fail), []
     options = Options() if stages is None else Options(stages=stages)
-    out = Ladder(["python", "repro.py"], world.run_batch, seen, options, asked.extend).run()
+    out = Ladder(["python", "repro.py"], world.run_batch, seen, options, lambda specs, now: asked.extend(specs)).run()
     assert [s.stage for s in asked] == ["ahead-sanity", "ahead-trace"][:1 if stages else 2]
     assert all(s.hook and s.argv == world.specs[0].argv for s in asked)
     for spec in asked:  # a flag set built ahead is the one its stage's runs key their packages by
@@ -294,6 +294,20 @@ def test_an_eager_walk_that_finds_nothing_adds_its_lines_to_what_the_walk_knew()
     assert out.culprit.kind == "unknown"
     assert "level-2 run printed nothing" in render_all(out.culprit.evidence)[0]  # the inspection's line stays first
     assert "agree with eager on every call compared (2)" in render_all(out.culprit.evidence)[-1]
+
+
+@pytest.mark.parametrize("kind, expected", [("python_exception", True), ("nan_inf", False), ("segfault", False)])
+def test_a_wrong_value_has_the_eager_flag_set_built_at_once_after_the_baseline(kind, expected):
+    # A hint, never a decision: a fault or a NaN gives the earlier stages a mark to follow, so their flag set waits.
+    asked = []
+    seen = wrong_value_world(read_eager_walk(EAGER_DATA))
+    out = Ladder(["python", "repro.py"], always(sig(kind, "run", "wrong values")).run_batch, seen, Options(budget=0.0),
+                 lambda specs, now: asked.extend((s, now) for s in specs)).run()
+    eager_asked = [(s, now) for s, now in asked if s.stage == "ahead-eager"]
+    assert bool(eager_asked) == expected
+    if expected:
+        (spec, now), = eager_asked
+        assert now and compile_key(spec.env_dict) == compile_key(stage(out, "eager").env)
 
 
 def test_a_fault_is_not_walked_against_eager():

@@ -399,6 +399,20 @@ def test_the_slot_a_cold_first_run_leaves_idle_compiles_a_later_stages_flag_set_
 
 
 @pytest.mark.slow
+def test_a_flag_set_queued_between_stages_compiles_at_once_and_its_stage_waits_for_it(tmp_path, repro):
+    # A finding that calls for a later stage's flag set (a wrong value: the eager stage) queues it with now=True:
+    # it starts in an idle slot at once, and that stage's first run waits for it rather than compiling it again.
+    h = harness(tmp_path, reuse="hooked", jobs=2, COMPILE_S="3", LOAD="1")
+    argv = (sys.executable, repro)
+    h.scheduler.ahead([RunSpec(argv, "ahead-trace", 0, NAN, 300.0, True)], now=True)
+    (trace,) = h.scheduler.run_many([RunSpec(argv, "trace", 1, NAN, 300.0, True)])
+    h.scheduler.finish_ahead()
+    (ahead,) = h.scheduler.ahead_results
+    assert "COMPILING" in _log(ahead) and "COMPILING" not in _log(trace)
+    assert _stamp(trace, "START") > _stamp(ahead, "END")
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs, twins", [(4, True), (2, False)])
 def test_runs_that_compile_anyway_start_beside_their_keys_first_run_in_slots_the_ahead_runs_leave(tmp_path, repro,
                                                                                                  jobs, twins):

@@ -24,7 +24,7 @@ from .evidence import Evidence
 from .facts import FactKind, Namer, fact, joined
 from .findings import Culprit, CulpritKind, Findings, Stage, StageName, dominant
 from .memcheck import MEMORY_FAULTS
-from .stages import AHEAD, LATER, baseline, unmask
+from .stages import AHEAD, LATER, baseline, eager, unmask
 from .stages.rung import Rung
 
 # Failures only a CUDA repro has: a package the runs did not build (nothing compiled, no hook record) is still
@@ -53,13 +53,15 @@ class Ladder:
     """Runs the stages and decides; to each stage it is the StageContext (context.py)."""
 
     def __init__(self, argv: list[str], run_batch: RunBatch, evidence: Evidence, options: Options,
-                 ahead: Callable[[list[RunSpec]], None] = lambda specs: None,
+                 ahead: Callable[[list[RunSpec], bool], None] = lambda specs, now: None,
                  clock: Callable[[], float] = time.monotonic,
                  on_verdict: Callable[[Findings, int], None] = lambda out, left: None) -> None:
         self.clock = clock
         self.argv = argv
         self.run_batch = run_batch
-        self.ahead = ahead  # takes compile-only runs for later stages, to run where a slot would sit idle
+        # Takes compile-only runs for later stages, to run where a slot would sit idle (True: also in the slots idle
+        # now, not only beside a cold first run).
+        self.ahead = ahead
         self.on_verdict = on_verdict  # told the verdict before the rate runs on, and how many runs it may take
         self.verdict: Optional[Findings] = None  # the finished findings, kept by an interrupt of the rate after them
         self.evidence = evidence
@@ -144,8 +146,7 @@ class Ladder:
     # -- the climb -------------------------------------------------------------------------------
     def run(self) -> Findings:
         self.started = self.clock()
-        self.ahead([RunSpec(tuple(self.argv), f"ahead-{name.value}", 0, tuple(sorted(env.items())), self.opt.timeout,
-                            True) for name, env in AHEAD if self.opt.asked(name)])
+        self.ahead([self._ahead_spec(name, env) for name, env in AHEAD if self.opt.asked(name)], False)
         out, stop = baseline.run(self)
         if stop is not None:
             if out.verdict is not Verdict.NOT_REPRODUCED or not unmask.run(self, out):
@@ -153,6 +154,10 @@ class Ladder:
             if out.culprit is not None:
                 self.finish(out)
                 return self._skip_rest(out, "baseline did not reproduce; the memory checker found the fault")
+        if out.culprit is None and self.clues.crash is None and eager.likely(out.signature) \
+                and self.opt.asked(StageName.EAGER):
+            # Its compile then overlaps the one-run stages before it, instead of following them.
+            self.ahead([self._ahead_spec(StageName.EAGER, flags.EAGER)], True)
         for rung in LATER:
             if self.ran(rung.name):
                 continue  # un-masking, or an earlier rung of the same stage (memcheck.FIRST), ran it already
@@ -171,6 +176,9 @@ class Ladder:
         self.on_verdict(out, left)
         self.rate_after_verdict(out, left)
         return out
+
+    def _ahead_spec(self, name: str, env: dict[str, str]) -> RunSpec:
+        return RunSpec(tuple(self.argv), f"ahead-{name}", 0, tuple(sorted(env.items())), self.opt.timeout, True)
 
     def crashed_at(self, found: Optional[Culprit], out: Findings) -> None:
         """What a crash site convicts: a generated kernel is where the walk starts (it reads that kernel's inputs, to

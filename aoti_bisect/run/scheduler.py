@@ -1,6 +1,6 @@
 """Which run goes when: up to `jobs` at a time, each holding a slot; the first run of a cold compile key alone
 (or beside runs of its key that compile anyway); compile-only runs of later stages' flag sets in the slots that
-first run leaves idle."""
+first run leaves idle, or at once where slots are idle when they are queued."""
 from __future__ import annotations
 
 import contextlib
@@ -31,10 +31,11 @@ class Scheduler:
         for slot in range(self.jobs):
             self._slots.put(slot)
         self._ahead_queue: list[RunSpec] = []
-        self._ahead_running: set = set()
+        self._ahead_running: dict = {}  # future -> the spec it compiles
         self._ahead_pool: Optional[ThreadPoolExecutor] = None
         self._ahead_cancel = process.Cancel(self.cancel)
         self.ahead_results: list[RunResult] = []  # the compile-only runs that ran, in the order they ended
+        self._busy = 0  # runs of the current batch in flight: ahead() starts its runs at once in the slots left
 
     @contextlib.contextmanager
     def slot(self) -> Iterator[int]:
@@ -74,6 +75,8 @@ class Scheduler:
             while pending and len(running) + len(self._ahead_running) < self.jobs and not stop(results):
                 spec = pending[0]
                 cold = not self._layout.is_warm(spec)
+                if cold and self._compiling_ahead(spec) is not None:
+                    break  # its package is being built ahead: waiting costs less than building it twice
                 twin = alone in running and self._twin(spec, first, len(running))
                 if cold and running and not twin:
                     break
@@ -85,12 +88,18 @@ class Scheduler:
                     alone, first = future, spec
                     if self._reuse_dir(spec) is not None:
                         break
+            self._busy = len(running)
             if alone in running:
                 self._start_ahead(len(running))
             if not running:
-                break
+                building = self._compiling_ahead(pending[0]) if pending and not stop(results) else None
+                if building is None:
+                    break
+                wait([building], timeout=0.5)
+                continue
             done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
             running -= done
+            self._busy = len(running)
             for fut in sorted(done, key=id):
                 result = fut.result()
                 if result.exit.launch_error == "cancelled":
@@ -105,18 +114,27 @@ class Scheduler:
                 and busy + len(self._ahead_running) + len(self._ahead_queue) < self.jobs)
 
     # -- compile-only runs for later stages ------------------------------------------------------------
-    def ahead(self, specs: Iterable[RunSpec]) -> None:
+    def ahead(self, specs: Iterable[RunSpec], now: bool = False) -> None:
         """Queues compile-only runs (RunSpec.compile_only) of flag sets that later stages will run, for the
-        slots a cold first run leaves idle. Only where a flag set's runs take its package (reuse) and there is
-        a slot to spare; a key that is warm, or queued already, is left out."""
+        slots a cold first run leaves idle; `now`: also in the slots idle at this moment (a flag set a finding
+        called for, between stages). Only where a flag set's runs take its package (reuse) and there is a slot to
+        spare; a key that is warm, queued or being built already is left out."""
         if self.jobs < 2:
             return
         with self._lock:
             for spec in specs:
                 key = warm_key(spec)
                 if (self._reuse_dir(spec) and not self._layout.is_warm(spec)
-                        and all(warm_key(s) != key for s in self._ahead_queue)):
+                        and all(warm_key(s) != key for s in [*self._ahead_queue, *self._ahead_running.values()])):
                     self._ahead_queue.append(dataclasses.replace(spec, compile_only=True))
+        if now:
+            self._start_ahead(self._busy)
+
+    def _compiling_ahead(self, spec: RunSpec):
+        """The running compile-only run that builds this spec's package, if one is."""
+        key = warm_key(spec)
+        with self._lock:
+            return next((f for f, s in self._ahead_running.items() if warm_key(s) == key), None)
 
     def _drop_ahead(self, spec: RunSpec) -> None:
         """A stage has come to run this key: its own first run compiles it, unless an ahead run already is."""
@@ -129,15 +147,16 @@ class Scheduler:
             while self._ahead_queue and busy + len(self._ahead_running) < self.jobs:
                 if self._ahead_pool is None:
                     self._ahead_pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="ahead")
-                future = self._ahead_pool.submit(self._run, self._ahead_queue.pop(0), self._ahead_cancel)
-                self._ahead_running.add(future)
+                spec = self._ahead_queue.pop(0)
+                future = self._ahead_pool.submit(self._run, spec, self._ahead_cancel)
+                self._ahead_running[future] = spec
                 started.append(future)
         for future in started:  # outside the lock: a future already done runs its callback here, at once
             future.add_done_callback(self._ahead_done)
 
     def _ahead_done(self, future) -> None:
         with self._lock:
-            self._ahead_running.discard(future)
+            self._ahead_running.pop(future, None)
             if not future.cancelled() and future.exception() is None:
                 self.ahead_results.append(future.result())
 

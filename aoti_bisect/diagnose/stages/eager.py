@@ -3,13 +3,24 @@ NaN or bad index marks where it went wrong, so the package's every saved tensor 
 program run eagerly on the failing call's inputs (diagnose/eagerwalk.py)."""
 from __future__ import annotations
 
+from typing import Optional
+
 from ...aoti import flags
 from ...aoti.provenance import SourceMap
+from ...run.types import Signature
 from ..eagerwalk import walk_eager
 from ..context import StageContext
 from ..findings import Findings, Stage, StageName
 from .rung import Rung
 from .trace import FAULT_KINDS
+
+
+def likely(sig: Optional[Signature]) -> bool:
+    """Whether the baseline's failure looks like one this stage will be asked to explain: the script's own check
+    failed at run time, and no fault or non-finite value gives the earlier stages a mark to follow (a hint for
+    compiling its flag set early, never a decision)."""
+    return sig is not None and sig.phase == "run" and sig.kind not in FAULT_KINDS and sig.kind not in (
+        "nan_inf", "script_error", "infra")
 
 
 def run(ctx: StageContext, out: Findings) -> None:
