@@ -111,11 +111,21 @@ class Session:
         """The verdict as soon as it stands, when the rate still runs on after it (Ladder.rate_after_verdict)."""
         if not left:
             return
+        self._say_verdict(out)
+        self.progress.say(f"aoti-bisect: the rate runs on: up to {left} more baseline runs within "
+                          f"{self.options.budget:.0f}s (--budget 0 skips this; Ctrl-C keeps the verdict)")
+
+    def _announce_walk(self, out: Findings) -> None:
+        """The verdict a rare crash gave, before the walk waits for another crash (Ladder._walk_after_verdict)."""
+        self._say_verdict(out)
+        self.progress.say("aoti-bisect: the walk reads the faulting kernel's inputs next, in the next crash under "
+                          "the printer; it keeps this culprit or moves it to an earlier producer (Ctrl-C keeps "
+                          "the verdict)")
+
+    def _say_verdict(self, out: Findings) -> None:
         what = (out.culprit.headline if out.culprit is not None and out.culprit.headline is not None else out.summary)
         self.progress.say(f"aoti-bisect: verdict after {out.verdict_s:.0f}s and {out.verdict_runs} runs: "
                           f"{out.verdict.value}" + (f": {printable(self.redactor(render(what)))}" if what else ""))
-        self.progress.say(f"aoti-bisect: the rate runs on: up to {left} more baseline runs within "
-                          f"{self.options.budget:.0f}s (--budget 0 skips this; Ctrl-C keeps the verdict)")
 
     def execute(self) -> Report:
         base_env, cancel = self.harness.environment.base_env, self.harness.cancel
@@ -127,7 +137,7 @@ class Session:
                                                                   base_env, cancel))
         compile_ahead = self.harness.scheduler.ahead if self.config.ahead else lambda specs, now: None
         ladder = Ladder(self.argv, self._run_batch, evidence, self.options, compile_ahead,
-                        on_verdict=self._announce)
+                        on_verdict=self._announce, on_walk=self._announce_walk)
         self.progress.say(f"aoti-bisect: run directory {self.run_dir}")
         if self.config.python_script:
             try:

@@ -627,6 +627,35 @@ def test_a_crash_in_a_generated_kernel_skips_the_trace_and_the_walk_reads_that_k
     assert out.culprit.pinned and "by the run's own native stack" in render(out.culprit.evidence[0])
 
 
+def test_a_rare_crash_that_names_a_generated_kernel_convicts_at_once_and_the_walk_runs_after_the_verdict():
+    # rare_only_ima_user_triton's shape: the bad index exists only in the runs that crash (about 1 in 5 here), so the
+    # walk has to wait for another crash under the printer; the verdict does not wait with it.
+    ima = sig("illegal_memory_access", "run", "CUDA error: an illegal memory access was encountered")
+    site = CrashSite("Warp Illegal Address", "cpp_fused_add_index_mul_sin_sum_0", "k.py:26", None, "", DEVICE_DUMP)
+    world = World(lambda spec: ima if spec.stage in ("baseline", "inspect") and spec.index % 5 == 3 else None, site)
+    seen = Seen("cpu/wrapper_index_oob_level3.cpp", level2_log="cpu/index_oob_level2_filtered.log")
+    told = []
+    ladder = Ladder(["python", "repro.py"], world.run_batch, seen, Options(budget=0.0),
+                    on_walk=lambda out: told.append((out.culprit.kernel, out.verdict_runs, len(world.specs))))
+    out = ladder.run()
+    (kernel, runs, ran), = told
+    assert kernel == "cpp_fused_add_index_mul_sin_sum_0" and runs == ran  # said before any inspect run started
+    assert not any(spec.stage == "inspect" for spec in world.specs[:ran]) and world.ran("inspect")
+    assert out.culprit.kernel == kernel and out.verdict_runs == runs  # the walk kept the culprit: the verdict's time
+    assert "the walk ran after the verdict" in render(stage(out, "inspect").finding)
+
+
+def test_a_crash_that_fails_every_run_is_walked_before_the_verdict():
+    ima = sig("illegal_memory_access", "run", "CUDA error: an illegal memory access was encountered")
+    site = CrashSite("Warp Illegal Address", "cpp_fused_add_index_mul_sin_sum_0", "k.py:26", None, "", DEVICE_DUMP)
+    told = []
+    world = World(lambda spec: ima, site)
+    out = Ladder(["python", "repro.py"], world.run_batch,
+                 Seen("cpu/wrapper_index_oob_level3.cpp", level2_log="cpu/index_oob_level2_filtered.log"),
+                 Options(budget=0.0), on_walk=told.append).run()
+    assert not told and world.ran("inspect") and out.verdict_runs == len(world.specs)
+
+
 def test_after_a_crash_the_input_check_still_convicts_the_input_that_made_the_kernel_fault():
     # size_dependent_ima's shape: a kernel faults because a size is past the package's range; the crash names the
     # kernel, the input check names the input.

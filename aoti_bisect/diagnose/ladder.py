@@ -44,6 +44,11 @@ HONEST_MIN_RUNS = 10  # 9/9 is already within ±15 points; "10/10" is what a rea
 HONEST_RUNS_FACTOR = 2
 
 
+def _identity(c: Optional[Culprit]) -> tuple:
+    """What a culprit names, whatever its evidence: a walk that convicts the same kernel keeps the verdict."""
+    return (c.kind, c.kernel, c.input_index, c.input_name, c.user_name) if c is not None else ()
+
+
 def _honest(results: list[RunResult]) -> bool:
     lo, hi = Rate(sum(r.failed for r in results), len(results)).ci95
     return len(results) >= HONEST_MIN_RUNS and (hi - lo) / 2 <= HONEST_HALF_WIDTH
@@ -55,7 +60,8 @@ class Ladder:
     def __init__(self, argv: list[str], run_batch: RunBatch, evidence: Evidence, options: Options,
                  ahead: Callable[[list[RunSpec], bool], None] = lambda specs, now: None,
                  clock: Callable[[], float] = time.monotonic,
-                 on_verdict: Callable[[Findings, int], None] = lambda out, left: None) -> None:
+                 on_verdict: Callable[[Findings, int], None] = lambda out, left: None,
+                 on_walk: Callable[[Findings], None] = lambda out: None) -> None:
         self.clock = clock
         self.argv = argv
         self.run_batch = run_batch
@@ -63,6 +69,7 @@ class Ladder:
         # now, not only beside a cold first run).
         self.ahead = ahead
         self.on_verdict = on_verdict  # told the verdict before the rate runs on, and how many runs it may take
+        self.on_walk = on_walk  # told the verdict a rare crash named, before the walk waits for another crash
         self.verdict: Optional[Findings] = None  # the finished findings, kept by an interrupt of the rate after them
         self.evidence = evidence
         self.opt = options
@@ -158,6 +165,7 @@ class Ladder:
                 and self.opt.asked(StageName.EAGER):
             # Its compile then overlaps the one-run stages before it, instead of following them.
             self.ahead([self._ahead_spec(StageName.EAGER, flags.EAGER)], True)
+        after: Optional[Rung] = None
         for rung in LATER:
             if self.ran(rung.name):
                 continue  # un-masking, or an earlier rung of the same stage (memcheck.FIRST), ran it already
@@ -167,10 +175,15 @@ class Ladder:
             if why:
                 self.skip(rung.name, why)
                 continue
+            if self._walks_after_verdict(rung):
+                after = rung
+                continue
             rung.run(self, out)
         if out.culprit is None and self.clues.crash is not None:
-            out.culprit = self.clues.crash  # no walk ran (not requested, nothing to read): the crash's word stands
+            out.culprit = self.clues.crash  # no walk ran (yet, or at all): the crash's word stands
         self.finish(out)
+        if after is not None:
+            self._walk_after_verdict(after, out)
         left = self.runs_after_verdict(out)
         self.verdict = out
         self.on_verdict(out, left)
@@ -179,6 +192,30 @@ class Ladder:
 
     def _ahead_spec(self, name: str, env: dict[str, str]) -> RunSpec:
         return RunSpec(tuple(self.argv), f"ahead-{name}", 0, tuple(sorted(env.items())), self.opt.timeout, True)
+
+    def _walks_after_verdict(self, rung: Rung) -> bool:
+        """Whether the walk goes after the verdict: a crashed run named the faulting kernel, which convicts, and some
+        baseline runs passed, so the walk would first wait for another crash (1/rate runs) to read its inputs."""
+        base = self.stages[0].rate
+        return rung.name == StageName.INSPECT and self.clues.crash is not None and base.failures < base.runs
+
+    def _walk_after_verdict(self, rung: Rung, out: Findings) -> None:
+        """The walk from the kernel the crash named, after the verdict: it keeps the culprit (adding what its inputs
+        showed) or moves it to an earlier producer, and then the verdict's time is the walk's."""
+        named, said = out.culprit, (out.verdict_s, out.verdict_runs)
+        self.verdict = out  # an interrupt during the walk keeps the verdict
+        self.on_walk(out)
+        rung.run(self, out)
+        moved = out.culprit is None or _identity(out.culprit) != _identity(named)
+        self.finish(out)
+        if not moved:
+            out.verdict_s, out.verdict_runs = said
+        walked = [s for s in self.stages if s.name == rung.name]
+        if walked:
+            walked[-1].finding = joined(walked[-1].finding, fact(
+                FactKind.NOTE, "the walk ran after the verdict, which the crashed run's own account of its fault "
+                "gave at {at:g} s; it {how}", at=said[0],
+                how="moved the culprit to an earlier producer" if moved else "kept the culprit"))
 
     def crashed_at(self, found: Optional[Culprit], out: Findings) -> None:
         """What a crash site convicts: a generated kernel is where the walk starts (it reads that kernel's inputs, to
