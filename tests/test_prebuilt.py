@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import zipfile
 
 import pytest
@@ -253,11 +254,15 @@ class Prebuilt:
 
     def __init__(self, problem=None, failing_level=3):
         self.asked = []
+        self.prepared = []
         self.problem = problem
         self.failing_level = failing_level
 
     def hook(self, result):
         return HookRecord((PackageEvent("aoti_load_package", "returned", "/pkg/model.pt2", "ab" * 32, False),))
+
+    def prepare(self, packages, level):
+        self.prepared.append(([p.path for p in packages], level, len(self.asked)))
 
     def instrumented(self, packages, level, kernels):
         self.asked.append(([p.path for p in packages], level, kernels))
@@ -309,8 +314,31 @@ def test_the_ladder_hands_the_trace_stage_a_copy_of_the_package_the_runs_did_not
     assert next(s for s in out.stages if s.name == "determinism").skipped.startswith("CPU-only repro")
     assert inspect.env["AOTI_BISECT_REDIRECT"] == "/out/redirect-L2.json"
     assert seen.asked == [(["/pkg/model.pt2"], 3, ()), (["/pkg/model.pt2"], 2, (KERNELS[0],))]
+    # The trace's copy started building once a hooked run (sanity's) showed the package, before the trace asked.
+    assert seen.prepared == [(["/pkg/model.pt2"], 3, 0)]
     assert render(trace.finding).startswith(f"last launch without after_launch: {KERNELS[0]}")
     assert out.culprit.kind == "kernel" and out.culprit.kernel == KERNELS[0]
+
+
+def test_a_copy_prepared_beside_the_runs_is_built_once_and_the_stage_that_asks_waits_for_it(tmp_path, monkeypatch):
+    from aoti_bisect.diagnose.evidence import RunEvidence
+    started, release = threading.Event(), threading.Event()
+    calls = []
+
+    def build(original, sha256, level, kernels, folder, env, cancel):
+        calls.append((level, kernels))
+        started.set()
+        release.wait(10)
+        return rebuild.Copy(original, sha256, path=os.path.join(folder, "model.pt2"))
+    monkeypatch.setattr(rebuild, "build", build)
+    evidence = RunEvidence(str(tmp_path / "prebuilt"))
+    package = PackageEvent("aoti_load_package", "returned", "/pkg/model.pt2", "ab" * 32, False)
+    evidence.prepare([package], reinstrument.TRACE_LEVEL)
+    assert started.wait(10)  # building in the background while the caller goes on
+    threading.Timer(0.2, release.set).start()
+    got = evidence.instrumented([package], reinstrument.TRACE_LEVEL, ())
+    assert calls == [(reinstrument.TRACE_LEVEL, ())] and got.copies[0].path.endswith("model.pt2")
+    assert os.path.isfile(got.env["AOTI_BISECT_REDIRECT"])
 
 
 def test_a_package_that_cannot_be_rebuilt_is_named_with_why_in_the_trace_finding():

@@ -11,6 +11,8 @@ import hashlib
 import json
 import os
 import re
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Protocol
 
@@ -62,6 +64,9 @@ class Evidence(Protocol):
     def instrumented(self, packages: list[PackageEvent], level: int, kernels: tuple[str, ...]) -> Instrumented:
         """Copies of `packages` (loaded, not built, by the runs) printing what printer `level` prints."""
 
+    def prepare(self, packages: list[PackageEvent], level: int) -> None:
+        """Starts building the copies `instrumented` will be asked for at `level`, beside the runs before that."""
+
     def package_device(self, path: str) -> Optional[str]:
         """The device a package on disk was compiled for (None: unreadable)."""
 
@@ -100,7 +105,9 @@ class RunEvidence:
         self.prebuilt_dir = prebuilt_dir  # where instrumented copies are built: inside the run directory
         self.env = dict(os.environ if env is None else env)
         self.cancel = cancel
-        self._copies: dict[str, rebuild.Copy] = {}
+        self._copies: dict[str, Future] = {}  # by copy key: a copy built, or being built (prepare)
+        self._lock = threading.Lock()
+        self._builder: Optional[ThreadPoolExecutor] = None
         self.say = say
         self._fresh = fresh
         self._rebuilt = rebuilt
@@ -161,17 +168,34 @@ class RunEvidence:
     def package_device(self, path: str) -> Optional[str]:
         return reinstrument.device_of(path)
 
-    def instrumented(self, packages: list[PackageEvent], level: int, kernels: tuple[str, ...]) -> Instrumented:
-        copies = []
+    def prepare(self, packages: list[PackageEvent], level: int) -> None:
+        with self._lock:
+            if self._builder is None:
+                self._builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="instrument")
         for p in packages:
-            key = rebuild.copy_key(p.sha256, level, kernels)
-            if key not in self._copies:
+            self._builder.submit(self._copy, p, level, ())
+
+    def _copy(self, p: PackageEvent, level: int, kernels: tuple[str, ...]) -> rebuild.Copy:
+        """The copy, built once: a second asker of a key being built waits for it (two builds would share a folder)."""
+        key = rebuild.copy_key(p.sha256, level, kernels)
+        with self._lock:
+            future, mine = self._copies.get(key), False
+            if future is None:
+                future, mine = self._copies.setdefault(key, Future()), True
+        if mine:
+            try:
                 folder = os.path.join(self.prebuilt_dir, key)
                 os.makedirs(folder, exist_ok=True)
                 self.say(f"aoti-bisect: building a copy of {p.path} that prints as printer level {level} does"
                          + (f" for {', '.join(kernels)}" if kernels else ""))
-                self._copies[key] = rebuild.build(p.path, p.sha256, level, kernels, folder, self.env, self.cancel)
-            copies.append(self._copies[key])
+                future.set_result(rebuild.build(p.path, p.sha256, level, kernels, folder, self.env, self.cancel))
+            except BaseException as exc:
+                future.set_exception(exc)
+                raise
+        return future.result()
+
+    def instrumented(self, packages: list[PackageEvent], level: int, kernels: tuple[str, ...]) -> Instrumented:
+        copies = [self._copy(p, level, kernels) for p in packages]
         built = {c.sha256: c.path for c in copies if c.path}
         problems = tuple(f"{c.original} cannot be re-instrumented: {c.problem}" for c in copies if c.problem)
         if not built:

@@ -12,7 +12,7 @@ import re
 import time
 from typing import Callable, Optional
 
-from ..aoti import flags, wrapper
+from ..aoti import flags, reinstrument, wrapper
 from ..aoti.hook_record import Names, PackageEvent
 from ..run.checkers import Missing
 from ..run.types import RunBatch, RunResult, RunSpec
@@ -79,6 +79,7 @@ class Ladder:
         self.started = clock()
         self.namer = Namer()
         self._records: list = []  # hook records of the hooked runs so far: the user's names
+        self._copies_prepared = False
 
     # -- running ---------------------------------------------------------------------------------
     def run_stage(self, stage: Stage, n: int, stop: Callable[[list[RunResult]], bool] = lambda rs: False,
@@ -103,6 +104,7 @@ class Ladder:
         stage.results.sort(key=lambda r: r.spec.index)
         if stage.hook:
             self._learn_names(stage)
+            self._prepare_copies()
         return stage
 
     def compile_only(self, env: dict[str, str]) -> None:
@@ -354,18 +356,31 @@ class Ladder:
 
     def find_prebuilt(self) -> None:
         """What the failing hooked runs so far loaded without building it, once."""
-        if self.clues.prebuilt is not None:
-            return
-        hooked = [r for s in self.stages for r in s.results if r.spec.hook or r.spec.reuse]
-        if not hooked:
-            return
+        if self.clues.prebuilt is None and self._hooked():
+            self.clues.prebuilt = self._prebuilt()
+
+    def _hooked(self) -> list[RunResult]:
+        return [r for s in self.stages for r in s.results if r.spec.hook or r.spec.reuse]
+
+    def _prebuilt(self) -> list[PackageEvent]:
+        hooked = self._hooked()
         runs = [r for r in hooked if r.failed] or hooked
         found: dict[str, PackageEvent] = {}
         for r in runs:
             for e in self.evidence.hook(r).events:
                 if not e.compiled and not e.built_here and e.redirect != "private" and e.sha256:
                     found.setdefault(e.sha256, e)
-        self.clues.prebuilt = list(found.values())
+        return list(found.values())
+
+    def _prepare_copies(self) -> None:
+        """The trace's copies of a package the runs loaded without building it start building as soon as a hooked
+        run shows it: each costs a compile, which then overlaps the stages before the trace."""
+        if self._copies_prepared or not self.opt.asked(StageName.TRACE) or self.ran(StageName.TRACE):
+            return
+        files = [e for e in self._prebuilt() if e.path is not None]
+        if files:
+            self._copies_prepared = True
+            self.evidence.prepare(files, reinstrument.TRACE_LEVEL)
 
     def instrumented(self, level: int, kernels: tuple[str, ...] = ()) -> tuple[dict[str, str], tuple[str, ...]]:
         """The env that hands a stage's runs instrumented copies of the packages the failing hooked runs
