@@ -13,8 +13,9 @@ from typing import Optional
 from tabulate import tabulate
 
 from .exits import UsageFailure
-from .files import read_log
+from .files import read_log, user_name
 from .run import process
+from .run.layout import headers_folder
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # A wheel carries the scenarios as aoti_bisect/scenario_data (setup.py maps the folder there); a source
@@ -166,12 +167,18 @@ def in_setup(args: tuple[str, ...], folder: str) -> list[str]:
     return [a.replace("{setup}", folder) for a in args]
 
 
-def run_setup(s: Scenario, folder: str) -> Optional[str]:
+def run_setup(s: Scenario, folder: str, headers: Optional[str] = None) -> Optional[str]:
     """Runs the scenario's setup step in `folder` (its compile cache and temporary files stay there); None when
-    it succeeded or there is none, else why it failed, in one line."""
+    it succeeded or there is none, else why it failed, in one line. `headers`: the precompiled headers' folder of
+    the runs (run/layout.py), linked in as the setup's $TMPDIR/torchinductor_<user> so that its compile builds
+    them for the runs, not once more for itself."""
     if not s.setup:
         return None
     os.makedirs(os.path.join(folder, "tmp"), exist_ok=True)
+    link = os.path.join(folder, "tmp", f"torchinductor_{user_name()}")
+    if headers and not os.path.lexists(link):
+        os.makedirs(headers, exist_ok=True)
+        os.symlink(headers, link)
     argv = [sys.executable, os.path.join(SCENARIO_DIR, s.setup[0]), *in_setup(s.setup[1:], folder)]
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(folder, "inductor"), "TMPDIR": os.path.join(folder, "tmp")}
     log = os.path.join(folder, "setup.log")
@@ -199,7 +206,7 @@ def check(scenarios: list[Scenario], run_dir: str, jobs: int = 1, stages: tuple[
         print(f"scenario {s.name}: {s.demonstrates}", file=sys.stderr, flush=True)
         started = time.monotonic()
         setup_dir = os.path.join(run_dir, "setup", s.name)
-        problem = run_setup(s, setup_dir)
+        problem = run_setup(s, setup_dir, headers_folder(os.path.realpath(os.path.join(run_dir, "cache"))))
         if problem:
             ok = False
             rows.append((s.name, s.device, "MISMATCH", problem, "", "", "", ""))

@@ -66,7 +66,24 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def e2e_lanes(request, tmp_path_factory):
+def shared_headers(tmp_path_factory):
+    """One folder of Inductor's precompiled headers for the whole session (AOTI_BISECT_HEADERS, run/layout.py):
+    every bisection, lane, harness and minify of the suite links it instead of building the same headers (a pair,
+    10-20 s) once per cache root. Their names hash the preprocessed header, the compiler and its flags, and Inductor
+    builds each under a lock, so no answer can change. A test of the per-root default clears the variable."""
+    from aoti_bisect.run.layout import HEADERS_ENV
+
+    before = os.environ.get(HEADERS_ENV)
+    os.environ[HEADERS_ENV] = str(tmp_path_factory.mktemp("precompiled-headers"))
+    yield os.environ[HEADERS_ENV]
+    if before is None:
+        os.environ.pop(HEADERS_ENV, None)
+    else:
+        os.environ[HEADERS_ENV] = before
+
+
+@pytest.fixture(scope="session", autouse=True)
+def e2e_lanes(request, tmp_path_factory, shared_headers):
     """The scenario checks of tests/test_e2e.py, started as the session's first test starts when any selected test
     reads them. They are real AOTI bisections in child processes (about 12 minutes of two busy cores, one lane of
     them mostly waiting on a hang's timeouts); started first, they run beside the rest of the suite instead of after

@@ -1,8 +1,9 @@
 """End to end on real AOTI compiles: every CPU scenario through `aoti-bisect scenarios check`.
 
 The scenarios run in lanes at once, each one `scenarios check` with its own folder and cache (a compile cache is
-never written by two at once): two lanes balanced by each scenario's measured time, and a third for the scenarios
-whose time is waiting (a hang sits out its timeouts on an idle core). Three CPU-bound lanes on 2 cores pushed cold
+never written by two at once): one with --ahead for the scenarios whose later stages take what compile-ahead
+built, one with --no-ahead for those pinned before (see `lanes`), and a third for the scenarios whose time is
+waiting (a hang sits out its timeouts on an idle core). Three CPU-bound lanes on 2 cores pushed cold
 builds past the hang and load-error scenarios' timeouts (seen 2026-11-23). The lanes start with the session's first
 test (tests/conftest.py, e2e_lanes) and run beside the rest of the suite, the light tests first; the tests here, which
 read their results, run last. Scenarios in HEAVY prove again what a default one proves (the source line, a NaN
@@ -48,51 +49,40 @@ PLAIN = [s.name for s in CPU if not s.sanitize and s.stage != "memcheck" and s.n
 CHECKED = [s.name for s in CPU if (s.sanitize or s.stage == "memcheck") and s.name not in HEAVY]
 
 
-# Seconds each scenario took in its lane (scenarios-check.json's `seconds`; this 2-core VM, 2026-11-27, a full
-# `.ci/run` beside a benchmark, load 3-4: upper bounds). A hang costs its timeouts in wall time, not CPU; valgrind
-# costs both.
-COST = {"silent_oob_custom_op": 577, "index_oob": 218, "load_error": 190, "rare_crash_custom_op": 150,
-        "passing_control": 146, "fixed_path_cache": 141, "prebuilt_package": 133, "rare_oob_custom_op": 131,
-        "unstable_variance": 129, "nan_after_matmul": 128, "wrong_value_pass": 124,
-        "bn_negative_running_var_inlined": 94, "index_from_cumsum": 85, "input_mismatch": 71,
-        "narrowed_dynamic_dim": 67, "index_plus_offsets": 58, "compile_error": 34,
-        # heavy ones, measured 2026-11-25 in CI lanes or in lanes of two at a load of about 1
-        "flaky_custom_op_crash": 224, "prebuilt_nan_constant": 58,
-        "wrong_fake_custom_op": 57, "symbolic_index_bound": 45, "empty_batch": 38, "bn_negative_running_var": 42,
-        "prebuilt_named_inputs": 42, "stale_buffer": 38}
 # Wall time spent waiting, not computing: hang_custom_op's three runs each sit out the manifest's timeout (the
 # cold first run reached the op after 75 s beside the two busy lanes, 2026-11-25).
 WAITING = {"hang_custom_op"}
+# The stages that take what --ahead compiled (the sanity, trace and eager stages' flag sets). A scenario pinned
+# before the sanity stage (a passing control, a compile or load error, a crash convicted by its own stack,
+# valgrind's read) runs none of them: its compiles ahead go unused (measured in docs/benchmarks.md#the-test-suite).
+AHEAD_TAKEN = {"sanity", "trace", "inspect", "eager"}
+STAGE = {s.name: s.stage for s in CPU}
 
 
-def lanes(valgrind: bool) -> list[list[str]]:
-    """The waiting scenarios in a lane of their own, then two lanes of about equal time: each scenario, longest
-    first, joins the lane with less so far (a lane then runs its scenarios in the manifest's order)."""
-    cost = lambda name: COST.get(name, 60)  # noqa: E731
+def lanes(valgrind: bool) -> list[tuple[list[str], bool]]:
+    """[(scenarios, ahead)] of each lane: the waiting scenarios in a lane of their own without compile-ahead, then
+    the scenarios whose later stages take what compile-ahead built, with --ahead (so that it is checked end to end
+    on real AOTI), and those pinned before them with --no-ahead (the tool's advice where other work takes every
+    core: their compiles ahead would go unused). Each lane runs its scenarios in the manifest's order."""
     names = (CHECKED if valgrind else []) + PLAIN
-    out, load = [[n for n in names if n in WAITING], [], []], [0, 0]
-    for name in sorted((n for n in names if n not in WAITING), key=cost, reverse=True):
-        lane = load.index(min(load))
-        out[lane + 1].append(name)
-        load[lane] += cost(name)
-    return out
+    busy = [n for n in names if n not in WAITING]
+    return [([n for n in names if n in WAITING], False), ([n for n in busy if STAGE[n] in AHEAD_TAKEN], True),
+            ([n for n in busy if STAGE[n] not in AHEAD_TAKEN], False)]
 
 
 class Checks:
     """One `scenarios check` per lane, started at once. Each lane's stdout and stderr go to files beside its folder:
     a pipe that nobody reads while the rest of the suite runs would fill and stall the lane."""
 
-    def __init__(self, root, groups: list[list[str]]):
+    def __init__(self, root, groups: list[tuple[list[str], bool]]):
         self.checks = []
-        for i, names in enumerate(g for g in groups if g):
+        for i, (names, ahead) in enumerate(g for g in groups if g[0]):
             out = root / f"group-{i}"
-            # The waiting lane bisects without compile-ahead and the others with it, so that both are checked end to
-            # end on real AOTI (2026-11-24, two lanes: ahead in both, 932 s and 876 s; off in one, 925 s and 838 s).
-            ahead = "--no-ahead" if WAITING & set(names) else "--ahead"
             with open(root / f"group-{i}.stdout", "w") as stdout, open(root / f"group-{i}.stderr", "w") as stderr:
                 proc = subprocess.Popen(
                     [sys.executable, "-m", "aoti_bisect", "scenarios", "check", *names, "--device", "cpu", "--jobs",
-                     "2", ahead, "--out", str(out)], stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL)
+                     "2", "--ahead" if ahead else "--no-ahead", "--out", str(out)], stdout=stdout, stderr=stderr,
+                    stdin=subprocess.DEVNULL)
             self.checks.append((out, proc))
 
     def wait(self, timeout: float):
@@ -120,7 +110,7 @@ def start_lanes(root) -> Checks:
     return Checks(root, lanes(shutil.which("valgrind") is not None))
 
 
-def run_checks(root, groups: list[list[str]], timeout: float):
+def run_checks(root, groups: list[tuple[list[str], bool]], timeout: float):
     return Checks(root, groups).wait(timeout)
 
 
@@ -185,7 +175,7 @@ def test_a_prebuilt_package_is_walked_through_an_instrumented_copy_and_left_unto
 @pytest.mark.heavy
 @pytest.mark.parametrize("name", HEAVY)
 def test_heavy_scenario_matches_manifest(tmp_path, name):
-    outputs, results = run_checks(tmp_path, [[name]], 1800)
+    outputs, results = run_checks(tmp_path, [([name], STAGE[name] in AHEAD_TAKEN)], 1800)
     assert outputs[0][0] == 0, outputs[0][1] + outputs[0][2][-4000:]
     assert results[name]["status"] == "ok", results[name].get("problems")
 

@@ -666,11 +666,12 @@ def _bisect_then_minify(tmp_path, env, runs, *minify_args):
 @pytest.mark.slow
 def test_a_python_custom_op_that_crashes_is_cut_to_a_repro_that_defines_it_and_crashes_alone(tmp_path):
     from aoti_bisect.files import user_name
+    from aoti_bisect.run.layout import headers_folder
 
     env = {**os.environ, "PYTHONPATH": REPO, "PY_OP_CRASH_PERCENT": "100"}
-    # Two candidates, one at a time: the culprit's nodes (relu, add, the op), then the op alone (ddmin's first
-    # cut); zeros and smaller inputs are what the other tests and the heavy one cover.
-    proc, run_dir, record = _bisect_then_minify(tmp_path, env, 1, "--jobs", "1", "--max-candidates", "2")
+    # One candidate: the culprit's nodes (relu, add, the op), 5 -> 3 nodes, each candidate a real compile; ddmin's
+    # cuts, zeros and smaller inputs are what the other tests and the heavy one cover.
+    proc, run_dir, record = _bisect_then_minify(tmp_path, env, 1, "--jobs", "1", "--max-candidates", "1")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert record["signature"] == {"kind": "segfault", "phase": "run"} and record["op_family"] == ["gather_rows"]
     assert record["nodes_after"] <= 3 and "gather_rows" in record["ops_after"]
@@ -687,7 +688,7 @@ def test_a_python_custom_op_that_crashes_is_cut_to_a_repro_that_defines_it_and_c
         (alone / name).write_bytes((run_dir / "minify" / name).read_bytes())
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    (tmp / f"torchinductor_{user_name()}").symlink_to(run_dir / "cache" / "precompiled-headers")
+    (tmp / f"torchinductor_{user_name()}").symlink_to(headers_folder(str(run_dir / "cache")))
     clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PY_OP_CRASH_PERCENT")}
     ran = subprocess.run([sys.executable, "repro.py"], cwd=alone, capture_output=True, text=True, timeout=600,
                          env={**clean, "PYTHONFAULTHANDLER": "1", "TMPDIR": str(tmp),

@@ -20,7 +20,8 @@ from aoti_bisect.child.hook.recorder import Record
 from aoti_bisect.diagnose.evidence import RunEvidence
 from aoti_bisect.files import LOCK_NAME, OutInUse, out_lock
 from aoti_bisect.run import process
-from aoti_bisect.run.layout import Layout, compile_key
+from aoti_bisect.files import user_name
+from aoti_bisect.run.layout import HEADERS_ENV, Layout, compile_key
 from aoti_bisect.run.types import Outcome, ProcessExit, RunResult, RunSpec
 from nightly_helpers import manifest, summary
 
@@ -248,7 +249,8 @@ def test_a_runs_files_planted_as_hard_links_are_replaced_not_written_through(tmp
 
 @pytest.mark.parametrize("planted", ["cache/{key}", "cache/precompiled-headers", "cache/{key}.reuse",
                                      "runs/trace-003", "runs"])
-def test_a_runs_folders_are_made_without_following_a_planted_link(tmp_path, planted):
+def test_a_runs_folders_are_made_without_following_a_planted_link(tmp_path, planted, monkeypatch):
+    monkeypatch.delenv(HEADERS_ENV, raising=False)  # the cache root's own headers (the suite shares one folder)
     layout = Layout(str(tmp_path / "run"))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -267,6 +269,21 @@ def test_a_runs_folders_are_made(tmp_path):
         assert os.path.isdir(os.path.join(layout.run_path(SPEC), folder))
     assert os.path.isdir(os.path.join(layout.cache_dir(SPEC.env_dict, 1), "inductor"))
     assert os.path.isdir(layout.cache_dir(SPEC.env_dict) + ".reuse")
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_the_precompiled_headers_are_the_cache_roots_unless_the_environment_names_a_folder(tmp_path, monkeypatch,
+                                                                                            shared):
+    headers = tmp_path / "headers" if shared else tmp_path / "run" / "cache" / "precompiled-headers"
+    if shared:
+        monkeypatch.setenv(HEADERS_ENV, str(headers))
+    else:
+        monkeypatch.delenv(HEADERS_ENV, raising=False)
+    layout = Layout(str(tmp_path / "run"))
+    layout.prepare(SPEC, layout.run_path(SPEC), 0, None)
+    link = os.path.join(layout.run_path(SPEC), "tmp", f"torchinductor_{user_name()}")
+    assert os.path.isdir(headers) and os.readlink(link) == os.path.realpath(headers)
+    assert os.path.exists(tmp_path / "run" / "cache" / "precompiled-headers") != shared
 
 
 # -- the redirect mapping ---------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from ..child.contract import CAPTURE_DIR, CAPTURE_ENV, CAPTURE_LIBS, CAPTURE_REC
 from ..files import RunFolder, RunFolderError, read_log
 from ..stats import runs_to_observe
 from ..report.model import Report, rewrite_markdown
+from ..run.layout import HEADERS_ENV, headers_folder
 from ..verdict import Verdict
 from .ddmin import ddmin, shrink_sizes, simplify_each
 from .graph import Candidate, Check, Graph
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 EXTRACT_CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "extract_child.py")
 RESULT = "minify.json"
 HEADERS = "cache/precompiled-headers"  # the run's (run/layout.py), shared by the capture run and every candidate
+# (or AOTI_BISECT_HEADERS's folder, _headers)
 DEFINITIONS = "custom_ops.py"  # the source of the repro's Python custom ops, which the eager walk runs first
 # Kinds where running the program is its own check (a crash or a check that raises inside the package).
 NAN_KINDS = ("nan_inf",)
@@ -127,7 +129,7 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
         say(f"minify: the run failed in {report.reproduction.failures} of {report.reproduction.runs} runs: each "
             f"candidate gets up to {runs} runs")
     trials = Trials(out, graph, expected, python, options, say, os.path.join(capture, CAPTURE_LIBS), runs,
-                    options.jobs or jobs, gpus, run.folder(HEADERS))
+                    options.jobs or jobs, gpus, _headers(run))
     record = {"capture": capture, "signature": {"kind": expected.kind, "phase": expected.phase},
               "check": expected.check.value, "op_family": sorted(expected.family),
               "nodes_before": len(graph.nodes), "eager_failure": graph.eager_failure}
@@ -173,6 +175,16 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
                + (f"; it {carried}" if carried else ""))
     status = Status.VERIFIED if verified else Status.UNVERIFIED
     return _finish(run, MinifyResult(status, message, os.path.join(out, "repro.py")), record)
+
+
+def _headers(run: RunFolder) -> str:
+    """The precompiled headers every candidate links: the folder AOTI_BISECT_HEADERS names where it is set (as the
+    run's own runs had them, run/layout.py), else the run's own."""
+    if os.environ.get(HEADERS_ENV):
+        shared = headers_folder(run.root)
+        os.makedirs(shared, exist_ok=True)
+        return shared
+    return run.folder(HEADERS)
 
 
 def _fresh_folder(run: RunFolder) -> str:

@@ -24,6 +24,19 @@ from ..files import RunFolder, RunFolderError, user_name, write_new
 from .types import RunResult, RunSpec
 
 
+# A folder of precompiled headers shared beyond one cache root (several bisections or a test session on one
+# machine), where the environment names one; else each cache root keeps its own (precompiled-headers/).
+HEADERS_ENV = "AOTI_BISECT_HEADERS"
+
+
+def headers_folder(cache_root: str) -> str:
+    """Where runs under `cache_root` keep Inductor's precompiled headers. Their names hash the preprocessed header,
+    the compiler and its flags, and Inductor builds each under a file lock, so runs of any flag set, repro or
+    process may share one folder: a header built once serves them all (10-20 s a pair saved per cache root)."""
+    shared = os.environ.get(HEADERS_ENV)
+    return os.path.realpath(shared) if shared else os.path.join(cache_root, "precompiled-headers")
+
+
 def compile_key(env: dict[str, str]) -> str:
     """Runs with the same compile-time flags may share a compile cache; others never do."""
     items = sorted((k, v) for k, v in env.items() if k not in flags.RUNTIME)
@@ -68,15 +81,18 @@ class Layout:
         cwd = os.path.join(run_path, "cwd")
         tmp = os.path.join(run_path, "tmp")
         cache = self.cache_dir(spec.env_dict, slot)
-        headers = os.path.join(self.cache_root, "precompiled-headers")
+        headers = headers_folder(self.cache_root)
         # An earlier run's child (or whoever filled the folder) may have put a link where this run's folders
         # go, or on the way to them: following it would write this run's files, and its child's, outside the
         # run directory. Each folder is made by RunFolder, which follows no link below the run directory
         # (or the cache root, which may lie outside it); the slot's cache is made before it is filled.
         try:
-            for root, d in [(self.run_dir, cwd), (self.run_dir, tmp), (self.cache_root, headers),
+            shared = os.environ.get(HEADERS_ENV)
+            if shared:
+                os.makedirs(headers, exist_ok=True)  # the user's, as named: outside every folder aoti-bisect owns
+            for root, d in [(self.run_dir, cwd), (self.run_dir, tmp), (None if shared else self.cache_root, headers),
                             (self.cache_root, os.path.join(cache, "inductor")), (self.cache_root, reuse_dir)]:
-                if d is not None:
+                if d is not None and root is not None:
                     os.makedirs(root, exist_ok=True)  # the run directory or the cache root: the user's, as given
                     RunFolder(root).folder(os.path.relpath(d, root))
         except RunFolderError as exc:
@@ -84,7 +100,7 @@ class Layout:
         self._sync_slot(spec, slot, cache)
         # Inductor keeps precompiled headers under $TMPDIR/torchinductor_<user>; a private TMPDIR would
         # rebuild them (10-20 s) every run. Their names hash the header and the compiler flags, so one
-        # folder can serve every run and every flag set.
+        # folder can serve every run and every flag set (headers_folder).
         link = os.path.join(tmp, f"torchinductor_{user_name()}")
         if not os.path.lexists(link):
             os.symlink(headers, link)
