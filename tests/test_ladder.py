@@ -289,15 +289,25 @@ def test_a_wrong_but_finite_output_is_walked_against_eager_to_the_kernel_that_fi
     assert render(out.culprit.summary) == render(eager.finding) and "from inputs that agree with eager" in render(eager.finding)
 
 
-def test_an_eager_walk_that_finds_nothing_adds_its_lines_to_what_the_walk_knew():
-    _, out = climb(always(sig("python_exception")), wrong_value_world(EagerWalk("agree", calls=2)))
-    assert out.culprit.kind == "unknown"
-    assert "level-2 run printed nothing" in render_all(out.culprit.evidence)[0]  # the inspection's line stays first
-    assert "agree with eager on every call compared (2)" in render_all(out.culprit.evidence)[-1]
+def test_a_wrong_value_is_walked_against_eager_before_the_inspect_stage_which_then_has_nothing_to_add():
+    world = always(sig("python_exception"))
+    _, out = climb(world, wrong_value_world(EagerWalk("agree", calls=2)))
+    assert out.culprit.kind == "unknown" and not world.ran("inspect")
+    assert "agree with eager on every call compared (2)" in render_all(out.culprit.evidence)[0]
+    assert "level 2 would show a few of the same" in stage(out, "inspect").skipped
+    assert [s.name for s in out.stages].index("eager") < [s.name for s in out.stages].index("inspect")
+
+
+def test_an_eager_walk_that_could_not_compare_leaves_the_inspect_stage_to_run_and_keeps_its_lines():
+    world = always(sig("python_exception"))
+    _, out = climb(world, wrong_value_world(EagerWalk("missing", problem="no eager run")))
+    assert out.culprit.kind == "unknown" and world.ran("inspect")
+    lines = render_all(out.culprit.evidence)
+    assert "level-2 run printed nothing" in lines[0] and "no eager comparison: no eager run" in lines[-1]
 
 
 @pytest.mark.parametrize("kind, expected", [("python_exception", True), ("nan_inf", False), ("segfault", False)])
-def test_a_wrong_value_has_the_eager_flag_set_built_at_once_after_the_baseline(kind, expected):
+def test_a_wrong_value_has_the_eager_flag_set_built_at_once_after_the_sanity_stage(kind, expected):
     # A hint, never a decision: a fault or a NaN gives the earlier stages a mark to follow, so their flag set waits.
     asked = []
     seen = wrong_value_world(read_eager_walk(EAGER_DATA))

@@ -56,6 +56,7 @@ class Clues:
     # A generated kernel a crashed run named (diagnose/crash.py): the walk starts there, and is the culprit unless
     # the walk finds where its bad inputs came from.
     crash: Optional[Culprit] = None
+    eager_walked: bool = False  # the eager stage compared the failing call's every saved tensor with eager
 
 
 Stop = Callable[[list[RunResult]], bool]

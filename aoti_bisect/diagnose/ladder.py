@@ -163,10 +163,6 @@ class Ladder:
             if out.culprit is not None:
                 self.finish(out)
                 return self._skip_rest(out, "baseline did not reproduce; the memory checker found the fault")
-        if out.culprit is None and self.clues.crash is None and eager.likely(out.signature) \
-                and self.opt.asked(StageName.EAGER):
-            # Its compile then overlaps the one-run stages before it, instead of following them.
-            self.ahead([self._ahead_spec(StageName.EAGER, flags.EAGER)], True)
         after: Optional[Rung] = None
         for rung in LATER:
             if self.ran(rung.name):
@@ -181,6 +177,11 @@ class Ladder:
                 after = rung
                 continue
             rung.run(self, out)
+            if rung.name == StageName.SANITY and out.culprit is None and self.clues.crash is None \
+                    and eager.likely(out.signature) and self.opt.asked(StageName.EAGER):
+                # A wrong value the input and NaN checks did not explain: the eager stage's compile overlaps the
+                # one-run stages before it, instead of following them.
+                self.ahead([self._ahead_spec(StageName.EAGER, flags.EAGER)], True)
         if out.culprit is None and self.clues.crash is not None:
             out.culprit = self.clues.crash  # no walk ran (yet, or at all): the crash's word stands
         self.finish(out)

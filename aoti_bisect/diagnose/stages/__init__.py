@@ -9,9 +9,10 @@ from ..findings import StageName
 from . import baseline, determinism, doctor, eager, fakecheck, inspect, memcheck, sanity, trace, unmask
 
 # The climb after the baseline: the memory checker where it goes first, the doctor (load failures only), then the
-# runtime stages. A name may stand twice; the ladder runs a stage once, at the first of its rungs that applies.
+# runtime stages, the eager walk before the inspect stage for a wrong value. A name may stand twice; the ladder runs a
+# stage once, at the first of its rungs that applies.
 LATER = (memcheck.FIRST, doctor.RUNG, sanity.RUNG, determinism.RUNG, trace.RUNG, fakecheck.RUNG, memcheck.RUNG,
-         inspect.RUNG, eager.RUNG)
+         eager.FIRST, inspect.RUNG, eager.RUNG)
 # What --stages offers (the baseline always runs), in order.
 REQUESTABLE = (StageName.BASELINE.value, *(str(r.name) for r in LATER if r.requestable))
 

@@ -37,6 +37,7 @@ def run(ctx: StageContext, out: Findings) -> None:
     stage = ctx.until_seen(Stage(StageName.EAGER, dict(flags.EAGER)))
     walks = [ctx.evidence.eager_walk(r) for r in stage.failures or stage.results]
     seen = next((w for w in walks if w.status == "differs"), walks[0])
+    ctx.clues.eager_walked = seen.status in WALKED
     compiled = ctx.graph(stage) or graph
     sources = SourceMap(ctx.evidence.kernel_information(compiled), {})
     culprit = walk_eager(compiled, seen, lambda l: sources.origin(l.name, l.handle, l.source_nodes).nodes,
@@ -48,4 +49,15 @@ def run(ctx: StageContext, out: Findings) -> None:
     out.culprit = culprit
 
 
+def goes_first(ctx: StageContext, out: Findings) -> bool:
+    """A wrong value (likely) goes before the inspect stage: this stage's walk compares every tensor the package
+    saved on the failing call with eager, so level 2's view of a few of them (a NaN, an index past a bound) adds
+    nothing where it ran, and the inspect stage then runs only if it could not."""
+    return out.culprit is None and ctx.clues.crash is None and likely(out.signature)
+
+
+# What the walk's outcome says of its run: it compared the failing call's tensors (the inspect stage need not look).
+WALKED = ("differs", "agree")
 RUNG = Rung(StageName.EAGER, run)
+# The same stage ahead of the inspect stage, where goes_first says so; the ladder then passes over RUNG, as it ran.
+FIRST = Rung(StageName.EAGER, run, applies=goes_first, requestable=False)

@@ -16,9 +16,11 @@ def run(ctx: StageContext, out: Findings) -> None:
     trace = ctx.clues.trace
     crash = ctx.clues.crash  # a crashed run named the kernel: no trace ran, the walk starts from its word
     graph = ctx.graph(trace) if crash is None else ctx.any_graph()
-    if graph is None or (crash is None and not trace.failures):
+    if graph is None or (crash is None and not trace.failures) or ctx.clues.eager_walked:
         ctx.skip(StageName.INSPECT, "no generated wrapper to read the launch graph from" if graph is None else
-                    "the trace stage did not reproduce the failure")
+                 "the trace stage did not reproduce the failure" if crash is None and not trace.failures else
+                 "the eager walk compared every tensor the package saved on the failing call: level 2 would show "
+                 "a few of the same")
         return
     bound = _index_bound(ctx, out)
     suspect = ctx.clues.suspect
@@ -69,6 +71,8 @@ def run(ctx: StageContext, out: Findings) -> None:
         culprit.kind, culprit.kernel = CulpritKind.KERNEL, suspect
         culprit.evidence.insert(0, fact(FactKind.LAUNCH, "the trace shows {kernel} never finished; inspection could "
                                         "not read its inputs, so this rests on the trace alone", kernel=kernel(suspect)))
+    if out.culprit is not None and not out.culprit.pinned:
+        culprit.evidence.extend(out.culprit.evidence)  # what an earlier stage learnt without convicting (the eager walk)
     out.culprit = culprit
     if probes:
         probes[-1].finding = joined(probes[-1].finding, culprit.evidence[-1] if culprit.evidence else None)
