@@ -161,7 +161,11 @@ main() {
   _drive) drive; return ;;
   start)
     rm -rf $w; mkdir -p $w
-    setsid nohup bash "$0" _drive > $w/drive.log 2>&1 < /dev/null & ;;
+    # The device tool copies the working tree afresh at every call: the driver runs from a copy, or a later call
+    # deletes the folder it works in (a process without its working folder dies at `import torch`).
+    rm -rf $w-src; cp -r "$PWD" $w-src
+    (cd $w-src && PYTHONPATH=$w-src setsid nohup bash bench/gpu/minify_on_gpu.sh _drive > $w/drive.log 2>&1 \
+       < /dev/null &) ;;
   esac
   local end=$((SECONDS + ${WAIT:-560}))
   while [ ! -f $w/done ] && [ $SECONDS -lt $end ]; do sleep 5; done

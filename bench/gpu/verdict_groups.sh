@@ -20,6 +20,9 @@ collect() {
 }
 if [ "${1:-wait}" = start ]; then
   rm -rf $w; mkdir -p $w
+  # The device tool copies the working tree afresh at every call: work that outlives this call runs from a copy,
+  # or a later call deletes the folder it works in (a process without its working folder dies at `import torch`).
+  rm -rf $w-src; cp -r "$PWD" $w-src; cd $w-src; export PYTHONPATH=$PWD
   { nvidia-smi -L; python3 -c "import torch; print('torch', torch.__version__, torch.version.cuda)";
     $CUDA_HOME/bin/compute-sanitizer --version | tail -n 1; $CUDA_HOME/bin/cuda-gdb --version | head -n 1;
     nproc; echo "commit $(git rev-parse --short HEAD 2>/dev/null || cat COMMIT)"; date -u; } > $w/device.txt 2>&1
