@@ -107,6 +107,17 @@ class Session:
         self._probed.wait(PROBE_WAIT_S)
         return bool(self._probe.get("problem"))
 
+    def _compiles(self, stage, records: list) -> dict:
+        """compile_counts of a stage: an unhooked stage whose later runs took the stored package (the baseline's,
+        under reuse) is counted over those runs, its first wave's said apart."""
+        env = self.harness.environment
+        if env.hooked_stage(stage.hook):
+            return compile_counts(stage.name, records, True)
+        took = [h for r, h in zip(stage.results, records) if env.hooked(r.spec)]
+        if not took:
+            return compile_counts(stage.name, records, False)
+        return compile_counts(stage.name, took, True, len(records) - len(took))
+
     def _announce(self, out: Findings, left: int) -> None:
         """The verdict as soon as it stands, when the rate still runs on after it (Ladder.rate_after_verdict)."""
         if not left:
@@ -184,8 +195,7 @@ class Session:
         convict_constants(outcome, records, graph, self.argv)
         locate_findings(outcome, graph, source_map(graph, records))
         packages = [row for stage, records in hooks for row in package_rows(stage, records)]
-        compiles = [compile_counts(s.name, records, self.harness.environment.hooked_stage(s.hook))
-                    for s, (_, records) in zip(outcome.stages, hooks)]
+        compiles = [self._compiles(s, records) for s, (_, records) in zip(outcome.stages, hooks)]
         ahead = [{**ahead_row(r.spec.name, evidence.hook(r), r.exit.duration, r.exit.launch_error == "cancelled"),
                   "flag_set": compile_key(r.spec.env_dict)} for r in self.harness.scheduler.ahead_results]
         report = Report.from_findings(self.run_dir, self.argv, outcome, self.environment, self.redactor, packages,

@@ -105,6 +105,13 @@ def test_a_later_run_of_the_flag_set_reuses_the_first_ones_package(tmp_path, rep
         "baseline: 0 of 1 run(s) compiled, 1 reused the flag set's package"
 
 
+def test_a_baseline_whose_later_runs_took_the_stored_package_says_how_each_part_came_by_it():
+    row = compile_counts("baseline", [], True, unhooked=2)
+    row.update(runs=26, reused=26)
+    assert describe_counts(row) == ("baseline: 2 run(s) without the hook, each compiling as the script does; of the "
+                                    "26 with it, 0 compiled, 26 reused the flag set's package")
+
+
 @pytest.mark.slow
 def test_example_inputs_drawn_afresh_each_run_still_hit(tmp_path, repro):
     h = harness(tmp_path, RANDOM_EXAMPLE="1")  # unseeded torch.randn: other values every run, the same program

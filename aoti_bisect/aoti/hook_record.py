@@ -212,11 +212,13 @@ def package_rows(stage: str, records: list[HookRecord]) -> list[dict]:
     return list(rows.values())
 
 
-def compile_counts(stage: str, records: list[HookRecord], hooked: bool) -> dict:
+def compile_counts(stage: str, records: list[HookRecord], hooked: bool, unhooked: int = 0) -> dict:
     """How a stage's runs came by their packages: how many compiled, how many reused the flag set's first
     compile, and why the ones under reuse compiled. `hooked` False: the runs ran without the hook, as the
-    user's script runs, and compiled whenever the script does (nothing is known of them here)."""
-    row = {"stage": stage, "hooked": hooked, "runs": len(records), "compiled": 0, "reused": 0, "reasons": {}}
+    user's script runs, and compiled whenever the script does (nothing is known of them here). `unhooked`: runs
+    of a hooked row that ran so beside `records` (the baseline's first wave, before its runs took the package)."""
+    row = {"stage": stage, "hooked": hooked, "runs": len(records), "compiled": 0, "reused": 0, "reasons": {},
+           "unhooked": unhooked}
     for record in records:
         compiles = [e for e in record.events if e.compiled]
         if not compiles:
@@ -247,6 +249,9 @@ def describe_counts(row: dict) -> str:
                 "(no reuse)")
     none = row["runs"] - row["compiled"] - row["reused"]
     text = f"{row['stage']}: {row['compiled']} of {row['runs']} run(s) compiled, {row['reused']} reused the flag set's package"
+    if row.get("unhooked"):
+        text = (f"{row['stage']}: {row['unhooked']} run(s) without the hook, each compiling as the script does; of the "
+                f"{row['runs']} with it, {row['compiled']} compiled, {row['reused']} reused the flag set's package")
     if none:
         text += f", {none} compiled nothing"
     if row["reasons"]:
