@@ -68,3 +68,23 @@ def test_spread_keeps_ends_and_spacing():
     assert spread(list(range(5)), 8) == [0, 1, 2, 3, 4]
     assert spread(list(range(10)), 3) == [0, 4, 9] or spread(list(range(10)), 3) == [0, 5, 9]
     assert spread(list(range(10)), 0) == []
+
+
+def test_a_fault_without_an_index_check_names_an_integer_input_past_every_dimension_first():
+    # rare_only_ima_user_triton on an H200 (docs/evidence/gpu-verdict-2026-11-27.md, run d): an illegal address
+    # prints no bound, and `ids` held values up to 8.19e7 for a table of 8192 rows. Here the CPU kernel's index input
+    # is pushed the same way past every dimension it touches.
+    g = wrapper.parse_wrapper(log("cpu/wrapper_index_oob_level3.cpp"))
+    real, _ = observer("cpu/index_oob_level2_filtered.log")
+
+    def observe(kernels):
+        views, inputs = real(kernels)
+        for view in views.values():
+            if "arg1_1" in view.before:
+                view.before["arg1_1"] = view.before["arg1_1"]._replace(max=8.1893e7)
+        return views, inputs
+    c = walk(g, observe, start="cpp_fused_add_index_mul_sin_sum_0", crashed=True)
+    assert c.kind == "kernel" and c.kernel == "cpp_fused_add_index_mul_sin_sum_0"
+    assert render(c.summary).startswith("arg1_1 of cpp_fused_add_index_mul_sin_sum_0 holds values up to 8.1893e+07")
+    assert "a likely out-of-range index" in render(c.summary)
+    assert any("faulted from finite inputs" in e for e in render_all(c.evidence))  # not "good": nothing judged them

@@ -99,20 +99,22 @@ class _Walk:
         bound = self.bound if by_bound else None
         return [(v, s) for v, s in self._arg_stats(launch, launch.writes, "after") if is_bad(s, bound)]
 
-    def suspicious_indices(self, launch: Launch, inputs: list[TensorStats]) -> None:
+    def suspicious_indices(self, launch: Launch, inputs: list[TensorStats]) -> list[Fact]:
         """Integer inputs holding values past every dimension the kernel touches: likely wild indices.
 
         Not a verdict (an index may be scaled before use), but the first thing a reader should check.
         """
         dims = [d for s in inputs for d in s.dims]
         if not dims:
-            return
+            return []
+        found = []
         for s in inputs:
             if not s.is_float and s.scalar is None and s.numel and (s.max >= max(dims) or s.min < 0):
-                self.note(fact(FactKind.INDEX, "{arg} of {kernel} holds values up to {max:.6g} (min {min:.6g}), "
+                found.append(self.note(fact(FactKind.INDEX, "{arg} of {kernel} holds values up to {max:.6g} (min {min:.6g}), "
                                "past every dimension of its tensors (largest {largest}): a likely out-of-range "
                                "index", arg=self.namer.var(s.arg), kernel=kernel(launch.name), max=s.max,
-                               min=s.min, largest=max(dims)))
+                               min=s.min, largest=max(dims))))
+        return found
 
     def explain_bound(self, launch: Launch) -> Optional[str]:
         """The failed bound check in the user's terms: the input dimension, its run-time size, the index. Returns
@@ -262,15 +264,19 @@ class _Walk:
     def convict(self, launch: Launch, faulted: bool) -> Culprit:
         """A launch whose inputs are good: it made the bad values (or faulted) itself."""
         good = self.good_inputs(launch)
+        # Without a failed index check to judge integers by, "good" means only finite.
         self.culprit.summary = self.note(fact(
-            FactKind.CONVICTION, "{kernel} faulted from good inputs: {good}" if faulted else
+            FactKind.CONVICTION, ("{kernel} faulted from good inputs: {good}" if self.check is not None else
+                                  "{kernel} faulted from finite inputs: {good}") if faulted else
             "{kernel} produced bad values from good inputs: {good}", kernel=kernel(launch.name),
             good=tuple(self.tensor(s) for s in good) or "no tensor inputs"))
         for var, s in self.bad_outputs(launch):
             self.note(fact(FactKind.BAD_VALUE, "{kernel} wrote bad {var}: {tensor}", kernel=kernel(launch.name),
                            var=self.namer.var(var), tensor=self.tensor(s)))
         if faulted and self.check is None:
-            self.suspicious_indices(launch, good)
+            wild = self.suspicious_indices(launch, good)
+            if wild:
+                self.culprit.summary = wild[0]  # what a reader checks first, before the list of finite inputs
         unseen = [v for v in launch.args if self.graph.storage(v) in launch.reads
                   and self.stats(launch, v, "before") is None]
         if unseen:
