@@ -8,6 +8,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
+# What Inductor names the kernels it generates: C++ (`cpp_fused_*`), Triton (`triton_poi_*`), and AOTI's own
+# `kernel_*` for CPU kernels in some versions. A function by another name is the user's (a custom op, a Triton kernel).
+GENERATED_PREFIXES = ("cpp_", "triton_", "kernel_")
+
+
+def generated(function: str) -> bool:
+    """Whether a function or launch name is a kernel Inductor generated."""
+    return function.startswith(GENERATED_PREFIXES)
+
+
 # What counts as a launch: generated kernels, Triton call wrappers, extern ops, custom ops.
 _CALL = re.compile(
     r"^\s*(?:AOTI_TORCH_ERROR_CODE_CHECK\()?\s*"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Optional
 
-from ..aoti.wrapper import WrapperGraph
+from ..aoti.wrapper import WrapperGraph, generated
 from ..run.types import RunResult
 from .facts import FactKind, fact
 from .findings import Culprit, CulpritKind
@@ -32,7 +32,7 @@ def crash_culprit(results: list[RunResult], graph: Optional[WrapperGraph]) -> Op
     if len(counts) > 1:
         evidence.append(fact(FactKind.CRASH, "other crashed runs faulted in {others:, }",
                              others=tuple(f for f in counts if f != function)))
-    if graph is None and not site.on_device and not _bare(function).startswith(("cpp_", "triton_")):
+    if graph is None and not site.on_device and not generated(_bare(function)):
         culprit = Culprit(CulpritKind.OUTSIDE_INSTRUMENTED_KERNELS, kernel=function, evidence=evidence)
     else:
         culprit = convict_function(_bare(function), graph, None, evidence, FactKind.CRASH)
@@ -42,4 +42,4 @@ def crash_culprit(results: list[RunResult], graph: Optional[WrapperGraph]) -> Op
 
 def _bare(function: str) -> str:
     """A kernel's name as the wrapper launches it: without a C++ signature or an OpenMP outlining suffix."""
-    return function.split("(", 1)[0].split("._omp_fn", 1)[0] if function.startswith(("cpp_", "triton_")) else function
+    return function.split("(", 1)[0].split("._omp_fn", 1)[0] if generated(function) else function

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..aoti import cudacore
+from ..aoti.wrapper import generated
 from ..child.contract import CRASH_FILE, CRASH_FILE_ENV
 from ..files import NotOwnFile, read_own_text
 from . import process
@@ -139,7 +140,7 @@ def native_site(crash: NativeCrash, found: tuple[NativeFrame, bool, Optional[Nat
     function, location = resolved
     name = function or frame.symbol or f"{os.path.basename(frame.object or '?')}+{frame.offset or 0:#x}"
     via = f"called into {callee.symbol}" if callee is not None and callee.symbol else ""
-    if frame.object and _MODEL_SO.search(frame.object) and not _is_kernel(name):
+    if frame.object and _MODEL_SO.search(frame.object) and not generated(name):
         py = python_op_frame(log)
         if py is not None:
             return python_site(crash, py, "the compiled model called this Python function")
@@ -149,10 +150,6 @@ def native_site(crash: NativeCrash, found: tuple[NativeFrame, bool, Optional[Nat
 def python_site(crash: NativeCrash, frame: Frame, detail: str = "") -> CrashSite:
     name = os.path.basename(frame.path)
     return CrashSite(signal_name(crash.signal), frame.func, f"{name}:{frame.line}", name, detail, "Python stack")
-
-
-def _is_kernel(function: str) -> bool:
-    return function.startswith(("cpp_fused_", "cpp_", "triton_", "kernel_"))
 
 
 def device_site(fault: cudacore.DeviceFault) -> CrashSite:
