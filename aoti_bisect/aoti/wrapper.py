@@ -8,8 +8,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-# What Inductor names the kernels it generates: C++ (`cpp_fused_*`), Triton (`triton_poi_*`), and AOTI's own
-# `kernel_*` for CPU kernels in some versions. A function by another name is the user's (a custom op, a Triton kernel).
+# The names Inductor gives the kernels it generates (`cpp_fused_*`, `triton_poi_*`, `kernel_*`). A function by
+# another name is the user's: a custom op, a user Triton kernel.
 GENERATED_PREFIXES = ("cpp_", "triton_", "kernel_")
 
 
