@@ -713,3 +713,11 @@ def test_a_flaky_python_op_is_minified_and_the_repros_own_rate_is_stated(tmp_pat
     assert proc.returncode == (0 if rate["failures"] else 1), proc.stderr[-3000:]
     assert record["nodes_after"] <= 3 and "gather_rows" in record["ops_after"]
     assert f"{rate['failures']}/{rate['runs']}" in record["message"] or "did NOT fail" in record["message"]
+
+
+@pytest.mark.parametrize("failures, runs, cores, wave", [(10, 10, 16, 1), (3, 8, 16, 5), (3, 8, 2, 2), (1, 2, 4, 4),
+                                                         (0, 0, 8, 1)])
+def test_capture_runs_go_in_a_wave_as_wide_as_one_failure_takes(failures, runs, cores, wave):
+    # flaky_ima_user_triton on an H200 failed 3 of 8 runs: its first two captures, one after the other, passed.
+    from aoti_bisect.minify import capture_wave
+    assert capture_wave(failures, runs, cores) == wave

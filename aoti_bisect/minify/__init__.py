@@ -74,6 +74,14 @@ def runs_per_candidate(failures: int, runs: int, cap: int) -> int:
     return runs_to_observe(failures / runs, cap=cap)
 
 
+def capture_wave(failures: int, runs: int, cores: int) -> int:
+    """Capture runs at once: one for a failure that failed every run, else as many as one failure takes at the run's
+    rate (runs_per_candidate), at most the cores and CAPTURE_TRIES. Pure."""
+    if runs <= 0 or failures >= runs:
+        return 1
+    return max(1, min(cores, CAPTURE_TRIES, runs_per_candidate(failures, runs, CAPTURE_TRIES)))
+
+
 def default_jobs(graph: Graph) -> tuple[int, int]:
     """(candidates at once, GPUs to spread them over): one per GPU where the program runs on CUDA, else one per
     core this process may use."""
@@ -289,16 +297,29 @@ def _capture(run: RunFolder, out: str, report: ReportRecord, options: MinifyOpti
     run.folder("minify/runs")  # where the harness makes its run folder: a planted link is refused, not followed
     # The run's own cache root: its precompiled headers are warm, and a key of its own keeps the hooked
     # compile apart from the runs' (run/layout.py).
-    harness = Harness(out, jobs=1, reuse="none", cache_root=run.folder("cache"))
     kind = report.signature.kind
-    for index in range(CAPTURE_TRIES):
-        result = harness.run(RunSpec(argv, "capture", index, ((CAPTURE_ENV, "1"),), options.timeout_s,
-                                     hook=True))
-        folder = os.path.join(result.run_dir, CAPTURE_DIR)
-        # A flaky failure: only a call that failed holds inputs that fail.
-        if (result.signature and result.signature.kind == kind) or _missing(run, folder):
-            break
-        say(f"minify: capture run {index + 1} did not fail as the run did; trying again")
+    wave = capture_wave(report.reproduction.failures, report.reproduction.runs,
+                        options.jobs or len(os.sched_getaffinity(0)))
+    harness = Harness(out, jobs=wave, reuse="none", cache_root=run.folder("cache"))
+
+    def fails_as_the_run(r) -> bool:
+        return bool(r.signature and r.signature.kind == kind)
+
+    def done(rs) -> bool:  # a flaky failure: only a call that failed holds inputs that fail
+        return any(fails_as_the_run(r) or _missing(run, os.path.join(r.run_dir, CAPTURE_DIR)) for r in rs)
+
+    results: list = []
+    while len(results) < CAPTURE_TRIES and not done(results):
+        if results:
+            say(f"minify: {len(results)} capture run(s) did not fail as the run did; trying again")
+        more = min(wave, CAPTURE_TRIES - len(results))
+        results += harness.scheduler.run_many(
+            [RunSpec(argv, "capture", len(results) + i, ((CAPTURE_ENV, "1"),), options.timeout_s, hook=True)
+             for i in range(more)])
+    if not results:
+        return None, "no capture run finished (interrupted)"
+    result = next((r for r in results if fails_as_the_run(r)), results[-1])
+    folder = os.path.join(result.run_dir, CAPTURE_DIR)
     manifest = _read_json(run, os.path.relpath(os.path.join(folder, CAPTURE_RECORD), run.root))
     if not _missing(run, folder):
         return folder, None
