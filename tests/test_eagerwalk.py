@@ -215,3 +215,14 @@ def test_a_control_with_nothing_miscompiled_convicts_no_kernel():
     # the reduction's running sums (buf1, buf2) are the kernel's scratch, never held against `mean`
     assert "buf1" not in lines[-1]
     assert "aoti_torch_cpu_addmm_out wrote buf0 ([8, 32] float32) = eager `linear`" in lines[-1]
+
+
+def test_a_constant_read_is_held_against_its_own_eager_value_not_the_nearest_of_its_shape():
+    # stale_buffer_after_linear_cuda on an H200: the stale `shift` (0 in the package, -0.5 in the module) lay nearer
+    # eager `fc1_bias` than its own value, and the evidence named fc1_bias.
+    graph = real_graph()
+    saved = Saved((8, 8), "float32", 1e-5, 1e-4, (Pair("fc1_weight", 0.25, False), Pair("proj_weight", 0.5, False)))
+    walk = EagerWalk("differs", call=0, saved={("before", "aoti_torch_cpu_addmm_out_proj_weight"): saved})
+    c = walk_eager(graph, walk, lambda launch: ())
+    assert c.kind == "constant" and c.input_name == "proj_weight"
+    assert "differs from eager `proj_weight` by up to 0.5" in render(c.summary)

@@ -184,8 +184,8 @@ def walk_eager(graph: WrapperGraph, walk: EagerWalk, nodes_of: Callable[[Launch]
     for launch in graph.launches:
         reads = [v for v in launch.args if graph.storage(v) in launch.reads]
         writes = [v for v in launch.args if graph.storage(v) in launch.writes]
-        seen = {v: judge(walk.around("before", launch.name, v), _read_reference(graph, walk, launch, v, nodes_of),
-                         walk) for v in reads}
+        seen = {v: judge(saved, _read_reference(graph, walk, launch, v, nodes_of, saved), walk)
+                for v in reads for saved in (walk.around("before", launch.name, v),)}
         for v in reads:
             if seen[v].state == "differs":
                 return _ended(_bad_read(graph, launch, v, seen[v], head, namer), gaps)
@@ -224,10 +224,17 @@ def _escapes(graph: WrapperGraph, launch: Launch, var: str) -> bool:
 
 
 def _read_reference(graph: WrapperGraph, walk: EagerWalk, launch: Launch, var: str,
-                    nodes_of: Callable[[Launch], tuple[str, ...]]) -> Reference:
-    """A read is held against what its producer computed: an extern's part of a node is not the node."""
+                    nodes_of: Callable[[Launch], tuple[str, ...]], saved: Optional[Saved]) -> Reference:
+    """A read is held against what its producer computed: an extern's part of a node is not the node. A constant
+    read is held against the eager value of its own name where one was compared: the closest value of its shape
+    may be another weight (a stale `shift` of 0 lay nearer `fc1_bias` than the module's own -0.5)."""
     producer = graph.producer(var, launch.index)
-    return reference(walk, producer, nodes_of(producer)) if producer is not None else Reference(())
+    if producer is not None:
+        return reference(walk, producer, nodes_of(producer))
+    own = graph.storage(var)
+    if graph.is_constant(var) and saved is not None and any(p.node == own for p in saved.pairs):
+        return Reference((own,))
+    return Reference(())
 
 
 def _gap(launch: Launch, var: str, j: Judged, namer: Namer) -> Fact:
