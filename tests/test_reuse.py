@@ -420,6 +420,22 @@ def test_a_flag_set_queued_between_stages_compiles_at_once_and_its_stage_waits_f
 
 
 @pytest.mark.slow
+def test_a_batch_whose_slots_all_compile_ahead_waits_for_one_instead_of_ending_with_its_runs_unrun(tmp_path, repro):
+    # Two compile-only runs of other flag sets hold both slots when a stage's batch begins: the batch waits for a
+    # slot (narrowed_dynamic_dim's sanity stage once ended with no run this way, and the input went unnamed).
+    h = harness(tmp_path, reuse="hooked", jobs=2, COMPILE_S="3", LOAD="1")
+    argv = (sys.executable, repro)
+    h.scheduler.ahead([RunSpec(argv, "ahead-trace", 0, NAN, 300.0, True),
+                       RunSpec(argv, "ahead-printer", 0, (("AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER", "3"),),
+                               300.0, True)], now=True)
+    ran = h.scheduler.run_many([RunSpec(argv, "sanity", 1, (("AOTI_RUNTIME_CHECK_INPUTS", "1"),), 300.0, True)])
+    h.scheduler.finish_ahead()
+    assert len(ran) == 1 and len(h.scheduler.ahead_results) == 2
+    # A compile-only run ends at its first load, before END: it compiled for COMPILE_S (3 s) after its START.
+    assert _stamp(ran[0], "START") > min(_stamp(a, "START") for a in h.scheduler.ahead_results) + 3
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs, twins", [(4, True), (2, False)])
 def test_runs_that_compile_anyway_start_beside_their_keys_first_run_in_slots_the_ahead_runs_leave(tmp_path, repro,
                                                                                                  jobs, twins):

@@ -92,10 +92,13 @@ class Scheduler:
             if alone in running:
                 self._start_ahead(len(running))
             if not running:
-                building = self._compiling_ahead(pending[0]) if pending and not stop(results) else None
-                if building is None:
+                # Nothing of the batch runs: it is done, or compile-only runs hold the slots (or build the key
+                # the next run needs), and then the batch waits for one of them, never ends with runs unrun.
+                with self._lock:
+                    holding = list(self._ahead_running)
+                if not pending or stop(results) or not holding:
                     break
-                wait([building], timeout=0.5)
+                wait(holding, timeout=0.5, return_when=FIRST_COMPLETED)
                 continue
             done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
             running -= done
