@@ -29,6 +29,7 @@ RUN_MARK = "AOTI_BISECT_RUN"  # <token> in every process of a run: whose an orph
 # Where the preloaded crash witness (run/witness.c, which spells it again) appends a crashing process's native stack.
 CRASH_FILE_ENV = "AOTI_BISECT_CRASH_FILE"
 DB_ENV = "AOTI_BISECT_DB"  # the user's, not a run's: the nightly history database (cli.py)
+HEADERS_ENV = "AOTI_BISECT_HEADERS"  # the user's: one folder of precompiled headers for every run (run/layout.py)
 
 # -- the lines a child script prints, each followed by a space and its JSON answer (LOADED alone) -------------
 PROBE_MARK = "AOTI_BISECT_PROBE"  # probe.py

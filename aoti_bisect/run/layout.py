@@ -20,13 +20,13 @@ import threading
 from typing import Optional
 
 from ..aoti import flags
+from ..child.contract import HEADERS_ENV
 from ..files import RunFolder, RunFolderError, user_name, write_new
 from .types import RunResult, RunSpec
 
 
-# A folder of precompiled headers shared beyond one cache root (several bisections or a test session on one
-# machine), where the environment names one; else each cache root keeps its own (precompiled-headers/).
-HEADERS_ENV = "AOTI_BISECT_HEADERS"
+# HEADERS_ENV: a folder of precompiled headers shared beyond one cache root (several bisections or a test session
+# on one machine), where the environment names one; else each cache root keeps its own (precompiled-headers/).
 
 
 def headers_folder(cache_root: str) -> str:
