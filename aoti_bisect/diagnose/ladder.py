@@ -13,7 +13,7 @@ import time
 from typing import Callable, Optional
 
 from ..aoti import flags, reinstrument, wrapper
-from ..aoti.hook_record import Names, PackageEvent
+from ..aoti.hook_record import HookRecord, Names, PackageEvent
 from ..run.checkers import Missing
 from ..run.types import RunBatch, RunResult, RunSpec
 from ..stats import Rate, runs_to_observe
@@ -78,7 +78,7 @@ class Ladder:
         self.clues = Clues()
         self.started = clock()
         self.namer = Namer()
-        self._records: list = []  # hook records of the hooked runs so far: the user's names
+        self._hooks: dict[str, HookRecord] = {}  # each hooked run's record, by its spec's name: read once
         self._copies_prepared = False
 
     # -- running ---------------------------------------------------------------------------------
@@ -147,8 +147,7 @@ class Ladder:
         return any(s.name == name for s in self.stages)
 
     def _learn_names(self, stage: Stage) -> None:
-        self._records += [self.evidence.hook(r) for r in stage.results]
-        names = Names.of(self._records)
+        names = Names.of([self._hook(r) for s in self.stages if s.hook for r in s.results])
         graph = next((g for s in self.stages if (g := self.graph(s)) is not None), None)
         self.namer = Namer(names.inputs, names.constants, tuple(graph.inputs) if graph else (), names.exported)
 
@@ -177,8 +176,7 @@ class Ladder:
                 after = rung
                 continue
             rung.run(self, out)
-            if rung.name == StageName.SANITY and out.culprit is None and self.clues.crash is None \
-                    and eager.likely(out.signature) and self.opt.asked(StageName.EAGER):
+            if rung.name == StageName.SANITY and eager.goes_first(self, out) and self.opt.asked(StageName.EAGER):
                 # A wrong value the input and NaN checks did not explain: the eager stage's compile overlaps the
                 # one-run stages before it, instead of following them.
                 self.ahead([self._ahead_spec(StageName.EAGER, flags.EAGER)], True)
@@ -368,10 +366,15 @@ class Ladder:
         runs = [r for r in hooked if r.failed] or hooked
         found: dict[str, PackageEvent] = {}
         for r in runs:
-            for e in self.evidence.hook(r).events:
+            for e in self._hook(r).events:
                 if not e.compiled and not e.built_here and e.redirect != "private" and e.sha256:
                     found.setdefault(e.sha256, e)
         return list(found.values())
+
+    def _hook(self, result: RunResult) -> HookRecord:
+        if result.spec.name not in self._hooks:
+            self._hooks[result.spec.name] = self.evidence.hook(result)
+        return self._hooks[result.spec.name]
 
     def _prepare_copies(self) -> None:
         """The trace's copies of a package the runs loaded without building it start building as soon as a hooked

@@ -71,11 +71,11 @@ def run(ctx: StageContext, out: Findings) -> None:
         culprit.kind, culprit.kernel = CulpritKind.KERNEL, suspect
         culprit.evidence.insert(0, fact(FactKind.LAUNCH, "the trace shows {kernel} never finished; inspection could "
                                         "not read its inputs, so this rests on the trace alone", kernel=kernel(suspect)))
+    if probes:
+        probes[-1].finding = joined(probes[-1].finding, culprit.evidence[-1] if culprit.evidence else None)
     if out.culprit is not None and not out.culprit.pinned:
         culprit.evidence.extend(out.culprit.evidence)  # what an earlier stage learnt without convicting (the eager walk)
     out.culprit = culprit
-    if probes:
-        probes[-1].finding = joined(probes[-1].finding, culprit.evidence[-1] if culprit.evidence else None)
 
 
 def _index_bound(ctx: StageContext, out: Findings) -> Optional[checks.IndexBound]:
