@@ -658,15 +658,17 @@ def test_a_rare_crash_that_names_a_generated_kernel_convicts_at_once_and_the_wal
     assert "the walk ran after the verdict" in render(stage(out, "inspect").finding)
 
 
-def test_a_crash_that_fails_every_run_is_walked_before_the_verdict():
+def test_a_crash_that_fails_every_run_convicts_before_the_walk_compiles():
     ima = sig("illegal_memory_access", "run", "CUDA error: an illegal memory access was encountered")
     site = CrashSite("Warp Illegal Address", "cpp_fused_add_index_mul_sin_sum_0", "k.py:26", None, "", DEVICE_DUMP)
     told = []
     world = World(lambda spec: ima, site)
     out = Ladder(["python", "repro.py"], world.run_batch,
                  Seen("cpu/wrapper_index_oob_level3.cpp", level2_log="cpu/index_oob_level2_filtered.log"),
-                 Options(budget=0.0), on_walk=told.append).run()
-    assert not told and world.ran("inspect") and out.verdict_runs == len(world.specs)
+                 Options(budget=0.0), on_walk=lambda out: told.append(len(world.specs))).run()
+    (ran,) = told
+    assert not any(spec.stage == "inspect" for spec in world.specs[:ran]) and world.ran("inspect")
+    assert out.culprit.kernel == "cpp_fused_add_index_mul_sin_sum_0" and out.verdict_runs == ran
 
 
 def test_after_a_crash_the_input_check_still_convicts_the_input_that_made_the_kernel_fault():

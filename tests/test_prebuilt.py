@@ -252,7 +252,8 @@ def test_a_compile_to_a_fixed_path_stays_private_to_its_run(tmp_path, fake_torch
 class Prebuilt:
     """Evidence of runs that load /pkg/model.pt2 without building it; records what it was asked to build."""
 
-    def __init__(self, problem=None, failing_level=3):
+    def __init__(self, problem=None, failing_level=3, finished=False):
+        self.finished = finished  # the traced launch finished: the runs ran to the end (a NaN, not a crash)
         self.asked = []
         self.prepared = []
         self.problem = problem
@@ -261,8 +262,11 @@ class Prebuilt:
     def hook(self, result):
         return HookRecord((PackageEvent("aoti_load_package", "returned", "/pkg/model.pt2", "ab" * 32, False),))
 
-    def prepare(self, packages, level):
+    def prepare(self, packages, level, walk=None):
         self.prepared.append(([p.path for p in packages], level, len(self.asked)))
+        if walk is not None:  # the copy's graph is the wrapper's the trace's runs see
+            self.prepared.append(([p.path for p in packages], 2, walk(wrapper.parse_wrapper(data("plain.wrapper.cpp"))),
+                                  len(self.asked)))
 
     def instrumented(self, packages, level, kernels):
         self.asked.append(([p.path for p in packages], level, kernels))
@@ -278,7 +282,8 @@ class Prebuilt:
 
     def trace(self, result):
         copied = "AOTI_BISECT_REDIRECT" in result.spec.env_dict
-        return printer.parse_trace([f"[ before_launch: {KERNELS[0]} ]"] if copied else [])
+        lines = [f"[ before_launch: {KERNELS[0]} ]"] + ([f"[ after_launch: {KERNELS[0]} ]"] if self.finished else [])
+        return printer.parse_trace(lines if copied else [])
 
     def graph(self, result):  # the copy's wrapper: a run that loaded none compiled none
         copied = "AOTI_BISECT_REDIRECT" in result.spec.env_dict
@@ -315,9 +320,32 @@ def test_the_ladder_hands_the_trace_stage_a_copy_of_the_package_the_runs_did_not
     assert inspect.env["AOTI_BISECT_REDIRECT"] == "/out/redirect-L2.json"
     assert seen.asked == [(["/pkg/model.pt2"], 3, ()), (["/pkg/model.pt2"], 2, (KERNELS[0],))]
     # The trace's copy started building once a hooked run (sanity's) showed the package, before the trace asked.
+    # The walk starts where the trace names the unfinished launch: its copy waits for the trace.
     assert seen.prepared == [(["/pkg/model.pt2"], 3, 0)]
     assert render(trace.finding).startswith(f"last launch without after_launch: {KERNELS[0]}")
     assert out.culprit.kind == "kernel" and out.culprit.kernel == KERNELS[0]
+
+
+def test_a_nan_in_a_package_the_runs_did_not_build_has_the_walks_first_copy_built_before_the_trace_runs():
+    # prebuilt_package's shape: no crash, so the walk starts at the graph's outputs, which the trace's copy shows.
+    def nan_always(specs, on_result, stop):
+        from aoti_bisect.run.types import ProcessExit, RunResult, Signature
+        done = []
+        for spec in specs:
+            if stop(done):
+                return
+            r = RunResult(spec, Outcome.FAILED, ProcessExit(1, None, False, 0.1, 0), "r", "r/output.log",
+                          Signature("nan_inf", "run", "non-finite output", None, "n"), "cache")
+            done.append(r)
+            on_result(r)
+    seen = Prebuilt(finished=True)
+    Ladder(["python", "repro.py"], nan_always, seen,
+           Options(runs=2, max_runs=2, stages=("baseline", "sanity", "trace", "inspect"))).run()
+    (trace_copy, walk_copy) = seen.prepared
+    inspected = [a for a in seen.asked if a[1] == 2]
+    assert trace_copy[1:] == (3, 0) and walk_copy[1] == 2
+    # Prepared before the trace asked for its copy, for exactly the kernels the walk's first compile then asked for.
+    assert walk_copy[3] == 0 and inspected and walk_copy[2] == inspected[0][2]
 
 
 def test_a_copy_prepared_beside_the_runs_is_built_once_and_the_stage_that_asks_waits_for_it(tmp_path, monkeypatch):
@@ -329,7 +357,11 @@ def test_a_copy_prepared_beside_the_runs_is_built_once_and_the_stage_that_asks_w
         calls.append((level, kernels))
         started.set()
         release.wait(10)
-        return rebuild.Copy(original, sha256, path=os.path.join(folder, "model.pt2"))
+        os.makedirs(os.path.join(folder, "sources"))
+        shutil.copy(os.path.join(DATA, "plain.wrapper.cpp"),
+                    os.path.join(folder, "sources", "model.wrapper.cpp"))
+        return rebuild.Copy(original, sha256, path=os.path.join(folder, "model.pt2"),
+                            sources=os.path.join(folder, "sources"))
     monkeypatch.setattr(rebuild, "build", build)
     evidence = RunEvidence(str(tmp_path / "prebuilt"))
     package = PackageEvent("aoti_load_package", "returned", "/pkg/model.pt2", "ab" * 32, False)
@@ -339,6 +371,18 @@ def test_a_copy_prepared_beside_the_runs_is_built_once_and_the_stage_that_asks_w
     got = evidence.instrumented([package], reinstrument.TRACE_LEVEL, ())
     assert calls == [(reinstrument.TRACE_LEVEL, ())] and got.copies[0].path.endswith("model.pt2")
     assert os.path.isfile(got.env["AOTI_BISECT_REDIRECT"])
+    # The walk's first copy follows in the builder, for the kernels picked from the first copy's launch graph.
+    picked, ready = [], threading.Event()
+
+    def walk(graph):
+        picked.append(graph)
+        ready.set()
+        return (KERNELS[0],)
+    evidence.prepare([package], reinstrument.TRACE_LEVEL, walk)
+    assert ready.wait(10)
+    evidence.instrumented([package], reinstrument.INSPECT_LEVEL, (KERNELS[0],))
+    assert KERNELS[0] in [launch.name for launch in picked[0].launches]
+    assert calls == [(reinstrument.TRACE_LEVEL, ()), (reinstrument.INSPECT_LEVEL, (KERNELS[0],))]
 
 
 def test_a_package_that_cannot_be_rebuilt_is_named_with_why_in_the_trace_finding():

@@ -13,11 +13,11 @@ from aoti_bisect.diagnose.crash import crash_culprit
 from aoti_bisect.aoti import wrapper
 from aoti_bisect.run import process
 from aoti_bisect.run.classify import fingerprint
-from aoti_bisect.run.harness import _with_crash
+from aoti_bisect.run.harness import Harness, _with_crash
 from aoti_bisect.run.classify import Frame
 from aoti_bisect.report.facts import render
 from aoti_bisect.run.types import DEVICE_DUMP, CrashSite, Outcome, ProcessExit, RunResult, RunSpec, Signature
-from aoti_bisect.run.witness import (Witness, culprit_frame, native_site, parse, parse_addr2line,
+from aoti_bisect.run.witness import (Witness, assert_site, culprit_frame, native_site, parse, parse_addr2line,
                                      python_op_frame, uncaught_exception)
 
 LOGS = "tests/logs/cpu/"
@@ -280,3 +280,46 @@ def test_without_cuda_gdb_a_run_carries_no_dump_settings(tmp_path):
     env = witness.env(str(tmp_path / "run"))
     assert "CUDA_ENABLE_COREDUMP_ON_EXCEPTION" not in env
     assert witness.env(str(tmp_path / "run"), checked=True) == {}  # a memory checker's run gets neither
+
+
+# -- CUDA: a device assert's printed lines (the driver dumps such an assert only now and then) -----------------------
+ASSERTING = """
+import os, sys
+# What device_assert_oob printed on an H200 (tests/logs/cuda/device_assert_oob.log), its kernel's file where the run
+# compiled it; then the abort of the package's destructor at exit that the real run ended with.
+kernel = os.path.join(sys.argv[1], "ckdilxl5r3gu4srou4mty6dxvgv3jqg34fsv6uqau7r5r7gusg3p.py")
+with open(sys.argv[2]) as src, open(kernel, "w") as out:
+    out.write(src.read())
+with open(sys.argv[3]) as f:
+    sys.stderr.write(f.read().replace("/tmp/cache/oob_base/inductor/kd", sys.argv[1]))
+sys.stderr.flush()
+os.abort()
+"""
+
+
+def test_a_device_assert_names_its_kernel_from_the_lines_it_printed(tmp_path):
+    script = tmp_path / "asserting.py"
+    script.write_text(ASSERTING)
+    (tmp_path / "cache").mkdir()
+    harness = Harness(str(tmp_path / "run"))
+    harness.environment.witness.cuda_gdb = None  # no dump: the case this reads the printed lines for
+    result = harness.run(RunSpec((sys.executable, str(script), str(tmp_path / "cache"),
+                                  os.path.abspath("tests/logs/cuda/triton_kernel_device_assert_oob.py.txt"),
+                                  os.path.abspath("tests/logs/cuda/device_assert_oob.log")), "baseline", 0, (), 60.0))
+    assert result.signature.kind == "device_assert" and result.crash_problem is None
+    site = result.crash
+    assert site.on_device and site.function == "triton_poi_fused_add_index_mul_sin_0"
+    assert site.location == "ckdilxl5r3gu4srou4mty6dxvgv3jqg34fsv6uqau7r5r7gusg3p.py:35"
+    assert site.detail == "block (4,0,0), thread (1,0,0)" and "0 <= tmp8 < 100" in site.how
+    culprit = crash_culprit([result], None)  # no wrapper: a package the runs did not build convicts the same way
+    assert culprit.kind == "kernel" and culprit.kernel == "triton_poi_fused_add_index_mul_sin_0"
+    assert "by the run's own device-side assert's printed lines" in render(culprit.summary)
+
+
+def test_an_assert_whose_kernel_file_is_gone_or_whose_line_is_missing_names_no_site():
+    with open("tests/logs/cuda/device_assert_oob.log") as f:
+        text = f.read()
+    path = "/tmp/cache/oob_base/inductor/kd/ckdilxl5r3gu4srou4mty6dxvgv3jqg34fsv6uqau7r5r7gusg3p.py"
+    assert assert_site(path, text) is None  # the kernel's file was not read: its name is unknown
+    assert assert_site(None, text) is None
+    assert assert_site("triton_poi_fused_0", "RuntimeError: CUDA error: device-side assert triggered\n") is None

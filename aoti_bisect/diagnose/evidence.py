@@ -21,13 +21,17 @@ from ..aoti.eagerwalk import EagerWalk, read_eager_walk
 from ..aoti.fakecheck import FakeCheck, read_fakecheck
 from ..aoti.hook_record import HookRecord, PackageEvent, read_hook
 from ..child.contract import REDIRECT_ENV
-from ..files import RunFolder, RunFolderError, atomic_write, read_log
+from ..files import RunFolder, RunFolderError, atomic_write, read_log, read_text
 from ..aoti.package import PackageFacts, read_package
 from ..aoti.provenance import KernelInfo, read_kernel_information
 from ..run import process, rebuild
 from ..run.registry import native_backtrace
 from ..run.toolchains import Experiment
 from ..run.types import RunResult
+
+
+# The kernels a walk's first compile prints, picked from a launch graph (diagnose/walk.py, first_probe).
+Probe = Callable[[wrapper.WrapperGraph], tuple[str, ...]]
 
 
 @dataclass(frozen=True)
@@ -64,8 +68,10 @@ class Evidence(Protocol):
     def instrumented(self, packages: list[PackageEvent], level: int, kernels: tuple[str, ...]) -> Instrumented:
         """Copies of `packages` (loaded, not built, by the runs) printing what printer `level` prints."""
 
-    def prepare(self, packages: list[PackageEvent], level: int) -> None:
-        """Starts building the copies `instrumented` will be asked for at `level`, beside the runs before that."""
+    def prepare(self, packages: list[PackageEvent], level: int, walk: Optional[Probe] = None) -> None:
+        """Starts building the copies `instrumented` will be asked for at `level`, beside the runs before that; with
+        `walk`, then the walk's first copies: printer level 2 for the kernels `walk` picks from the launch graph
+        the first copy shows."""
 
     def package_device(self, path: str) -> Optional[str]:
         """The device a package on disk was compiled for (None: unreadable)."""
@@ -168,12 +174,28 @@ class RunEvidence:
     def package_device(self, path: str) -> Optional[str]:
         return reinstrument.device_of(path)
 
-    def prepare(self, packages: list[PackageEvent], level: int) -> None:
+    def prepare(self, packages: list[PackageEvent], level: int, walk: Optional[Probe] = None) -> None:
         with self._lock:
             if self._builder is None:
                 self._builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="instrument")
         for p in packages:
             self._builder.submit(self._copy, p, level, ())
+        if walk is not None:
+            for p in packages:
+                self._builder.submit(self._walk_copy, p, level, walk)
+
+    def _walk_copy(self, p: PackageEvent, level: int, walk: Probe) -> None:
+        graph = self._copied_graph(self._copy(p, level, ()))
+        if graph is not None:
+            self._copy(p, reinstrument.INSPECT_LEVEL, walk(graph))
+
+    @staticmethod
+    def _copied_graph(copy: rebuild.Copy) -> Optional[wrapper.WrapperGraph]:
+        for path in wrapper.find_wrappers(copy.sources) if copy.sources else ():
+            graph = wrapper.parse_wrapper(read_text(path), path, wrapper.extern_nodes_for(path))
+            if graph.launches:
+                return graph
+        return None
 
     def _copy(self, p: PackageEvent, level: int, kernels: tuple[str, ...]) -> rebuild.Copy:
         """The copy, built once: a second asker of a key being built waits for it (two builds would share a folder)."""

@@ -26,6 +26,8 @@ from .findings import Culprit, CulpritKind, Findings, Stage, StageName, dominant
 from .memcheck import MEMORY_FAULTS
 from .stages import AHEAD, LATER, baseline, eager, unmask
 from .stages.rung import Rung
+from .stages.trace import FAULT_KINDS
+from .walk import first_probe
 
 # Failures only a CUDA repro has: a package the runs did not build (nothing compiled, no hook record) is still
 # checked by compute-sanitizer, not valgrind.
@@ -195,10 +197,10 @@ class Ladder:
         return RunSpec(tuple(self.argv), f"ahead-{name}", 0, tuple(sorted(env.items())), self.opt.timeout, True)
 
     def _walks_after_verdict(self, rung: Rung) -> bool:
-        """Whether the walk goes after the verdict: a crashed run named the faulting kernel, which convicts, and some
-        baseline runs passed, so the walk would first wait for another crash (1/rate runs) to read its inputs."""
-        base = self.stages[0].rate
-        return rung.name == StageName.INSPECT and self.clues.crash is not None and base.failures < base.runs
+        """Whether the walk goes after the verdict: a crashed run named the faulting kernel, which convicts. The walk
+        costs a compile of its own, and where some runs pass it waits for another crash (1/rate runs) to read the
+        kernel's inputs; the verdict waits for neither."""
+        return rung.name == StageName.INSPECT and self.clues.crash is not None
 
     def _walk_after_verdict(self, rung: Rung, out: Findings) -> None:
         """The walk from the kernel the crash named, after the verdict: it keeps the culprit (adding what its inputs
@@ -378,13 +380,22 @@ class Ladder:
 
     def _prepare_copies(self) -> None:
         """The trace's copies of a package the runs loaded without building it start building as soon as a hooked
-        run shows it: each costs a compile, which then overlaps the stages before the trace."""
+        run shows it: each costs a compile, which then overlaps the stages before the trace. Where the walk's start
+        is known before the trace runs (a crash named its kernel, or a failure the trace names no kernel for, which
+        starts at the graph's outputs), the walk's first copy follows, for the kernels the trace's copy shows."""
         if self._copies_prepared or not self.opt.asked(StageName.TRACE) or self.ran(StageName.TRACE):
             return
         files = [e for e in self._prebuilt() if e.path is not None]
-        if files:
-            self._copies_prepared = True
-            self.evidence.prepare(files, reinstrument.TRACE_LEVEL)
+        if not files:
+            return
+        self._copies_prepared = True
+        sig = dominant(self.stages[0].failures)
+        probe = None
+        if self.opt.asked(StageName.INSPECT) and (self.clues.suspect is not None or
+                                                   (sig is not None and sig.kind not in FAULT_KINDS)):
+            suspect, cap = self.clues.suspect, self.opt.inspect_cap
+            probe = lambda graph: tuple(first_probe(graph, suspect, cap))  # noqa: E731
+        self.evidence.prepare(files, reinstrument.TRACE_LEVEL, probe)
 
     def instrumented(self, level: int, kernels: tuple[str, ...] = ()) -> tuple[dict[str, str], tuple[str, ...]]:
         """The env that hands a stage's runs instrumented copies of the packages the failing hooked runs

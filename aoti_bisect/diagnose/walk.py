@@ -32,6 +32,26 @@ def spread(items: list, k: int) -> list:
     return [items[round(i * (len(items) - 1) / (k - 1))] for i in range(k)]
 
 
+def _batch(graph: WrapperGraph, launches: list[Launch], seen, cap: int) -> list[str]:
+    """The kernels one compile prints: these launches not `seen` yet, and a spread of their unseen ancestors."""
+    wanted = [launch for launch in launches if launch.name not in seen]
+    if not wanted:
+        return []
+    names = list(dict.fromkeys(launch.name for launch in wanted))
+    ancestors: dict[int, Launch] = {}
+    for launch in wanted:
+        ancestors.update((a.index, a) for a in graph.ancestors(launch) if a.name not in seen)
+    extra = [a.name for a in spread([ancestors[i] for i in sorted(ancestors)], cap - len(names))]
+    return list(dict.fromkeys(names + extra))
+
+
+def first_probe(graph: WrapperGraph, start: Optional[str], cap: int = 8) -> list[str]:
+    """The kernels the walk's first compile prints, known before anything is observed: a copy of a package the
+    runs did not build can be instrumented for them while earlier stages run."""
+    launches = graph.output_producers() if start is None else graph.by_name(start)[:1]
+    return _batch(graph, launches, {}, max(1, cap))
+
+
 class _Walk:
     def __init__(self, graph: WrapperGraph, observe: Observe, bound: Optional[IndexBound], cap: int,
                  namer: Namer, source: Source) -> None:
@@ -51,15 +71,9 @@ class _Walk:
 
     def ensure(self, launches: list[Launch]) -> None:
         """Observe these launches (and, in the same compile, a spread of their unobserved ancestors)."""
-        wanted = [launch for launch in launches if launch.name not in self.views]
-        if not wanted:
+        batch = _batch(self.graph, launches, self.views, self.cap)
+        if not batch:
             return
-        names = list(dict.fromkeys(launch.name for launch in wanted))
-        ancestors: dict[int, Launch] = {}
-        for launch in wanted:
-            ancestors.update((a.index, a) for a in self.graph.ancestors(launch) if a.name not in self.views)
-        extra = [a.name for a in spread([ancestors[i] for i in sorted(ancestors)], self.cap - len(names))]
-        batch = list(dict.fromkeys(names + extra))
         self.culprit.probes.append(batch)
         views, inputs = self.observe(batch)
         self.views.update(views)

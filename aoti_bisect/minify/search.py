@@ -255,16 +255,18 @@ class Trials:
 
     def verify(self, out: str, kept: tuple[str, ...]) -> tuple[Rate, Optional[str]]:
         """Runs repro.py from a copy of just its files in a fresh temporary folder, max(runs, VERIFY_RUNS) times
-        (the first compiles, the others run its package): how often it fails as the run did, and the first
-        failure's signature (else the last run's answer)."""
+        (the first compiles, the others run its package, --jobs at once): how often it fails as the run did, and
+        the first failure's signature (else the last run's answer)."""
         failures, first, last = 0, None, "passed"
         n = max(self.runs, VERIFY_RUNS)
         with tempfile.TemporaryDirectory(prefix="aoti-bisect-minify-") as tmp:
             for name in (PROGRAM, INPUTS, *self.graph.libraries):
                 if os.path.isfile(os.path.join(out, name)):
                     shutil.copy(os.path.join(out, name), tmp)
-            for run in range(n):
-                exit, text = self._execute(tmp, 0, run)
+            done = [self._execute(tmp, 0, 0)]
+            with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+                done += pool.map(lambda run: self._execute(tmp, run % self.jobs, run), range(1, n))
+            for run, (exit, text) in enumerate(done):
                 outcome, signature = classify(text, exit)
                 if run == 0:
                     write_file(os.path.join(out, "verify.log"), text)

@@ -14,7 +14,8 @@ from .types import Outcome, ProcessExit, Signature
 _TB_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+),? in (?P<func>\S+)')
 _FINAL_EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failed|Fault))(?:: (?P<msg>.*))?$")
 _THREAD_SPAM = re.compile(r"block: \[[\d,]+\], thread: \[[\d,]+\]")
-_TRITON_ASSERT = re.compile(r"^(?P<path>/\S+\.py):(?P<line>\d+): \S+: block: \[.*Assertion `(?P<cond>.*)` failed", re.M)
+_TRITON_ASSERT = re.compile(r"^(?P<path>/\S+\.py):(?P<line>\d+): \S+: block: \[(?P<block>[\d,]+)\], "
+                            r"thread: \[(?P<thread>[\d,]+)\].*Assertion `(?P<cond>.*)` failed", re.M)
 _CPP_KERNEL = re.compile(r"Exception raised from (?P<kernel>(?:cpp_fused|triton|cpp)_\w+) at (?P<path>\S+?)(?::\d+)? ")
 _GLOG_PREFIX = re.compile(r"^\[[EWIF]\d{4} [\d:.]+ \S+\] ")
 _HASH_TOKEN = re.compile(r"\b[a-z0-9]{40,64}\b")
@@ -147,17 +148,34 @@ def phase_of(frames: list[Frame], text: str) -> str:
     return "unknown"
 
 
+@dataclass(frozen=True)
+class TritonAssert:
+    """The first line a failed Triton device assert printed: its kernel's source file and line, and who hit it."""
+
+    path: str
+    line: int
+    block: tuple[int, ...]
+    thread: tuple[int, ...]
+    condition: str
+
+
+def triton_assert(text: str) -> Optional[TritonAssert]:
+    m = _TRITON_ASSERT.search(text)
+    if m is None:
+        return None
+    block, thread = (tuple(int(x) for x in m[k].split(",") if x) for k in ("block", "thread"))
+    return TritonAssert(m["path"], int(m["line"]), block, thread, m["cond"])
+
+
 def kernel_named(text: str) -> Optional[str]:
     """A kernel the log itself names: a CPU kernel's exception, a Triton assert's source, the last printer launch."""
     m = _CPP_KERNEL.search(text)
     if m:
         return m["kernel"]
-    for line in text.splitlines():
-        t = _TRITON_ASSERT.match(line)
-        if t:
-            return t["path"]
+    failed = triton_assert(text)
+    if failed:
+        return failed.path
     return parse_trace(text.splitlines()).unfinished
-
 
 
 def fingerprint(kind: str, phase: str, message: str, kernel: Optional[str]) -> str:
@@ -217,8 +235,8 @@ def classify(text: str, exit: ProcessExit) -> tuple[Outcome, Optional[Signature]
                 # The final exception is often a generic wrapper ("run_func_(...) API call failed"): the
                 # line that names the failure says more.
                 message = _one_line(_GLOG_PREFIX.sub("", _line_at(text, m.start())))
-            if kind == "device_assert" and (a := _TRITON_ASSERT.search(text)):
-                message = f"device-side assert: `{a['cond']}` failed at {a['path'].rsplit('/', 1)[-1]}:{a['line']}"
+            if kind == "device_assert" and (a := triton_assert(text)):
+                message = f"device-side assert: `{a.condition}` failed at {a.path.rsplit('/', 1)[-1]}:{a.line}"
             if phase == "unknown" and kind in ("nan_inf", "device_assert", "illegal_memory_access",
                                                "index_out_of_bounds", "input_mismatch", "device_mismatch"):
                 # Only kernels running (or the script checking their output) fail like this; CUDA errors

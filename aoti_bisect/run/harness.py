@@ -12,13 +12,16 @@ from typing import Optional
 
 from ..aoti import cudacore
 from ..aoti.wrapper import triton_kernel_name
-from ..files import read_log
+from ..files import read_log, read_own_text
 from . import process
 from .classify import classify, fingerprint
 from .environment import Environment
 from .layout import Layout
 from .scheduler import Scheduler
 from .types import CrashSite, Outcome, ProcessExit, RunResult, RunSpec, Signature
+from .witness import assert_site
+
+MAX_KERNEL_SOURCE = 1 << 20  # a generated Triton kernel's file is a few KiB
 
 
 class Harness:
@@ -54,6 +57,10 @@ class Harness:
             signature = _resolve_triton_source(signature)
         crash, crash_problem = (self.environment.witness.read(run_path, exit, text) if outcome.is_failure
                                 else (None, None))
+        if crash is None and signature is not None and signature.kind == "device_assert":
+            # No dump of the assert (the driver writes one only now and then): the lines the device printed name it.
+            crash = assert_site(signature.kernel, text)
+            crash_problem = crash_problem if crash is None else None
         if crash is not None and signature is not None:
             signature = _with_crash(signature, crash)
         result = RunResult(spec, outcome, exit, run_path, log_path, signature,
@@ -85,8 +92,7 @@ def _with_crash(sig: Signature, crash: CrashSite) -> Signature:
 def _resolve_triton_source(sig: Signature) -> Signature:
     """A Triton device assert names the kernel's source file; the kernel's name is inside it."""
     try:
-        with open(sig.kernel, errors="replace") as f:
-            name = triton_kernel_name(f.read())
+        name = triton_kernel_name(read_own_text(sig.kernel, MAX_KERNEL_SOURCE))
     except OSError:
         return sig
     return dataclasses.replace(sig, kernel=name) if name else sig

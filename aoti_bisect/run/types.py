@@ -76,6 +76,7 @@ class ProcessExit:
 
 
 DEVICE_DUMP = "CUDA core dump"
+DEVICE_ASSERT = "device-side assert's printed lines"
 
 
 @dataclass(frozen=True)
@@ -92,8 +93,9 @@ class CrashSite:
 
     @property
     def on_device(self) -> bool:
-        """A device exception the driver dumped: a kernel faulted, whatever the host did next."""
-        return self.source == DEVICE_DUMP
+        """A device exception the driver dumped, or a failed device assert the device printed: a kernel faulted,
+        whatever the host did next."""
+        return self.source in (DEVICE_DUMP, DEVICE_ASSERT)
 
     def describe(self) -> str:
         where = f" ({self.location})" if self.location else (f" (in {self.library})" if self.library else "")

@@ -25,8 +25,8 @@ from ..aoti.wrapper import generated
 from ..child.contract import CRASH_FILE, CRASH_FILE_ENV
 from ..files import NotOwnFile, read_own_text
 from . import process
-from .classify import Frame, parse_frames, signal_name
-from .types import DEVICE_DUMP, CrashSite, ProcessExit
+from .classify import Frame, parse_frames, signal_name, triton_assert
+from .types import DEVICE_ASSERT, DEVICE_DUMP, CrashSite, ProcessExit
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "witness.c")
 LIBRARY = "libaoti_bisect_witness.so"
@@ -154,9 +154,25 @@ def python_site(crash: NativeCrash, frame: Frame, detail: str = "") -> CrashSite
 
 def device_site(fault: cudacore.DeviceFault) -> CrashSite:
     location = f"{os.path.basename(fault.source)}:{fault.line}" if fault.source and fault.line else None
-    dims = (("grid", fault.grid_dim), ("block", fault.block), ("thread", fault.thread))
-    detail = ", ".join(f"{name} ({','.join(map(str, value))})" for name, value in dims if value)
+    detail = _threads(("grid", fault.grid_dim), ("block", fault.block), ("thread", fault.thread))
     return CrashSite(fault.exception, fault.kernel, location, None, detail, DEVICE_DUMP)
+
+
+def _threads(*dims: tuple[str, tuple[int, ...]]) -> str:
+    return ", ".join(f"{name} ({','.join(map(str, value))})" for name, value in dims if value)
+
+
+def assert_site(kernel: Optional[str], log: str) -> Optional[CrashSite]:
+    """Where a failed Triton device assert faulted, from the lines the device printed: `kernel` is the one its source
+    file defines (run/harness.py reads it), the line and the first asserting thread are the print's. The driver dumps
+    such an assert only now and then (aoti/cudacore.py); the printed lines come in every run that lived to flush
+    them, so a device assert names its kernel from the run that failed."""
+    failed = triton_assert(log)
+    if failed is None or not kernel or not generated(kernel):
+        return None
+    return CrashSite(f"Assertion `{failed.condition[:120]}` failed", kernel,
+                     f"{os.path.basename(failed.path)}:{failed.line}", None,
+                     _threads(("block", failed.block), ("thread", failed.thread)), DEVICE_ASSERT)
 
 
 class Witness:

@@ -4,8 +4,9 @@
 # each group measures what one GPU with CORES cores does (nvidia-h100-x1 has 16). GROUP0, GROUP1, ...: the
 # scenarios of each group, comma-separated. `start` starts the groups in sessions of their own (so that the work
 # outlives one device call) and waits; `wait` waits again. Both copy to $OUT: verdict.txt (every group's table,
-# machine line first), device.txt, and reports.tar.gz (each bisection's report.json/md, and from every run that
-# crashed its cuda-gdb.log and crash-stack.txt; never a core dump).
+# machine line first), device.txt, and reports.tar.gz (each bisection's report.json/md, every run's result.json and
+# each instrumented copy's build logs, whose times give the bisection's timeline, and from every run that crashed
+# its cuda-gdb.log and crash-stack.txt; never a core dump).
 # CXX=/usr/bin/g++: the image's default compiler makes every AOTI package segfault on load (docs/gpu.md).
 set -u
 export CXX=/usr/bin/g++ CUDA_HOME=/usr/local/cuda PYTHONPATH=$PWD PYTHONUNBUFFERED=1
@@ -14,8 +15,9 @@ cores=${CORES:-16}
 collect() {
   cat $w/device.txt $w/verdict*.txt > $OUT/verdict.txt 2>/dev/null
   cp $w/device.txt $OUT/ 2>/dev/null
-  (cd $w && find . \( -name report.json -o -name report.md -o -name cuda-gdb.log -o -name crash-stack.txt \) \
-     -not -path '*/cache/*' -print | tar czf $OUT/reports.tar.gz -T -) 2>/dev/null
+  (cd $w && find . \( -name report.json -o -name report.md -o -name cuda-gdb.log -o -name crash-stack.txt \
+     -o -name result.json -o -path '*/prebuilt/*.log' \) -not -path '*/cache/*' -print | tar czf $OUT/reports.tar.gz -T -) \
+     2>/dev/null
   cat $OUT/verdict.txt
 }
 if [ "${1:-wait}" = start ]; then
