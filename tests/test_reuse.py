@@ -9,6 +9,7 @@ loop, in the default run.
 """
 import json
 import os
+import shutil
 import sys
 import threading
 import zipfile
@@ -91,10 +92,32 @@ def run(h, repro, index, flags=(), stage="baseline"):
     return log, event, result
 
 
+@pytest.fixture(scope="module")
+def first_run_template(tmp_path_factory):
+    """A repro.py and the run folder of `harness()` after its first run (index 0, the default flag set, which
+    compiles and stores its package): the same child began six tests below, about 5 s each (a torch import and an
+    export). Each of them copies the run folder (`after_first_run`) and goes on from there with the same repro.py,
+    never edited: the key takes the exported program, whose stack traces name the script's path, so only the
+    same path hits (a test that edits the script runs its own first run)."""
+    folder = tmp_path_factory.mktemp("first-run")
+    (folder / "repro.py").write_text(REPRO)
+    first = run(harness(folder / "template"), str(folder / "repro.py"), 0)
+    return folder, first
+
+
+@pytest.fixture
+def after_first_run(tmp_path, first_run_template):
+    """(the template's repro.py, its first run's (log, event, result)), with a copy of its run folder where
+    `harness(tmp_path)` takes it, which the test may change without another seeing it."""
+    folder, first = first_run_template
+    shutil.copytree(folder / "template" / "run", tmp_path / "run", symlinks=True)
+    return str(folder / "repro.py"), first
+
+
 @pytest.mark.slow
-def test_a_later_run_of_the_flag_set_reuses_the_first_ones_package(tmp_path, repro):
+def test_a_later_run_of_the_flag_set_reuses_the_first_ones_package(tmp_path, after_first_run):
+    repro, (first_log, first, _) = after_first_run
     h = harness(tmp_path)
-    first_log, first, _ = run(h, repro, 0)
     second_log, second, result = run(h, repro, 1)
     assert first_log.count("COMPILING") == 1 and "COMPILING" not in second_log
     assert (first.reuse, first.reuse_reason) == ("compiled", "no cached package for this key")
@@ -121,9 +144,9 @@ def test_example_inputs_drawn_afresh_each_run_still_hit(tmp_path, repro):
 
 
 @pytest.mark.slow
-def test_another_program_misses(tmp_path, repro):
+def test_another_program_misses(tmp_path, after_first_run):
+    repro, _ = after_first_run
     h = harness(tmp_path)
-    run(h, repro, 0)
     h.environment.base_env["SCALE"] = "3"
     log, event, _ = run(h, repro, 1)
     assert "COMPILING" in log and "PACKAGE scale=3.0" in log
@@ -143,9 +166,9 @@ def test_an_edit_of_the_script_misses(tmp_path, repro):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("change", ["SET_CONFIG", "INDUCTOR_CONFIGS"])
-def test_a_change_of_inductors_config_in_code_or_in_the_call_misses(tmp_path, repro, change):
+def test_a_change_of_inductors_config_in_code_or_in_the_call_misses(tmp_path, after_first_run, change):
+    repro, _ = after_first_run
     h = harness(tmp_path)
-    run(h, repro, 0)
     h.environment.base_env[change] = "1"
     log, event, _ = run(h, repro, 1)
     assert "COMPILING" in log and event.reuse == "compiled"
@@ -154,9 +177,9 @@ def test_a_change_of_inductors_config_in_code_or_in_the_call_misses(tmp_path, re
 
 
 @pytest.mark.slow
-def test_flag_sets_never_share_a_package(tmp_path, repro):
+def test_flag_sets_never_share_a_package(tmp_path, after_first_run):
+    repro, _ = after_first_run
     h = harness(tmp_path)
-    run(h, repro, 0)
     log, event, result = run(h, repro, 1, NAN, "sanity")
     assert "COMPILING" in log and "nan=True" in log and event.reuse == "compiled"
     assert os.listdir(os.path.join(h.layout.cache_root, compile_key(dict(NAN)) + ".reuse"))
@@ -165,9 +188,9 @@ def test_flag_sets_never_share_a_package(tmp_path, repro):
 
 
 @pytest.mark.slow
-def test_a_damaged_cached_package_is_compiled_again_and_the_record_says_why(tmp_path, repro):
+def test_a_damaged_cached_package_is_compiled_again_and_the_record_says_why(tmp_path, after_first_run):
+    repro, _ = after_first_run
     h = harness(tmp_path)
-    run(h, repro, 0)
     folder = os.path.join(h.layout.cache_root, "default.reuse")
     (stored,) = [os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".pt2")]
     with open(stored, "r+b") as f:
