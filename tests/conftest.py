@@ -57,12 +57,18 @@ def pytest_collection_modifyitems(config, items):
     The tests that read the end-to-end lanes' results run last, so that the lanes (started with the session,
     e2e_lanes below) run while every other test does; before them the slow tests (real compiles, many processes),
     so that the lanes' cold first compiles, the hang scenario's among them (its timeout must outlast its cold run),
-    start beside the light tests."""
+    start beside the light tests.
+
+    Among the slow tests, those marked `waits` (most of their time a timeout or a scheduler, not CPU) go first:
+    the lanes end minutes before this process does, and the slow tests after them run on one core with the other
+    idle, so a wait there is lost outright, while beside the lanes it leaves the lanes both cores
+    (docs/benchmarks.md#the-test-suite)."""
     for item in items:
         if item.get_closest_marker("heavy") and not item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.slow)
     # Stable: within each group the tests keep pytest's order.
-    items.sort(key=lambda item: (_reads_the_lanes(item), item.get_closest_marker("slow") is not None))
+    items.sort(key=lambda item: (_reads_the_lanes(item), item.get_closest_marker("slow") is not None,
+                                 item.get_closest_marker("waits") is None))
 
 
 @pytest.fixture(scope="session", autouse=True)

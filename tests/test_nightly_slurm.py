@@ -21,8 +21,8 @@ from slurm_fixture import SlurmUnavailable, start_slurm
 
 def on_slurm(test):
     """A test on the real Slurm: it submits jobs and waits on Slurm's scheduling (10-25 s each under load), so it is
-    slow as well (left out of the fast loop, `-m "not slow"`)."""
-    return pytest.mark.slow(pytest.mark.slurm(test))
+    slow as well (left out of the fast loop, `-m "not slow"`), and it waits (the file alone: 31 s, 8 s of CPU)."""
+    return pytest.mark.slow(pytest.mark.slurm(pytest.mark.waits(test)))
 
 
 @pytest.fixture(scope="module")

@@ -162,6 +162,7 @@ def _digest(path):
 
 
 @pytest.mark.slow
+@pytest.mark.waits  # the hanging toolchain's load sits out its 60 s timeout (the file alone: 166 s, 87 s of CPU)
 def test_the_experiment_finds_the_toolchain_that_loads_a_package_that_crashes_while_loading(crashing_package,
                                                                                             tmp_path):
     load = subprocess.run([sys.executable, toolchains.LOAD_SCRIPT, crashing_package], capture_output=True)
