@@ -49,7 +49,10 @@ def bisect(s: Scenario, folder: str, jobs: int, cap: float, budget: float) -> li
         return [s.name, "-", f"{t.seconds:.0f}" + (" (capped)" if t.timed_out else ""), "-", "-", "no report"]
     runs = [st for st in report["stages"] if st["runs"]]
     compiled = sum((st.get("compiles") or {}).get("compiled") or 0 for st in report["stages"])
-    unhooked = sum(st["runs"] for st in report["stages"] if st.get("compiles") and not st["compiles"]["hooked"])
+    # The baseline's record counts its runs made the user's way (`unhooked`); a stage all of whose runs were is
+    # recorded as not hooked.
+    unhooked = sum(st["compiles"].get("unhooked", 0 if st["compiles"]["hooked"] else st["runs"])
+                   for st in report["stages"] if st.get("compiles"))
     problems = compare(s, report)
     return [s.name, f"{report.get('verdict_s') or '-'}", f"{t.seconds:.0f}",
             f"{sum(st['runs'] for st in runs)} ({sum(st['failures'] for st in runs)} failed)",
