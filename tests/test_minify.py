@@ -582,15 +582,49 @@ if run == {fail_at}:
 class ScriptTrials(Trials):
     """Trials whose candidates are FLAKY scripts: only what a candidate's folder holds is fake."""
 
-    def __init__(self, out, runs, fail_at):
+    def __init__(self, out, runs, fail_at, jobs=1, script=FLAKY):
         g = Graph.from_json(GRAPH)
         super().__init__(str(out), g, Expected("segfault", "unknown", frozenset(), Check.RUN, ""), sys.executable,
-                         MinifyOptions(), lambda s: None, runs=runs)
-        self.fail_at = fail_at
+                         MinifyOptions(), lambda s: None, runs=runs, jobs=jobs)
+        self.fail_at, self.script = fail_at, script
 
     def _write(self, candidate, folder):
         with open(os.path.join(folder, "repro.py"), "w") as f:
-            f.write(FLAKY.format(fail_at=self.fail_at))
+            f.write(self.script.format(fail_at=self.fail_at))
+
+
+def test_the_budget_leaves_the_final_check_its_time_judged_from_the_candidates_runs(tmp_path):
+    trials = ScriptTrials(tmp_path, runs=1, fail_at=0, jobs=2)
+    trials.options = MinifyOptions(budget_s=100.0)
+    trials.start -= 50  # half the budget gone
+    assert not trials.out_of_time()  # no candidate ran: nothing to judge the check by
+    trials._durations[0].extend([40.0, 44.0, 60.0])  # first runs, each compiling
+    trials._durations[1].extend([9.0])
+    # The check: one compile (the median first run, 44 s), then its 2 later runs in one wave of 2 (9 s): 53 s.
+    assert trials._verify_estimate() == 53.0 and trials.out_of_time()
+    trials._durations[0][:] = [30.0]
+    assert not trials.out_of_time()  # 50 + 39 < 100
+
+
+# Passes; leaves when it started and ended, its TMPDIR (its slot's) and whether it reused the package.
+TIMED = """import json, os, sys, time
+start = time.time()
+time.sleep(1.0)
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ran.%d" % os.getpid()), "w") as f:
+    json.dump([start, time.time(), os.environ["TMPDIR"], "--reuse" in sys.argv], f)
+"""
+
+
+def test_a_candidates_later_runs_go_at_once_in_the_slots_no_other_candidate_holds(tmp_path):
+    trials = ScriptTrials(tmp_path, runs=4, fail_at=0, jobs=3, script=TIMED)
+    assert trials.first_failing([Candidate(("sub",))]) is None and trials.trials[0].runs == 4
+    ran = sorted(json.load(open(p)) for p in (tmp_path / "candidates" / "000").glob("ran.*"))
+    first, later = ran[0], ran[1:]
+    assert not first[3] and all(r[3] for r in later)  # the first compiled; the others took its package
+    assert all(r[0] >= first[1] for r in later)  # after the first, which built the package
+    assert max(r[0] for r in later) < min(r[1] for r in later)  # at once
+    assert len({r[2] for r in later}) == 3  # each in a slot of its own
+    assert trials._slots.qsize() == 3  # every slot handed back
 
 
 def test_a_rare_failure_keeps_a_candidate_from_the_run_it_fails_in(tmp_path):

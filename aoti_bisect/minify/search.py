@@ -135,6 +135,7 @@ class Trials:
         self.refused = 0
         self._lock = threading.Lock()
         self._values = None
+        self._durations: tuple[list[float], list[float]] = ([], [])  # candidates' first runs, their later runs
         self._slots: queue.Queue = queue.Queue()
         for slot in range(self.jobs):
             self._slots.put(slot)
@@ -143,7 +144,18 @@ class Trials:
         return len(self.trials) >= self.options.max_candidates or self.out_of_time()
 
     def out_of_time(self) -> bool:
-        return time.monotonic() - self.start > self.options.budget_s
+        """--budget is for the whole minify: the search stops in time for the final check from a copy."""
+        return time.monotonic() - self.start > self.options.budget_s - self._verify_estimate()
+
+    def _verify_estimate(self) -> float:
+        """What verify will take, judged from the candidates' runs so far: a first run that compiles, then the
+        later runs --jobs at once."""
+        with self._lock:
+            first, later = list(self._durations[0]), list(self._durations[1])
+        if not first:
+            return 0.0
+        waves = -(-(max(self.runs, VERIFY_RUNS) - 1) // self.jobs)
+        return statistics.median(first) + waves * statistics.median(later or first)
 
     def first_failing(self, batch: list[Candidate]) -> Optional[int]:
         """The first candidate in list order that fails the same way, trying up to --jobs at once."""
@@ -182,19 +194,31 @@ class Trials:
         folder = os.path.join(self.out, "candidates", f"{number:03d}")
         os.makedirs(folder, exist_ok=True)
         self._write(candidate, folder)
-        slot = self._slots.get()
+        slots = [self._slots.get()]
         seconds, runs = 0.0, []
         try:
-            for run in range(self.runs):
-                exit, text = self._execute(folder, slot, run)
-                outcome, signature = classify(text, exit)
-                seconds += exit.duration
-                runs.append((outcome, signature, same_failure(self.graph, candidate.kept, self.expected,
-                                                               signature, text)))
-                if runs[-1][2] or self.out_of_time():  # the candidate count is no reason: this one is counted
+            while len(runs) < self.runs:
+                if runs:
+                    # The later runs take the package the first built: they go at once, in the slot this candidate
+                    # holds and in those no other candidate does.
+                    slots += self._idle_slots(self.runs - len(runs) - len(slots))
+                wave = slots[:self.runs - len(runs)] if runs else slots[:1]
+                for exit, text in self._wave(folder, wave, len(runs)):
+                    outcome, signature = classify(text, exit)
+                    seconds += exit.duration
+                    with self._lock:
+                        self._durations[bool(runs)].append(exit.duration)
+                    runs.append((outcome, signature, same_failure(self.graph, candidate.kept, self.expected,
+                                                                   signature, text)))
+                hit = next((i for i, r in enumerate(runs) if r[2]), None)
+                if hit is not None:
+                    runs = runs[:hit + 1]
+                    break
+                if self.out_of_time():  # the candidate count is no reason: this one is counted
                     break
         finally:
-            self._slots.put(slot)
+            for slot in slots:
+                self._slots.put(slot)
         outcome, signature, interesting = runs[-1]
         trial = Trial(number, folder, signature and signature.kind, signature and signature.phase,
                       round(seconds, 1), interesting, len(runs))
@@ -213,6 +237,22 @@ class Trials:
                     f" in each of {len(runs)} runs" if len(runs) > 1 else "")
                  + (" (kept)" if interesting else "") + f" in {trial.seconds:.0f}s")
         return interesting
+
+    def _idle_slots(self, n: int) -> list[int]:
+        taken = []
+        while len(taken) < n:
+            try:
+                taken.append(self._slots.get_nowait())
+            except queue.Empty:
+                break
+        return taken
+
+    def _wave(self, folder: str, slots: list[int], first: int) -> list:
+        """Runs first, first+1, ... of the folder's repro.py, one in each slot, at once; in run order."""
+        if len(slots) == 1:
+            return [self._execute(folder, slots[0], first)]
+        with ThreadPoolExecutor(len(slots)) as pool:
+            return list(pool.map(lambda i: self._execute(folder, slots[i], first + i), range(len(slots))))
 
     def _execute(self, folder: str, slot: int, run: int = 0):
         """One run of the folder's repro.py; the first compiles it, later ones run the package it built."""
@@ -264,8 +304,8 @@ class Trials:
                 if os.path.isfile(os.path.join(out, name)):
                     shutil.copy(os.path.join(out, name), tmp)
             done = [self._execute(tmp, 0, 0)]
-            with ThreadPoolExecutor(max_workers=self.jobs) as pool:
-                done += pool.map(lambda run: self._execute(tmp, run % self.jobs, run), range(1, n))
+            for start in range(1, n, self.jobs):
+                done += self._wave(tmp, list(range(min(self.jobs, n - start))), start)
             for run, (exit, text) in enumerate(done):
                 outcome, signature = classify(text, exit)
                 if run == 0:

@@ -11,7 +11,8 @@
 #      first compiles, the later ones `--reuse`, as minify's own check does), stopping at the first illegal
 #      memory access;
 #   4. writes minify-summary.txt: machine, torch, date, commit, the minify's seconds and exit code, nodes before
-#      and after (minify/minify.json), the alone run's exit code and whether it said "illegal memory access",
+#      and after (minify/minify.json), the alone run's exit code and its failure as aoti-bisect classifies it
+#      (an illegal memory access, whichever of CUDA's words for it the run printed),
 #      and the twin's check line.
 # `start` then waits up to WAIT seconds (default 560) and collects; `wait` waits again and collects. Collect
 # copies to $OUT: minify-summary.txt, device.txt, every step's log (*.txt), minify.json, repro.py, the alone
@@ -139,9 +140,14 @@ drive() {
          TRITON_CACHE_DIR=$w/alone-cache/triton timeout -k 10 400 python3 repro.py $reuse \
          > $w/alone-$i.log 2>&1 < /dev/null)
       rc=$?
-      ima=no; grep -qi "illegal memory access" $w/alone-$i.log && ima=yes
+      # The failure's kind as aoti-bisect classifies it: CUDA words an invalid access several ways ("an illegal
+      # memory access was encountered", "operation not supported on global/shared address space", ...).
+      kind=$(python3 -c 'import sys; from aoti_bisect.run.classify import classify; from aoti_bisect.run.types import ProcessExit
+text = open(sys.argv[1], errors="replace").read(); _, sig = classify(text, ProcessExit(int(sys.argv[2]), None, False, 0.0, len(text)))
+print(f"{sig.kind}/{sig.phase}: {sig.message[:200]}" if sig else "passed")' $w/alone-$i.log $rc 2>&1 | tail -n 1)
+      ima=no; case "$kind" in illegal_memory_access/*) ima=yes ;; esac
       stamp "alone run $i ($(echo python repro.py $reuse)): exit $rc after $((SECONDS - t)) s, illegal memory access: $ima"
-      echo "run $i of ${ALONE_RUNS:-3} ($(echo python repro.py $reuse)): exit $rc, 'illegal memory access' in its output: $ima; its lines that say why: $(grep -iE 'illegal|error|fatal|terminate|abort|segmentation|fail' $w/alone-$i.log | grep -v Warning | tail -n 3 | cut -c1-300 | tr '\n' '|')" >> $w/alone.result
+      echo "run $i of ${ALONE_RUNS:-3} ($(echo python repro.py $reuse)): exit $rc, classified $kind; illegal memory access: $ima" >> $w/alone.result
       [ $ima = yes ] && break
     done
   else
