@@ -496,7 +496,9 @@ def test_a_walk_killed_by_the_timeout_is_said_to_be_one_not_a_load_failure(tmp_p
 
 def test_ctrl_c_while_the_command_line_loads_is_130_and_one_line():
     # SIGINT the moment the CLI imports click: the imports are most of the start-up.
+    # A shell's background job inherits SIGINT ignored, and Python keeps it so: Ctrl-C's handler, as a terminal has it.
     code = ("import builtins, os, signal, sys\n"
+            "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
             "real = builtins.__import__\n"
             "def hooked(name, *a, **k):\n"
             "    if name == 'click':\n"
