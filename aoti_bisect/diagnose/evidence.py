@@ -21,7 +21,7 @@ from ..aoti.eagerwalk import EagerWalk, read_eager_walk
 from ..aoti.fakecheck import FakeCheck, read_fakecheck
 from ..aoti.hook_record import HookRecord, PackageEvent, read_hook
 from ..child.contract import REDIRECT_ENV
-from ..files import RunFolder, RunFolderError, atomic_write, read_log, read_text
+from ..files import RunFolder, RunFolderError, atomic_write, read_log, read_own_text
 from ..aoti.package import PackageFacts, read_package
 from ..aoti.provenance import KernelInfo, read_kernel_information
 from ..run import process, rebuild
@@ -132,12 +132,7 @@ class RunEvidence:
         cache = result.cache_dir
         if cache not in self._graphs:
             self._graphs[cache] = None
-            for path in wrapper.find_wrappers(*self._roots(result)):
-                with open(path, errors="replace") as f:
-                    graph = wrapper.parse_wrapper(f.read(), path, wrapper.extern_nodes_for(path))
-                if graph.launches:
-                    self._graphs[cache] = graph
-                    break
+            self._graphs[cache] = _first_graph(wrapper.find_wrappers(*self._roots(result)))
         return self._graphs[cache]
 
     def kernel_source(self, kernel: str, results: list[RunResult], max_lines: int = 80) -> Optional[tuple[str, str]]:
@@ -191,11 +186,7 @@ class RunEvidence:
 
     @staticmethod
     def _copied_graph(copy: rebuild.Copy) -> Optional[wrapper.WrapperGraph]:
-        for path in wrapper.find_wrappers(copy.sources) if copy.sources else ():
-            graph = wrapper.parse_wrapper(read_text(path), path, wrapper.extern_nodes_for(path))
-            if graph.launches:
-                return graph
-        return None
+        return _first_graph(wrapper.find_wrappers(copy.sources)) if copy.sources else None
 
     def _copy(self, p: PackageEvent, level: int, kernels: tuple[str, ...]) -> rebuild.Copy:
         """The copy, built once: a second asker of a key being built waits for it (two builds would share a folder)."""
@@ -249,3 +240,19 @@ class RunEvidence:
     def toolchains(self, package: str) -> Experiment:
         self.say(f"aoti-bisect: rebuilding {package} with the other C++ toolchains here and loading each copy")
         return self._rebuilt(package)
+
+
+MAX_WRAPPER = 256 << 20  # a generated wrapper is KiB to a few MiB; one larger is no wrapper Inductor wrote
+
+
+def _first_graph(paths: list[str]) -> Optional[wrapper.WrapperGraph]:
+    """The launch graph of the first of these wrappers that launches anything. They lie in compile caches the runs'
+    children write: a link or an unreadable file is skipped, never followed."""
+    for path in paths:
+        try:
+            graph = wrapper.parse_wrapper(read_own_text(path, MAX_WRAPPER), path, wrapper.extern_nodes_for(path))
+        except OSError:
+            continue
+        if graph.launches:
+            return graph
+    return None
