@@ -147,6 +147,10 @@ class Trials:
         """--budget is for the whole minify: the search stops in time for the final check from a copy."""
         return time.monotonic() - self.start > self.options.budget_s - self._verify_estimate()
 
+    @property
+    def _verify_runs(self) -> int:
+        return max(self.runs, VERIFY_RUNS)
+
     def _verify_estimate(self) -> float:
         """What verify will take, judged from the candidates' runs so far: a first run that compiles, then the
         later runs --jobs at once."""
@@ -154,7 +158,7 @@ class Trials:
             first, later = list(self._durations[0]), list(self._durations[1])
         if not first:
             return 0.0
-        waves = -(-(max(self.runs, VERIFY_RUNS) - 1) // self.jobs)
+        waves = -(-(self._verify_runs - 1) // self.jobs)
         return statistics.median(first) + waves * statistics.median(later or first)
 
     def first_failing(self, batch: list[Candidate]) -> Optional[int]:
@@ -202,7 +206,7 @@ class Trials:
                     # The later runs take the package the first built: they go at once, in the slot this candidate
                     # holds and in those no other candidate does.
                     slots += self._idle_slots(self.runs - len(runs) - len(slots))
-                wave = slots[:self.runs - len(runs)] if runs else slots[:1]
+                wave = slots[:self.runs - len(runs)]  # the first run alone: no slot is borrowed before it
                 for exit, text in self._wave(folder, wave, len(runs)):
                     outcome, signature = classify(text, exit)
                     seconds += exit.duration
@@ -298,7 +302,7 @@ class Trials:
         (the first compiles, the others run its package, --jobs at once): how often it fails as the run did, and
         the first failure's signature (else the last run's answer)."""
         failures, first, last = 0, None, "passed"
-        n = max(self.runs, VERIFY_RUNS)
+        n = self._verify_runs
         with tempfile.TemporaryDirectory(prefix="aoti-bisect-minify-") as tmp:
             for name in (PROGRAM, INPUTS, *self.graph.libraries):
                 if os.path.isfile(os.path.join(out, name)):
