@@ -593,17 +593,23 @@ class ScriptTrials(Trials):
             f.write(self.script.format(fail_at=self.fail_at))
 
 
-def test_the_budget_leaves_the_final_check_its_time_judged_from_the_candidates_runs(tmp_path):
+def test_the_budget_leaves_the_final_check_its_time_and_starts_no_candidate_that_would_end_past_it(tmp_path):
     trials = ScriptTrials(tmp_path, runs=1, fail_at=0, jobs=2)
     trials.options = MinifyOptions(budget_s=100.0)
-    trials.start -= 50  # half the budget gone
-    assert not trials.out_of_time()  # no candidate ran: nothing to judge the check by
+    trials.start -= 50  # half the budget gone (the capture's, say: the budget is the whole minify's)
+    assert not trials.spent()  # no candidate ran: nothing to judge by
     trials._durations[0].extend([40.0, 44.0, 60.0])  # first runs, each compiling
     trials._durations[1].extend([9.0])
-    # The check: one compile (the median first run, 44 s), then its 2 later runs in one wave of 2 (9 s): 53 s.
-    assert trials._verify_estimate() == 53.0 and trials.out_of_time()
-    trials._durations[0][:] = [30.0]
-    assert not trials.out_of_time()  # 50 + 39 < 100
+    # The check: its first run compiles (44 s, the median first run) while its 2 later runs load the final
+    # candidate's package in the one other slot (2 x 9 s).
+    assert trials._verify_estimate() == 44.0
+    assert not trials.out_of_time() and trials.spent()  # a candidate's 44 s would leave the check 6 of its 44
+    trials._durations[0][:] = [20.0]
+    assert trials._verify_estimate() == 20.0 and not trials.spent()  # 50 + 20 + 20 < 100
+    alone = ScriptTrials(tmp_path / "alone", runs=1, fail_at=0, jobs=1)  # no slot beside the compile
+    alone._durations[0].append(20.0)
+    alone._durations[1].append(5.0)
+    assert alone._verify_estimate() == 30.0  # the compile, then the 2 later runs one after the other
 
 
 # Passes; leaves when it started and ended, its TMPDIR (its slot's) and whether it reused the package.
@@ -647,9 +653,55 @@ def test_the_reduced_repro_is_run_from_a_copy_and_its_rate_stated(tmp_path):
     out = tmp_path / "final"
     out.mkdir()
     (out / "repro.py").write_text(FLAKY.format(fail_at=2))  # the copy fails in the 2nd of its 3 runs
-    rate, signature = trials.verify(str(out), ("sub",))
+    rate, signature = trials.verify(str(out), Candidate(("sub",)))
     assert (rate.failures, rate.runs) == (1, 3) and signature.startswith("segfault/unknown")
-    assert rate.describe() == "1/3 = 33% (95% CI 6%-79%)"
+    assert rate.describe() == "1/3 = 33% (95% CI 6%-79%)" and len(trials.verify_seconds) == 3
+
+
+# Passes; a run without --reuse "compiles" (3 s) and writes repro.pt2, one with it reads the package beside it;
+# each leaves its start, end, argv and what it ran in LOG (the copies are removed after the check).
+BUILDS = """import json, os, sys, time
+here = os.path.dirname(os.path.abspath(__file__))
+start, package = time.time(), os.path.join(here, "repro.pt2")
+if "--reuse" in sys.argv and os.path.isfile(package):
+    ran = open(package).read()
+else:
+    time.sleep(3.0)
+    ran = "compiled in " + os.path.basename(here)
+    open(package, "w").write(ran)
+with open(os.path.join("LOG", "ran.%d" % os.getpid()), "w") as f:
+    json.dump([start, time.time(), "--reuse" in sys.argv, ran], f)
+"""
+
+
+def test_the_final_checks_later_runs_load_the_final_candidates_package_beside_the_first_ones_compile(tmp_path):
+    log = tmp_path / "log"
+    log.mkdir()
+    script = BUILDS.replace("LOG", str(log))
+    trials = ScriptTrials(tmp_path, runs=4, fail_at=0, jobs=4, script=script)
+    best = Candidate(("sub",))
+    built = tmp_path / "candidates" / "000"
+    built.mkdir(parents=True)
+    (built / "repro.pt2").write_text("the final candidate's package")
+    trials.folders[best] = str(built)
+    out = tmp_path / "final"
+    out.mkdir()
+    (out / "repro.py").write_text(script)
+    rate, _ = trials.verify(str(out), best)
+    ran = sorted(json.load(open(p)) for p in log.glob("ran.*"))
+    compiles = [r for r in ran if not r[2]]
+    loads = [r for r in ran if r[2]]
+    assert (rate.runs, len(compiles), len(loads)) == (4, 1, 3)
+    assert compiles[0][3] == "compiled in compiles"  # the copy compiled, in its own folder
+    assert all(r[3] == "the final candidate's package" for r in loads)
+    assert all(r[0] < compiles[0][1] for r in loads)  # beside the compile, not after it
+    # Without a package of the final candidate the later runs wait for the copy's own.
+    trials.folders.clear()
+    for p in log.glob("ran.*"):
+        p.unlink()
+    trials.verify(str(out), best)
+    ran = sorted(json.load(open(p)) for p in log.glob("ran.*"))
+    assert [r[3] for r in ran] == ["compiled in compiles"] * 4 and ran[0][1] <= min(r[0] for r in ran[1:])
 
 
 # -- wrong values: the output that differs must read the culprit's ops ----------------------------------------

@@ -29,7 +29,7 @@ from ..report.model import Report, rewrite_markdown
 from ..run.layout import HEADERS_ENV, headers_folder
 from ..verdict import Verdict
 from .ddmin import ddmin, shrink_sizes, simplify_each
-from .graph import Candidate, Check, Graph
+from .graph import PACKAGE, Candidate, Check, Graph
 from .graph import definitions as definitions_source
 from .search import Expected, Trials, scratch
 
@@ -74,6 +74,11 @@ def runs_per_candidate(failures: int, runs: int, cap: int) -> int:
     return runs_to_observe(failures / runs, cap=cap)
 
 
+# Candidates at once on one GPU by default: a candidate's time is mostly its host compile, one core each, and a GPU
+# holds several small processes (4 per H100 measured, docs/minify.md); a model too big for that takes --jobs.
+PER_GPU = 4
+
+
 def capture_wave(failures: int, runs: int, cores: int) -> int:
     """Capture runs at once: one for a failure that failed every run, else as many as one failure takes at the run's
     rate (runs_per_candidate), at most the cores and CAPTURE_TRIES. Pure."""
@@ -83,16 +88,17 @@ def capture_wave(failures: int, runs: int, cores: int) -> int:
 
 
 def default_jobs(graph: Graph) -> tuple[int, int]:
-    """(candidates at once, GPUs to spread them over): one per GPU where the program runs on CUDA, else one per
-    core this process may use."""
+    """(candidates at once, GPUs to spread them over): one per core this process may use, and where the program
+    runs on CUDA at most PER_GPU per GPU."""
+    cores = max(1, len(os.sched_getaffinity(0)))
     cuda = any(str(graph.value(n).get("device", "")).startswith("cuda")
                for n in (*graph.inputs, *(x.name for x in graph.nodes)) if graph.value(n).get("kind") == "tensor")
     if cuda:
         import torch  # only here: counting the GPUs
 
         gpus = torch.cuda.device_count()
-        return max(1, gpus), gpus
-    return max(1, len(os.sched_getaffinity(0))), 0
+        return max(1, min(cores, PER_GPU * max(1, gpus))), gpus
+    return cores, 0
 
 
 @dataclass(frozen=True)
@@ -121,7 +127,9 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
                                                    f"(verdict {report.verdict.value!r}): nothing to minify")
     out = _fresh_folder(run)
     python = _python(report)
+    steps = _Steps(start)
     capture, problem = _find_capture(run, signature.kind) or _capture(run, out, report, options, say)
+    steps.done("capture")
     if capture is None:
         return _finish(run, MinifyResult(Status.NO_PROGRAM, problem), {})
     say(f"minify: program and inputs from {capture}")
@@ -129,6 +137,7 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
     problem = _unwritable(python_ops) or _extract(python, capture, out, options, say, python_ops)
     if problem:
         return _finish(run, MinifyResult(Status.NO_PROGRAM, problem), {"capture": capture})
+    steps.done("extract")
     graph = Graph.from_json({**run.read_json("minify/graph.json"), "python_ops": python_ops})
     expected = _expected(report, graph)
     jobs, gpus = default_jobs(graph)
@@ -137,7 +146,7 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
         say(f"minify: the run failed in {report.reproduction.failures} of {report.reproduction.runs} runs: each "
             f"candidate gets up to {runs} runs")
     trials = Trials(out, graph, expected, python, options, say, os.path.join(capture, CAPTURE_LIBS), runs,
-                    options.jobs or jobs, gpus, _headers(run))
+                    options.jobs or jobs, gpus, _headers(run), start)
     record = {"capture": capture, "signature": {"kind": expected.kind, "phase": expected.phase},
               "check": expected.check.value, "op_family": sorted(expected.family),
               "nodes_before": len(graph.nodes), "eager_failure": graph.eager_failure}
@@ -159,7 +168,9 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
     best = _reduce(graph, trials, seed)
     kept = best.kept
     source = trials.write_final(best, out)
-    rate, verify_sig = trials.verify(out, kept)
+    steps.done("search")
+    rate, verify_sig = trials.verify(out, best)
+    steps.done("verify")
     verified = rate.failures > 0
     record.update({"nodes_after": len(kept), "lines_after": source.text.count("\n"),
                    "kept": list(kept), "zeros": list(best.zeros), "inputs": list(source.inputs),
@@ -167,7 +178,7 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
                               if graph.value(n)["kind"] == "tensor"},
                    "ops_after": sorted({graph.node(n).op for n in kept}), "verified": verified,
                    "verify_signature": verify_sig, "repro_failure_rate": rate.to_json(),
-                   "seconds": round(time.monotonic() - start, 1),
+                   "seconds": round(time.monotonic() - start, 1), "step_seconds": steps.seconds,
                    **trials.summary()})
     if len(kept) > 5:
         record["why_not_smaller"] = ("ddmin stopped at a 1-minimal set: removing any one node loses the failure"
@@ -185,6 +196,17 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
     return _finish(run, MinifyResult(status, message, os.path.join(out, "repro.py")), record)
 
 
+class _Steps:
+    """Seconds of each step of a minify (capture, extract, search, verify): where a slow one spent its time."""
+
+    def __init__(self, start: float) -> None:
+        self.last, self.seconds = start, {}
+
+    def done(self, step: str) -> None:
+        now = time.monotonic()
+        self.seconds[step], self.last = round(now - self.last, 1), now
+
+
 def _headers(run: RunFolder) -> str:
     """The precompiled headers every candidate links: the folder AOTI_BISECT_HEADERS names where it is set (as the
     run's own runs had them, run/layout.py), else the run's own."""
@@ -200,7 +222,7 @@ def _fresh_folder(run: RunFolder) -> str:
     and reused), and removing them first means every file this minify writes is a new one."""
     out = run.folder("minify")
     run.folder("minify/cache")  # where every child's TMPDIR and caches go: a link planted there stops minify first
-    for stale in ("candidates", "repro.py", "inputs.pt", "repro.pt2", RESULT, "graph.json", "values.pt", DEFINITIONS,
+    for stale in ("candidates", "repro.py", "inputs.pt", PACKAGE, RESULT, "graph.json", "values.pt", DEFINITIONS,
                   "extract.log", "verify.log", *(os.path.basename(p) for p in glob.glob(os.path.join(out, "*.so")))):
         run.remove(f"minify/{stale}")
     return out

@@ -233,6 +233,7 @@ def definitions(python_ops: dict, ops, have: tuple[str, ...] = ()) -> str:
     return "\n\n".join(python_ops["pieces"][k] for k in keys if python_ops["pieces"][k] not in have)
 
 
+PACKAGE = "repro.pt2"  # what the program builds beside itself and `--reuse` loads
 HEADER = ("import os", "import sys", "import torch")  # what every program imports itself
 
 
@@ -329,7 +330,7 @@ def render(graph: Graph, candidate: Candidate, check: Check, headline: str) -> S
         "    args = (",
         *arg_lines,
         "    )",
-        '    path = os.path.join(HERE, "repro.pt2")',
+        f'    path = os.path.join(HERE, "{PACKAGE}")',
         '    if "--reuse" not in sys.argv[1:] or not os.path.isfile(path):',
         "        ep = torch.export.export(Repro(), args)",
         "        path = torch._inductor.aoti_compile_and_package(ep, package_path=path)",

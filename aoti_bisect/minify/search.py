@@ -25,7 +25,7 @@ from ..files import RunFolder, read_log, user_name, write_file
 from ..run import process
 from ..run.classify import classify
 from ..stats import Rate
-from .graph import Candidate, Check, Graph, Source, render
+from .graph import PACKAGE, Candidate, Check, Graph, Source, render
 
 PROGRAM = "repro.py"
 INPUTS = "inputs.pt"
@@ -121,7 +121,7 @@ SHARED_CACHE = "cache/shared"
 class Trials:
     def __init__(self, out: str, graph: Graph, expected: Expected, python: str, options, say,
                  libraries: str = "", runs: int = 1, jobs: int = 1, gpus: int = 0,
-                 headers: Optional[str] = None) -> None:
+                 headers: Optional[str] = None, start: Optional[float] = None) -> None:
         self.out, self.graph, self.expected, self.python = out, graph, expected, python
         self.options, self.say = options, say
         self.runs = max(1, runs)  # runs that judge one candidate: enough to see the run's own rate fail once
@@ -129,8 +129,10 @@ class Trials:
         self.gpus = gpus  # slot i runs on GPU i % gpus where the program runs on CUDA
         self.headers = headers  # the precompiled headers' folder every candidate shares
         self.libraries = libraries  # the capture's folder of custom-op libraries, copied beside each program
-        self.start = time.monotonic()
+        self.start = time.monotonic() if start is None else start  # the minify's: --budget covers its capture too
         self.cache: dict[Candidate, bool] = {}
+        self.folders: dict[Candidate, str] = {}  # the folder each candidate ran in (its package, for verify)
+        self.verify_seconds: list[float] = []  # each run of the final check, in run order
         self.trials: list[Trial] = []
         self.refused = 0
         self._lock = threading.Lock()
@@ -141,25 +143,34 @@ class Trials:
             self._slots.put(slot)
 
     def spent(self) -> bool:
-        return len(self.trials) >= self.options.max_candidates or self.out_of_time()
+        """No candidate may start: --max-candidates reached, or its first run would end past the budget."""
+        return len(self.trials) >= self.options.max_candidates or self.out_of_time(self._median(False))
 
-    def out_of_time(self) -> bool:
-        """--budget is for the whole minify: the search stops in time for the final check from a copy."""
-        return time.monotonic() - self.start > self.options.budget_s - self._verify_estimate()
+    def out_of_time(self, ahead: float = 0.0) -> bool:
+        """--budget is for the whole minify: the search stops in time for the final check from a copy, and starts
+        no run (`ahead`: what it will take, judged from the runs so far) that would end past that point."""
+        return time.monotonic() - self.start + ahead > self.options.budget_s - self._verify_estimate()
+
+    def _median(self, later: bool) -> float:
+        """The candidates' first runs (each compiles) or later runs (each loads the package) so far, at the median;
+        a later run not yet seen is judged by a first."""
+        with self._lock:
+            first, rest = list(self._durations[0]), list(self._durations[1])
+        runs = (rest or first) if later else first
+        return statistics.median(runs) if runs else 0.0
 
     @property
     def _verify_runs(self) -> int:
         return max(self.runs, VERIFY_RUNS)
 
     def _verify_estimate(self) -> float:
-        """What verify will take, judged from the candidates' runs so far: a first run that compiles, then the
-        later runs --jobs at once."""
-        with self._lock:
-            first, later = list(self._durations[0]), list(self._durations[1])
-        if not first:
-            return 0.0
-        waves = -(-(self._verify_runs - 1) // self.jobs)
-        return statistics.median(first) + waves * statistics.median(later or first)
+        """What verify will take, judged from the candidates' runs so far: its first run compiles while the later
+        ones load the final candidate's package in the other slots, or, with no slot beside it, after it."""
+        first, later = self._median(False), self._median(True)
+        beside = self.jobs - 1
+        if not first or not beside:
+            return first + (self._verify_runs - 1) * later
+        return max(first, -(-(self._verify_runs - 1) // beside) * later)
 
     def first_failing(self, batch: list[Candidate]) -> Optional[int]:
         """The first candidate in list order that fails the same way, trying up to --jobs at once."""
@@ -218,7 +229,7 @@ class Trials:
                 if hit is not None:
                     runs = runs[:hit + 1]
                     break
-                if self.out_of_time():  # the candidate count is no reason: this one is counted
+                if self.out_of_time(self._median(True)):  # the candidate count is no reason: this one is counted
                     break
         finally:
             for slot in slots:
@@ -234,6 +245,7 @@ class Trials:
         with self._lock:
             self.trials[number] = trial
             self.cache[candidate] = interesting
+            self.folders[candidate] = folder
         self.say(f"minify: [{number:03d}] {len(candidate.kept)} node(s), {len(candidate.zeros)} zeroed, "
                  f"{len(candidate.sizes)} cut: "
                  + (f"{trial.kind}/{trial.phase}" if trial.kind else "passed")
@@ -297,31 +309,52 @@ class Trials:
                 os.remove(os.path.join(out, name))
         return self._write(candidate, out)
 
-    def verify(self, out: str, kept: tuple[str, ...]) -> tuple[Rate, Optional[str]]:
-        """Runs repro.py from a copy of just its files in a fresh temporary folder, max(runs, VERIFY_RUNS) times
-        (the first compiles, the others run its package, --jobs at once): how often it fails as the run did, and
-        the first failure's signature (else the last run's answer)."""
+    def verify(self, out: str, best: Candidate) -> tuple[Rate, Optional[str]]:
+        """Runs repro.py from a copy of just its files in a fresh temporary folder, max(runs, VERIFY_RUNS) times:
+        how often it fails as the run did, and the first failure's signature (else the last run's answer). The
+        first run compiles the copy; the others load a package (`--reuse`), --jobs at once: the one the final
+        candidate built from the same repro.py and inputs.pt, beside the first run's compile, else the first's."""
         failures, first, last = 0, None, "passed"
         n = self._verify_runs
+        built = os.path.join(self.folders.get(best, ""), PACKAGE)
         with tempfile.TemporaryDirectory(prefix="aoti-bisect-minify-") as tmp:
-            for name in (PROGRAM, INPUTS, *self.graph.libraries):
-                if os.path.isfile(os.path.join(out, name)):
-                    shutil.copy(os.path.join(out, name), tmp)
-            done = [self._execute(tmp, 0, 0)]
-            for start in range(1, n, self.jobs):
-                done += self._wave(tmp, list(range(min(self.jobs, n - start))), start)
+            fresh, loads = self._copy(out, tmp, "compiles"), self._copy(out, tmp, "loads")
+            if self.jobs > 1 and n > 1 and os.path.isfile(built):
+                shutil.copy(built, loads)
+                with ThreadPoolExecutor(1) as pool:
+                    compiled = pool.submit(self._execute, fresh, 0, 0)
+                    later = self._waves(loads, list(range(1, self.jobs)), 1, n)
+                    done = [compiled.result(), *later]
+            else:
+                done = [self._execute(fresh, 0, 0), *self._waves(fresh, list(range(self.jobs)), 1, n)]
             for run, (exit, text) in enumerate(done):
                 outcome, signature = classify(text, exit)
                 if run == 0:
                     write_file(os.path.join(out, "verify.log"), text)
                 if signature is not None:
                     last = f"{signature.kind}/{signature.phase}: {signature.message}"
-                if same_failure(self.graph, kept, self.expected, signature, text):
+                if same_failure(self.graph, best.kept, self.expected, signature, text):
                     failures += 1
                     first = first or last
+            self.verify_seconds = [round(exit.duration, 1) for exit, _ in done]
         rate = Rate(failures, n)
         self.say(f"minify: verify from a copy: failed as the run did in {rate.describe()}")
         return rate, first or last
+
+    def _copy(self, out: str, tmp: str, name: str) -> str:
+        folder = os.path.join(tmp, name)
+        os.mkdir(folder)
+        for file in (PROGRAM, INPUTS, *self.graph.libraries):
+            if os.path.isfile(os.path.join(out, file)):
+                shutil.copy(os.path.join(out, file), folder)
+        return folder
+
+    def _waves(self, folder: str, slots: list[int], start: int, end: int) -> list:
+        """Runs start .. end-1 of the folder's repro.py, len(slots) at once."""
+        done = []
+        for first in range(start, end, len(slots)):
+            done += self._wave(folder, slots[:end - first], first)
+        return done
 
     def why_not(self) -> str:
         ran = [t for t in self.trials if t is not None]
@@ -336,4 +369,5 @@ class Trials:
         return {"candidates": len(ran), "refused_without_running": self.refused, "jobs": self.jobs,
                 "runs_per_candidate": self.runs, "candidate_runs": sum(t.runs for t in ran),
                 "candidate_seconds": round(sum(t.seconds for t in ran), 1),
-                "seconds_per_candidate": round(statistics.median(t.seconds for t in ran), 1) if ran else None}
+                "seconds_per_candidate": round(statistics.median(t.seconds for t in ran), 1) if ran else None,
+                "verify_run_seconds": self.verify_seconds}

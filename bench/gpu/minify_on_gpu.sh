@@ -5,7 +5,7 @@
 #      past its table: a flaky illegal memory access) with the stages docs/minify.md names
 #      (baseline,sanity,trace) and --jobs 4, and beside it checks the CUDA twin of issue #37,
 #      prebuilt_named_inputs_cuda, against the manifest (`aoti-bisect scenarios check`);
-#   2. once the bisection is done, `aoti-bisect minify RUN_DIR --jobs 4`, timed (date stamps and /usr/bin/time -v);
+#   2. once the bisection is done, `aoti-bisect minify RUN_DIR` (its default --jobs, or MINIFY_JOBS), timed (date stamps and /usr/bin/time -v);
 #   3. copies minify/repro.py, inputs.pt (and any library minify put beside them, *.so) alone into an empty
 #      folder and runs `python repro.py` there (no PYTHONPATH, a fresh compile cache) up to ALONE_RUNS times (the
 #      first compiles, the later ones `--reuse`, as minify's own check does), stopping at the first illegal
@@ -21,7 +21,7 @@
 # CXX=/usr/bin/g++ for every process (the tool's children inherit it): the image's default compiler builds
 # packages that segfault on load (docs/gpu.md), the likely cause of the load-phase segfault that ended an earlier
 # try of this minify in its baseline.
-# Knobs: WAIT, MINIFY_BUDGET (minify's --budget, default 540), MINIFY_ARGS (more minify options, e.g.
+# Knobs: WAIT, MINIFY_BUDGET (minify's --budget, default 540), MINIFY_JOBS, MINIFY_ARGS (more minify options, e.g.
 # --max-runs 4), ALONE_RUNS (default 3), TWIN=0 (no twin);
 # SCENARIO, TWIN_NAME and DEVICE=cpu run the same steps on a CPU analogue (how the script was tried without a GPU:
 # SCENARIO=scenarios/cpu/flaky_python_op_oob.py TWIN_NAME=prebuilt_named_inputs DEVICE=cpu).
@@ -58,7 +58,8 @@ m = json.load(open(sys.argv[1]))
 rate = m.get("repro_failure_rate") or {}
 print("status", m.get("status"), "nodes", m.get("nodes_before"), "->", m.get("nodes_after"), "(limit 3)",
       "ops", m.get("ops_after"), "candidates", m.get("candidates"), "seconds", m.get("seconds"),
-      "verified", m.get("verified"), "alone in minify", str(rate.get("failures")) + "/" + str(rate.get("runs")))
+      "verified", m.get("verified"), "alone in minify", str(rate.get("failures")) + "/" + str(rate.get("runs")),
+      "jobs", m.get("jobs"), "steps", m.get("step_seconds"), "verify runs", m.get("verify_run_seconds"))
 ' $j 2>/dev/null || echo 'no minify.json')"
     echo "nodes_after: $(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("nodes_after"))' $j 2>/dev/null || echo none)"
     echo "repro alone (files copied: $(cat $w/alone.files 2>/dev/null)):"
@@ -113,10 +114,10 @@ drive() {
   stamp "minify: start (twin still running: $([ -f $w/twin.rc ] || [ "${TWIN:-1}" = 0 ] && echo no || echo yes))"
   t=$SECONDS
   if [ -x /usr/bin/time ]; then
-    /usr/bin/time -v -o $w/minify-time.txt python3 -m aoti_bisect minify $w/run --jobs 4 \
+    /usr/bin/time -v -o $w/minify-time.txt python3 -m aoti_bisect minify $w/run ${MINIFY_JOBS:+--jobs $MINIFY_JOBS} \
       --budget "${MINIFY_BUDGET:-540}" ${MINIFY_ARGS:-} > $w/minify.txt 2>&1 < /dev/null
   else
-    python3 -m aoti_bisect minify $w/run --jobs 4 --budget "${MINIFY_BUDGET:-540}" ${MINIFY_ARGS:-} \
+    python3 -m aoti_bisect minify $w/run ${MINIFY_JOBS:+--jobs $MINIFY_JOBS} --budget "${MINIFY_BUDGET:-540}" ${MINIFY_ARGS:-} \
       > $w/minify.txt 2>&1 < /dev/null
   fi
   echo $? > $w/minify.rc; echo $((SECONDS - t)) > $w/minify.seconds
