@@ -42,7 +42,9 @@ summary() {
     echo "machine: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1), $(nproc) cores"
     echo "torch: $(python3 -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -n 1)"
     echo "date: $(cat $w/started 2>/dev/null) .. $(date -u +%FT%TZ)"
-    echo "commit: $(git rev-parse --short HEAD 2>/dev/null || cat COMMIT 2>/dev/null)$(git diff --quiet HEAD 2>/dev/null || echo ' (+ uncommitted changes)')"
+    # A snapshot's COMMIT (git archive of a commit) first: the lent machine's copy of the tree holds a .git above the
+    # snapshot whose HEAD need not be the snapshot's.
+    echo "commit: $(cat COMMIT 2>/dev/null || { git rev-parse --short HEAD; git diff --quiet HEAD || echo ' (+ uncommitted changes)'; } 2>/dev/null | tr -d '\n')"
     echo "CXX: $CXX ($($CXX --version 2>/dev/null | head -n 1))"
     echo "bisect: exit $(cat $w/bisect.rc 2>/dev/null || echo none), $(cat $w/bisect.seconds 2>/dev/null || echo ?) s; $(python3 -c '
 import json, sys
@@ -89,7 +91,7 @@ drive() {
   date -u +%FT%TZ > $w/started
   { nvidia-smi -L; python3 -c "import torch; print('torch', torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0))";
     compute-sanitizer --version | tail -n 1; nproc; echo "CXX=$CXX: $($CXX --version | head -n 1)";
-    echo "commit $(git rev-parse --short HEAD 2>/dev/null || cat COMMIT)"; date -u; } > $w/device.txt 2>&1
+    echo "commit $(cat COMMIT 2>/dev/null || git rev-parse --short HEAD)"; date -u; } > $w/device.txt 2>&1
   # aoti-bisect runs from the checkout (PYTHONPATH); install it only where its requirements are missing (no
   # network on the device: --no-deps --no-build-isolation, so that only the checkout itself is installed).
   if ! python3 -c "import aoti_bisect.cli, click, psutil, tabulate" >> $w/install.txt 2>&1; then
