@@ -269,10 +269,11 @@ Exit codes:
 @main.command("minify", epilog=MINIFY_EXIT_HELP)
 @click.argument("run_dir")
 @click.option("--jobs", type=int, default=None,
-              help="Candidates compiled and run in parallel [default: the machine's cores, or its GPUs where the "
-                   "program runs on CUDA].")
+              help="Candidates compiled and run in parallel [default: the machine's cores, at most 4 per GPU where "
+                   "the program runs on CUDA].")
 @click.option("--budget", type=float, default=1800.0, show_default=True,
-              help="Seconds for the whole minify: the search stops in time for the final check.")
+              help="Seconds for the whole minify, from its start: no candidate starts that would leave the final "
+                   "check too little.")
 @click.option("--max-candidates", type=int, default=60, show_default=True, help="Candidate runs at most.")
 @click.option("--max-runs", type=int, default=12, show_default=True,
               help="Runs that judge one candidate at most: a flaky failure gets as many as its rate needs to show "

@@ -59,7 +59,7 @@ EXIT_CODES = {Status.VERIFIED: 0, Status.UNVERIFIED: 1, Status.NOT_REPRODUCED: 1
 
 @dataclass(frozen=True)
 class MinifyOptions:
-    jobs: Optional[int] = None  # None: the machine's cores, or its GPUs where the program runs on CUDA
+    jobs: Optional[int] = None  # None: default_jobs
     budget_s: float = 1800.0
     max_candidates: int = 60
     timeout_s: float = 300.0
