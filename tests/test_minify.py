@@ -1,6 +1,7 @@
 """aoti-bisect minify: the pure search (fakes, no torch), the graph model and its program text (a tiny FX
 graph, no compile), the candidate runner's batching (a fake run), and a real minification of a custom op's crash
 (heavy). The real minification of a kernel's failure in CI is tests/test_e2e.py's, on the lane's index_oob run."""
+import copy
 import json
 import os
 import subprocess
@@ -807,3 +808,21 @@ def test_capture_runs_go_in_a_wave_as_wide_as_one_failure_takes(failures, runs, 
     # flaky_ima_user_triton on an H200 failed 3 of 8 runs: its first two captures, one after the other, passed.
     from aoti_bisect.minify import capture_wave
     assert capture_wave(failures, runs, cores) == wave
+
+
+def test_candidates_at_once_by_default_are_the_cores_and_at_most_four_a_gpu(monkeypatch):
+    from aoti_bisect import minify
+
+    torch = pytest.importorskip("torch")
+    cpu = Graph.from_json(GRAPH)
+    on_cuda = copy.deepcopy(GRAPH)
+    on_cuda["placeholders"][1]["value"]["device"] = "cuda:0"
+    cuda = Graph.from_json(on_cuda)
+    monkeypatch.setattr(minify.os, "sched_getaffinity", lambda pid: set(range(16)))
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert minify.default_jobs(cpu) == (16, 0)
+    assert minify.default_jobs(cuda) == (4, 1)  # a candidate's time is its host compile: 4 share one GPU
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
+    assert minify.default_jobs(cuda) == (16, 8)  # the cores bound it
+    monkeypatch.setattr(minify.os, "sched_getaffinity", lambda pid: {0, 1})
+    assert minify.default_jobs(cuda) == (2, 8)
