@@ -61,30 +61,32 @@ AHEAD_TAKEN = {"trace", "inspect", "eager"}
 STAGE = {s.name: s.stage for s in CPU}
 
 
-def lanes(valgrind: bool) -> list[tuple[list[str], bool]]:
-    """[(scenarios, ahead)] of each lane: the waiting scenarios in a lane of their own without compile-ahead, then
-    the scenarios whose later stages take what compile-ahead built, with --ahead (so that it is checked end to end
-    on real AOTI), and those pinned before them with --no-ahead (the tool's advice where other work takes every
-    core: their compiles ahead would go unused). Each lane runs its scenarios in the manifest's order."""
+def lanes(valgrind: bool) -> list[tuple[list[str], bool, int]]:
+    """[(scenarios, ahead, jobs)] of each lane: the waiting scenarios in a lane of their own without compile-ahead,
+    then the scenarios whose later stages take what compile-ahead built, with --ahead and two jobs (so that both are
+    checked end to end on real AOTI), and those pinned before them with --no-ahead (the tool's advice where other
+    work takes every core: their compiles ahead would go unused) and one job: two runs of a cold key at once each
+    compile it, one after the other the second finds Inductor's cache warm (15-19% less CPU for these scenarios,
+    docs/benchmarks.md#the-test-suite). Each lane runs its scenarios in the manifest's order."""
     names = (CHECKED if valgrind else []) + PLAIN
     busy = [n for n in names if n not in WAITING]
-    return [([n for n in names if n in WAITING], False), ([n for n in busy if STAGE[n] in AHEAD_TAKEN], True),
-            ([n for n in busy if STAGE[n] not in AHEAD_TAKEN], False)]
+    return [([n for n in names if n in WAITING], False, 2), ([n for n in busy if STAGE[n] in AHEAD_TAKEN], True, 2),
+            ([n for n in busy if STAGE[n] not in AHEAD_TAKEN], False, 1)]
 
 
 class Checks:
     """One `scenarios check` per lane, started at once. Each lane's stdout and stderr go to files beside its folder:
     a pipe that nobody reads while the rest of the suite runs would fill and stall the lane."""
 
-    def __init__(self, root, groups: list[tuple[list[str], bool]]):
+    def __init__(self, root, groups: list[tuple[list[str], bool, int]]):
         self.checks = []
-        for i, (names, ahead) in enumerate(g for g in groups if g[0]):
+        for i, (names, ahead, jobs) in enumerate(g for g in groups if g[0]):
             out = root / f"group-{i}"
             with open(root / f"group-{i}.stdout", "w") as stdout, open(root / f"group-{i}.stderr", "w") as stderr:
                 proc = subprocess.Popen(
                     [sys.executable, "-m", "aoti_bisect", "scenarios", "check", *names, "--device", "cpu", "--jobs",
-                     "2", "--ahead" if ahead else "--no-ahead", "--out", str(out)], stdout=stdout, stderr=stderr,
-                    stdin=subprocess.DEVNULL)
+                     str(jobs), "--ahead" if ahead else "--no-ahead", "--out", str(out)], stdout=stdout,
+                    stderr=stderr, stdin=subprocess.DEVNULL)
             self.checks.append((out, proc))
 
     def wait(self, timeout: float):
@@ -112,7 +114,7 @@ def start_lanes(root) -> Checks:
     return Checks(root, lanes(shutil.which("valgrind") is not None))
 
 
-def run_checks(root, groups: list[tuple[list[str], bool]], timeout: float):
+def run_checks(root, groups: list[tuple[list[str], bool, int]], timeout: float):
     return Checks(root, groups).wait(timeout)
 
 
@@ -177,7 +179,7 @@ def test_a_prebuilt_package_is_walked_through_an_instrumented_copy_and_left_unto
 @pytest.mark.heavy
 @pytest.mark.parametrize("name", HEAVY)
 def test_heavy_scenario_matches_manifest(tmp_path, name):
-    outputs, results = run_checks(tmp_path, [([name], STAGE[name] in AHEAD_TAKEN)], 1800)
+    outputs, results = run_checks(tmp_path, [([name], STAGE[name] in AHEAD_TAKEN, 2)], 1800)
     assert outputs[0][0] == 0, outputs[0][1] + outputs[0][2][-4000:]
     assert results[name]["status"] == "ok", results[name].get("problems")
 
