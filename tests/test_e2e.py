@@ -15,7 +15,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 
 import pytest
 
@@ -75,90 +74,44 @@ def lanes(valgrind: bool) -> list[tuple[list[str], bool, int]]:
             ([n for n in busy if STAGE[n] not in AHEAD_TAKEN], False, 1)]
 
 
-# `aoti-bisect minify` on the lane's index_oob folder (test_minify_cuts_index_oob_to_a_few_nodes_that_fail_alone),
-# started the moment that lane ends: it then runs beside the suite's last tests, on the core they leave idle, instead
-# of after them in the pytest process's own time (docs/benchmarks.md#the-test-suite).
-MINIFIED = "index_oob"
-
-
-def minify_argv(run_dir) -> list[str]:
-    return [sys.executable, "-m", "aoti_bisect", "minify", str(run_dir), "--jobs", "2", "--max-candidates", "3"]
-
-
 class Checks:
-    """One `scenarios check` per lane, started at once, and the minify of MINIFIED once its lane ended. Each one's
-    stdout and stderr go to files beside its folder: a pipe that nobody reads while the rest of the suite runs would
-    fill and stall it."""
+    """One `scenarios check` per lane, started at once. Each lane's stdout and stderr go to files beside its folder:
+    a pipe that nobody reads while the rest of the suite runs would fill and stall the lane."""
 
-    def __init__(self, root, groups: list[tuple[list[str], bool, int]], then: bool = False):
+    def __init__(self, root, groups: list[tuple[list[str], bool, int]]):
         self.checks = []
         for i, (names, ahead, jobs) in enumerate(g for g in groups if g[0]):
             out = root / f"group-{i}"
-            self.checks.append((out, _start(
-                [sys.executable, "-m", "aoti_bisect", "scenarios", "check", *names, "--device", "cpu", "--jobs",
-                 str(jobs), "--ahead" if ahead else "--no-ahead", "--out", str(out)], out), names))
-        self._lock = threading.Lock()
-        self._stopped = False
-        self.minify = None  # (its folder's stem, its process) once started
-        self._minify_started = threading.Event()
-        lane = next((c for c in self.checks if MINIFIED in c[2]), None) if then else None
-        if lane is None:
-            self._minify_started.set()
-        else:
-            threading.Thread(target=self._minify_after, args=lane[:2], daemon=True).start()
-
-    def _minify_after(self, out, proc) -> None:
-        proc.wait()
-        try:
-            with self._lock:
-                if not self._stopped:
-                    stem = out.parent / f"minify-{MINIFIED}"
-                    self.minify = stem, _start(minify_argv(out / MINIFIED), stem)
-        finally:
-            self._minify_started.set()
+            with open(root / f"group-{i}.stdout", "w") as stdout, open(root / f"group-{i}.stderr", "w") as stderr:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "aoti_bisect", "scenarios", "check", *names, "--device", "cpu", "--jobs",
+                     str(jobs), "--ahead" if ahead else "--no-ahead", "--out", str(out)], stdout=stdout,
+                    stderr=stderr, stdin=subprocess.DEVNULL)
+            self.checks.append((out, proc))
 
     def wait(self, timeout: float):
         """[(returncode, stdout, stderr)] of each lane and every scenario's result, once all have ended."""
         outputs, results = [], {}
-        for out, proc, _ in self.checks:
+        for out, proc in self.checks:
             proc.wait(timeout=timeout)
-            outputs.append((proc.returncode, *_output(out)))
+            stdout, stderr = (open(f"{out}.{name}").read() for name in ("stdout", "stderr"))
+            outputs.append((proc.returncode, stdout, stderr))
             with open(out / "scenarios-check.json") as f:
                 results.update({r["name"]: r for r in json.load(f)})
         return outputs, results
 
-    def wait_minify(self, timeout: float):
-        """(returncode, stdout, stderr) of MINIFIED's minify, once it ended."""
-        self._minify_started.wait(timeout)
-        assert self.minify is not None, f"no minify of {MINIFIED} was started (its lane did not run it)"
-        stem, proc = self.minify
-        proc.wait(timeout=timeout)
-        return (proc.returncode, *_output(stem))
-
     def stop(self):
-        """Ends the lanes and the minify still running (the session stopped early). SIGKILL: `scenarios check` went
-        on after a SIGTERM (2026-11-27); each run's watchdog then ends that run's process tree (seen: nothing of the
-        lanes left)."""
-        with self._lock:
-            self._stopped = True
-        for proc in [p for _, p, _ in self.checks] + ([self.minify[1]] if self.minify else []):
+        """Ends the lanes still running (the session stopped early). SIGKILL: `scenarios check` went on after a SIGTERM
+        (2026-11-27); each run's watchdog then ends that run's process tree (seen: nothing of the lanes left)."""
+        for _, proc in self.checks:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
 
 
-def _start(argv: list[str], stem) -> subprocess.Popen:
-    with open(f"{stem}.stdout", "w") as stdout, open(f"{stem}.stderr", "w") as stderr:
-        return subprocess.Popen(argv, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL)
-
-
-def _output(stem) -> tuple[str, str]:
-    return tuple(open(f"{stem}.{name}").read() for name in ("stdout", "stderr"))
-
-
 def start_lanes(root) -> Checks:
     """The default run's lanes (tests/conftest.py starts them when the session begins)."""
-    return Checks(root, lanes(shutil.which("valgrind") is not None), then=True)
+    return Checks(root, lanes(shutil.which("valgrind") is not None))
 
 
 def run_checks(root, groups: list[tuple[list[str], bool, int]], timeout: float):
@@ -258,16 +211,17 @@ def test_a_rare_crash_in_a_custom_op_is_convicted_from_its_first_crash(check_run
     assert report["reproduction"]["failures"] == 1  # a check stops the rate at the verdict
 
 
-def test_minify_cuts_index_oob_to_a_few_nodes_that_fail_alone(check_run, e2e_lanes):
-    # The lane's bisection of index_oob, then `aoti-bisect minify` on its folder (started when its lane ended,
-    # `Checks`): a capture run, the walk, and 3 candidates, each a real AOTI compile in a fresh process: the whole
-    # graph (it must still fail), then ddmin's two halves in one wave of 2, the half that holds the index failing
-    # (6 -> 3 nodes). A 4th candidate cut it to 2 nodes, one more compile in the suite's last minutes that the
-    # assertions below do not need; ddmin's further cuts are tests/test_minify.py's, on fakes.
+def test_minify_cuts_index_oob_to_a_few_nodes_that_fail_alone(check_run):
+    # The lane's bisection of index_oob, then `aoti-bisect minify` on its folder: a capture run, the walk, and 3
+    # candidates, each a real AOTI compile in a fresh process: the whole graph (it must still fail), then ddmin's
+    # two halves in one wave of 2, the half that holds the index failing (6 -> 3 nodes). A 4th candidate cut it
+    # to 2 nodes, one more compile in the suite's last minutes (one core idle) that the assertions below do not
+    # need; ddmin's further cuts are tests/test_minify.py's, on fakes.
     _, results, _ = check_run
-    run_dir = results[MINIFIED]["run_dir"]
-    returncode, _, stderr = e2e_lanes[0].wait_minify(1200)
-    assert returncode == 0, stderr[-3000:]
+    run_dir = results["index_oob"]["run_dir"]
+    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", "minify", run_dir, "--jobs", "2",
+                           "--max-candidates", "3"], timeout=1200, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
     record = json.load(open(os.path.join(run_dir, "minify", "minify.json")))
     assert record["verified"] and record["nodes_after"] <= 5 and record["nodes_before"] == 6
     assert "index" in record["ops_after"]
