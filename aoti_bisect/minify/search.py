@@ -318,8 +318,9 @@ class Trials:
         n = self._verify_runs
         built = os.path.join(self.folders.get(best, ""), PACKAGE)
         with tempfile.TemporaryDirectory(prefix="aoti-bisect-minify-") as tmp:
-            fresh, loads = self._copy(out, tmp, "compiles"), self._copy(out, tmp, "loads")
+            fresh = self._copy(out, tmp, "compiles")
             if self.jobs > 1 and n > 1 and os.path.isfile(built):
+                loads = self._copy(out, tmp, "loads")
                 shutil.copy(built, loads)
                 with ThreadPoolExecutor(1) as pool:
                     compiled = pool.submit(self._execute, fresh, 0, 0)
