@@ -264,6 +264,7 @@ def test_closing_the_terminal_kills_the_tree_and_writes_a_partial_report(tmp_pat
     child = _script(tmp_path, "stubborn.py", STUBBORN_TREE, pidfile)
     pid, master = pty.fork()
     if pid == 0:
+        _from_a_shell()
         os.execv(sys.executable, [sys.executable, "-m", "aoti_bisect", child, "--runs", "1", "--out",
                                   str(tmp_path / "out")])
     deadline = time.monotonic() + 90
