@@ -89,6 +89,37 @@ def shared_headers(tmp_path_factory):
 
 
 @pytest.fixture(scope="session", autouse=True)
+def started_early(request, tmp_path_factory, shared_headers):
+    """The work of the tests marked `early(job=...)`: each job, `job(folder, environ) -> value`, is all child processes
+    (a bisection, an experiment), and one background thread runs the jobs one after another from the session's
+    start, beside the lanes. The test reads the value when it runs (the `early` fixture), so that its minutes of
+    processes, waits among them, leave the pytest process's own chain of tests, the suite's longest
+    (docs/benchmarks.md#the-test-suite). A job's exception is raised in its test. A job takes the environment as
+    the session began and gives its children absolute paths and their own cwd: the tests that run meanwhile
+    change os.environ and the working directory."""
+    jobs = []
+    for item in request.session.items:
+        marker = item.get_closest_marker("early")
+        if marker is not None and marker.kwargs["job"] not in jobs:
+            jobs.append(marker.kwargs["job"])
+    if not jobs:
+        yield {}
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="early")
+    environ = dict(os.environ)
+    yield {job: pool.submit(job, tmp_path_factory.mktemp(job.__name__.strip("_")), environ) for job in jobs}
+    pool.shutdown(wait=True, cancel_futures=True)  # a session stopped early waits for the job under way
+
+
+@pytest.fixture
+def early(started_early):
+    """early(job) -> what the job returned (see started_early)."""
+    return lambda job: started_early[job].result()
+
+
+@pytest.fixture(scope="session", autouse=True)
 def e2e_lanes(request, tmp_path_factory, shared_headers):
     """The scenario checks of tests/test_e2e.py, started as the session's first test starts when any selected test
     reads them. They are real AOTI bisections in child processes (about 12 minutes of two busy cores, one lane of

@@ -15,6 +15,8 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+from typing import Callable
 
 import pytest
 
@@ -59,6 +61,10 @@ WAITING = {"hang_custom_op"}
 # (measured in docs/benchmarks.md#the-test-suite): those run --no-ahead.
 AHEAD_TAKEN = {"trace", "inspect", "eager"}
 STAGE = {s.name: s.stage for s in CPU}
+# The lanes and all they start run at a lower priority than the pytest process: its own tests are one chain of
+# processes, one at a time, the suite's longest; the lanes take what that chain leaves of both cores
+# (docs/benchmarks.md#the-test-suite). `nice`, not a preexec_fn: a follow-up starts from a thread.
+YIELD = ("nice", "-n", "10")
 
 
 def lanes(valgrind: bool) -> list[tuple[list[str], bool, int]]:
@@ -79,39 +85,85 @@ class Checks:
     a pipe that nobody reads while the rest of the suite runs would fill and stall the lane."""
 
     def __init__(self, root, groups: list[tuple[list[str], bool, int]]):
-        self.checks = []
+        self.checks = []  # (out, process, scenarios) of each lane
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._then: dict[str, tuple[threading.Thread, dict]] = {}
         for i, (names, ahead, jobs) in enumerate(g for g in groups if g[0]):
             out = root / f"group-{i}"
             with open(root / f"group-{i}.stdout", "w") as stdout, open(root / f"group-{i}.stderr", "w") as stderr:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "aoti_bisect", "scenarios", "check", *names, "--device", "cpu", "--jobs",
-                     str(jobs), "--ahead" if ahead else "--no-ahead", "--out", str(out)], stdout=stdout,
+                    [*YIELD, sys.executable, "-m", "aoti_bisect", "scenarios", "check", *names, "--device", "cpu",
+                     "--jobs", str(jobs), "--ahead" if ahead else "--no-ahead", "--out", str(out)], stdout=stdout,
                     stderr=stderr, stdin=subprocess.DEVNULL)
-            self.checks.append((out, proc))
+            self.checks.append((out, proc, names))
 
     def wait(self, timeout: float):
         """[(returncode, stdout, stderr)] of each lane and every scenario's result, once all have ended."""
         outputs, results = [], {}
-        for out, proc in self.checks:
+        for out, proc, _ in self.checks:
             proc.wait(timeout=timeout)
             stdout, stderr = (open(f"{out}.{name}").read() for name in ("stdout", "stderr"))
             outputs.append((proc.returncode, stdout, stderr))
-            with open(out / "scenarios-check.json") as f:
-                results.update({r["name"]: r for r in json.load(f)})
+            results.update(_results(out))
         return outputs, results
+
+    def then(self, name: str, argv: Callable[[str], list[str]]) -> None:
+        """Starts `argv(the scenario's run folder)` the moment the lane that checks `name` ends, beside the rest of
+        the suite, rather than when the test that reads it runs: in the suite's last minutes, one core idle."""
+        out, proc = next((out, proc) for out, proc, names in self.checks if name in names)
+        state: dict = {}
+
+        def follow():
+            proc.wait()
+            with self._lock:
+                result = _results(out).get(name) if not self._stopped else None
+                if result is not None:
+                    log = open(out.parent / f"{name}.then.log", "w")
+                    state["run_dir"] = result["run_dir"]
+                    state["proc"] = subprocess.Popen([*YIELD, *argv(result["run_dir"])], stdout=log,
+                                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                    state["log"] = log.name
+
+        thread = threading.Thread(target=follow, daemon=True)
+        thread.start()
+        self._then[name] = (thread, state)
+
+    def follow_up(self, name: str, timeout: float) -> tuple[int, str, str]:
+        """(returncode, output, run folder) of what `then` started for `name`, once it has ended."""
+        thread, state = self._then[name]
+        thread.join(timeout)
+        assert "proc" in state, f"the lane checking {name} ended without a result for it"
+        state["proc"].wait(timeout=timeout)
+        return state["proc"].returncode, open(state["log"]).read(), state["run_dir"]
 
     def stop(self):
         """Ends the lanes still running (the session stopped early). SIGKILL: `scenarios check` went on after a SIGTERM
         (2026-11-27); each run's watchdog then ends that run's process tree (seen: nothing of the lanes left)."""
-        for _, proc in self.checks:
+        with self._lock:
+            self._stopped = True
+        procs = [proc for _, proc, _ in self.checks] + [s["proc"] for _, s in self._then.values() if "proc" in s]
+        for proc in procs:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
 
 
+def _results(out) -> dict:
+    try:
+        with open(out / "scenarios-check.json") as f:
+            return {r["name"]: r for r in json.load(f)}
+    except FileNotFoundError:
+        return {}
+
+
 def start_lanes(root) -> Checks:
-    """The default run's lanes (tests/conftest.py starts them when the session begins)."""
-    return Checks(root, lanes(shutil.which("valgrind") is not None))
+    """The default run's lanes (tests/conftest.py starts them when the session begins), and index_oob's minify
+    once its lane has bisected it (test_minify_cuts_index_oob_to_a_few_nodes_that_fail_alone reads it)."""
+    checks = Checks(root, lanes(shutil.which("valgrind") is not None))
+    checks.then("index_oob", lambda run_dir: [sys.executable, "-m", "aoti_bisect", "minify", run_dir, "--jobs", "2",
+                                              "--max-candidates", "3"])
+    return checks
 
 
 def run_checks(root, groups: list[tuple[list[str], bool, int]], timeout: float):
@@ -211,17 +263,14 @@ def test_a_rare_crash_in_a_custom_op_is_convicted_from_its_first_crash(check_run
     assert report["reproduction"]["failures"] == 1  # a check stops the rate at the verdict
 
 
-def test_minify_cuts_index_oob_to_a_few_nodes_that_fail_alone(check_run):
-    # The lane's bisection of index_oob, then `aoti-bisect minify` on its folder: a capture run, the walk, and 3
-    # candidates, each a real AOTI compile in a fresh process: the whole graph (it must still fail), then ddmin's
-    # two halves in one wave of 2, the half that holds the index failing (6 -> 3 nodes). A 4th candidate cut it
-    # to 2 nodes, one more compile in the suite's last minutes (one core idle) that the assertions below do not
+def test_minify_cuts_index_oob_to_a_few_nodes_that_fail_alone(check_run, e2e_lanes):
+    # The lane's bisection of index_oob, then `aoti-bisect minify` on its folder (started when that lane ended:
+    # start_lanes): a capture run, the walk, and 3 candidates, each a real AOTI compile in a fresh process: the
+    # whole graph (it must still fail), then ddmin's two halves in one wave of 2, the half that holds the index
+    # failing (6 -> 3 nodes). A 4th candidate cut it to 2 nodes, one more compile that the assertions below do not
     # need; ddmin's further cuts are tests/test_minify.py's, on fakes.
-    _, results, _ = check_run
-    run_dir = results["index_oob"]["run_dir"]
-    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", "minify", run_dir, "--jobs", "2",
-                           "--max-candidates", "3"], timeout=1200, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    returncode, output, run_dir = e2e_lanes[0].follow_up("index_oob", 1200)
+    assert returncode == 0, output[-3000:]
     record = json.load(open(os.path.join(run_dir, "minify", "minify.json")))
     assert record["verified"] and record["nodes_after"] <= 5 and record["nodes_before"] == 6
     assert "index" in record["ops_after"]

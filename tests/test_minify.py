@@ -744,21 +744,27 @@ PY_OP_SCENARIO = os.path.join(REPO, "scenarios", "cpu", "flaky_python_op_oob.py"
 def _bisect_then_minify(tmp_path, env, runs, *minify_args):
     run_dir = tmp_path / "run"
     subprocess.run([sys.executable, "-m", "aoti_bisect", PY_OP_SCENARIO, "--out", str(run_dir), "--runs", str(runs),
-                    "--stages", "baseline", "--jobs", "2", "-q"], env=env, timeout=900, capture_output=True)
+                    "--stages", "baseline", "--jobs", "2", "-q"], env=env, timeout=900, capture_output=True,
+                   cwd=tmp_path)
     proc = subprocess.run([sys.executable, "-m", "aoti_bisect", "minify", str(run_dir), *minify_args],
-                          env=env, timeout=1800, capture_output=True, text=True)
+                          env=env, timeout=1800, capture_output=True, text=True, cwd=tmp_path)
     return proc, run_dir, json.load(open(run_dir / "minify" / "minify.json"))
 
 
+def _python_op_minify(folder, environ):
+    # One candidate: the culprit's nodes (relu, add, the op), 5 -> 3 nodes, each candidate a real compile; ddmin's
+    # cuts, zeros and smaller inputs are what the other tests and the heavy one cover.
+    env = {**environ, "PYTHONPATH": REPO, "PY_OP_CRASH_PERCENT": "100"}
+    return _bisect_then_minify(folder, env, 1, "--jobs", "1", "--max-candidates", "1")
+
+
 @pytest.mark.slow
-def test_a_python_custom_op_that_crashes_is_cut_to_a_repro_that_defines_it_and_crashes_alone(tmp_path):
+@pytest.mark.early(job=_python_op_minify)
+def test_a_python_custom_op_that_crashes_is_cut_to_a_repro_that_defines_it_and_crashes_alone(early, tmp_path):
     from aoti_bisect.files import user_name
     from aoti_bisect.run.layout import headers_folder
 
-    env = {**os.environ, "PYTHONPATH": REPO, "PY_OP_CRASH_PERCENT": "100"}
-    # One candidate: the culprit's nodes (relu, add, the op), 5 -> 3 nodes, each candidate a real compile; ddmin's
-    # cuts, zeros and smaller inputs are what the other tests and the heavy one cover.
-    proc, run_dir, record = _bisect_then_minify(tmp_path, env, 1, "--jobs", "1", "--max-candidates", "1")
+    proc, run_dir, record = early(_python_op_minify)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert record["signature"] == {"kind": "segfault", "phase": "run"} and record["op_family"] == ["gather_rows"]
     assert record["nodes_after"] <= 3 and "gather_rows" in record["ops_after"]

@@ -147,49 +147,58 @@ def _setup_module():
     return module
 
 
-@pytest.fixture(scope="module")
-def crashing_package(tmp_path_factory):
-    """One real package, built by the crashing toolchain (the scenario's setup, one AOTI compile)."""
-    path = str(tmp_path_factory.mktemp("built") / "model.pt2")
-    subprocess.run([sys.executable, os.path.join(SCENARIOS, "build_with_crashing_toolchain.py"), path], check=True,
-                   stdout=subprocess.DEVNULL, timeout=900)
-    return path
-
-
 def _digest(path):
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
 
 
-@pytest.mark.slow
-@pytest.mark.waits  # the hanging toolchain's load sits out its 60 s timeout (the file alone: 166 s, 87 s of CPU)
-def test_the_experiment_finds_the_toolchain_that_loads_a_package_that_crashes_while_loading(crashing_package,
-                                                                                            tmp_path):
-    load = subprocess.run([sys.executable, toolchains.LOAD_SCRIPT, crashing_package], capture_output=True)
-    assert load.returncode == -11  # the package as built crashes in native code while loading
-    # Beside /usr/bin/g++: a toolchain that cannot compile the sources, and one whose libraries hang when loaded.
-    fakes = tmp_path / "fakes"
+def _crashing_experiment(folder, environ):
+    """One real package built by the crashing toolchain (the scenario's setup, one AOTI compile), its plain load,
+    and the experiment on it beside /usr/bin/g++ and two fake toolchains: one that cannot compile the sources and
+    one whose libraries hang when loaded (its load sits out the 60 s timeout: an `early` job)."""
+    package = str(folder / "built" / "model.pt2")
+    os.makedirs(os.path.dirname(package))
+    subprocess.run([sys.executable, os.path.join(SCENARIOS, "build_with_crashing_toolchain.py"), package], check=True,
+                   stdout=subprocess.DEVNULL, timeout=900, cwd=folder,
+                   env=_private_tmp(environ, folder / "build-tmp"))
+    load = subprocess.run([sys.executable, toolchains.LOAD_SCRIPT, package], capture_output=True, cwd=folder,
+                          env=_private_tmp(environ, folder / "load-tmp"))
+    fakes = folder / "fakes"
     fakes.mkdir()
     (fakes / "g++-99").write_text("#!/bin/sh\necho 'g++-99: error: unrecognized option' >&2\nexit 1\n")
     (fakes / "g++-99").chmod(0o755)
     # Not named g++ on PATH: loading a package runs Inductor's ISA check, which builds a library with that g++.
     hangs = fakes / "clang++-98"
-    hangs.symlink_to(_setup_module().crashing_toolchain(str(tmp_path / "hangs"), "for (;;) pause();"))
-    env = dict(os.environ, PATH=os.pathsep.join([str(fakes), "/usr/bin", "/bin"]))
-    before = (_digest(crashing_package), sorted(os.listdir(os.path.dirname(crashing_package))))
-
+    hangs.symlink_to(_setup_module().crashing_toolchain(str(folder / "hangs"), "for (;;) pause();"))
+    env = dict(environ, PATH=os.pathsep.join([str(fakes), "/usr/bin", "/bin"]))
+    before = (_digest(package), sorted(os.listdir(os.path.dirname(package))))
     # 60 s: torch imports slowly on a busy machine.
-    exp = toolchains.experiment(crashing_package, sys.executable, str(tmp_path / "exp"), env, load_timeout=60)
+    exp = toolchains.experiment(package, sys.executable, str(folder / "exp"), env, load_timeout=60)
+    after = (_digest(package), sorted(os.listdir(os.path.dirname(package))))
+    return package, load.returncode, fakes, env, exp, before == after
 
+
+def _private_tmp(environ, folder) -> dict:
+    # Inductor caches under $TMPDIR (its precompiled headers, over 100 MB each, named for the compiler's path,
+    # which is new every session), and a package load killed by its crash leaves its unpacked copy there.
+    os.makedirs(folder, exist_ok=True)
+    return dict(environ, TMPDIR=str(folder))
+
+
+@pytest.mark.slow
+@pytest.mark.early(job=_crashing_experiment)
+def test_the_experiment_finds_the_toolchain_that_loads_a_package_that_crashes_while_loading(early, tmp_path):
+    crashing_package, plain_load, fakes, env, exp, untouched = early(_crashing_experiment)
+    assert plain_load == -11  # the package as built crashes in native code while loading
     assert exp.built_by.endswith("crashing-toolchain/bin/g++") and exp.skipped is None
     failing, good, hanging = exp.trials
     assert failing.compiler == str(fakes / "g++-99") and not failing.loads
     assert failing.outcome.startswith("rebuilding the package's wrapper failed (exit 1): g++-99: error: unrecognized")
-    assert hanging.compiler == str(hangs) and not hanging.loads
+    assert hanging.compiler == str(fakes / "clang++-98") and not hanging.loads
     assert hanging.outcome.startswith("the load did not finish in 60 s")
     assert (good.compiler, good.loads, good.outcome) == ("/usr/bin/g++", True, "loads"), good
     assert good.version.startswith("g++ ")
-    assert (_digest(crashing_package), sorted(os.listdir(os.path.dirname(crashing_package)))) == before
+    assert untouched
 
     facts = read_package(crashing_package)
     c = diagnose_load(SEGFAULT, facts, FRESH, [], None, exp)
@@ -198,6 +207,6 @@ def test_the_experiment_finds_the_toolchain_that_loads_a_package_that_crashes_wh
     assert render(c.summary).endswith("it loads: rebuild it with that toolchain (CXX=/usr/bin/g++)")
 
     # The control: a package that loads by itself convicts no toolchain (the copy that loaded, here).
-    copy = os.path.join(str(tmp_path / "exp"), "1-g++", "model.pt2")
+    copy = os.path.join(os.path.dirname(os.path.dirname(crashing_package)), "exp", "1-g++", "model.pt2")
     again = toolchains.experiment(copy, sys.executable, str(tmp_path / "exp2"), env)
     assert again.trials == () and again.skipped.startswith("the package as built loads in a fresh process")
