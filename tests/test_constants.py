@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 import types
 import zipfile
 
@@ -226,15 +227,28 @@ sys.exit(3 if not torch.isfinite(out).all() else 0)
 
 
 @pytest.mark.slow
-def test_the_hook_reads_a_real_packages_constants_without_changing_the_run(tmp_path, write_script):
-    package = str(tmp_path / "nan_constant.pt2")
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "build-cache")}
+def _nan_constant_runs(folder, environ):
+    """A real package with a NaN bias (one compile), loaded and run with the hook, without it, and by a baseline
+    that carries the hook only to reuse compiles: an `early` job."""
+    package = str(folder / "nan_constant.pt2")
+    env = {**environ, "TORCHINDUCTOR_CACHE_DIR": str(folder / "build-cache")}
     subprocess.run([sys.executable, os.path.join(SCENARIOS, "build_nan_constant_package.py"), package],
-                   env=env, check=True, capture_output=True, timeout=900)
-    script = write_script("load_and_print.py", LOAD_AND_PRINT)
-    harness = Harness(str(tmp_path / "run"))
+                   env=env, check=True, capture_output=True, timeout=900, cwd=folder)
+    script = str(folder / "load_and_print.py")
+    with open(script, "w") as f:
+        f.write(textwrap.dedent(LOAD_AND_PRINT))
+    harness = Harness(str(folder / "run"), environ)
     on = harness.run(RunSpec((sys.executable, script, package), "trace", 0, (), 600.0, True))
     off = harness.run(RunSpec((sys.executable, script, package), "baseline", 1, (), 600.0))
+    reusing = Harness(str(folder / "run-all"), environ, reuse="all")
+    plain = reusing.run(RunSpec((sys.executable, script, package), "baseline", 0, (), 600.0))
+    return on, off, plain
+
+
+@pytest.mark.slow
+@pytest.mark.early(job=_nan_constant_runs)
+def test_the_hook_reads_a_real_packages_constants_without_changing_the_run(early):
+    on, off, plain = early(_nan_constant_runs)
     with open(on.log_path, "rb") as a, open(off.log_path, "rb") as b:
         on_log, off_log = a.read(), b.read()
     assert on.exit.returncode == off.exit.returncode == 3
@@ -247,8 +261,6 @@ def test_the_hook_reads_a_real_packages_constants_without_changing_the_run(tmp_p
     assert (by["proj.bias"].nan, by["proj.bias"].numel, by["proj.weight"].bad) == (3, 16, False)
     assert not [n for n in os.listdir(on.run_dir) if n.startswith("constants-")]  # the private .so copy is gone
     # A baseline run that carries the hook only to reuse compiles never opens the second container.
-    reusing = Harness(str(tmp_path / "run-all"), reuse="all")
-    plain = reusing.run(RunSpec((sys.executable, script, package), "baseline", 0, (), 600.0))
     (load,) = read_hook(plain.run_dir).events
     assert plain.exit.returncode == 3 and load.constant_values is None
 

@@ -162,11 +162,21 @@ def log_bytes(result):
         return f.read()
 
 
+def _check_runs(folder, environ):
+    """The scenario without the check, with it, and with it over the capture's size cap (real compiles on a
+    shared, warming Inductor cache): an `early` job."""
+    cache = folder / "cache"
+    off = run_scenario(folder / "off", cache, "baseline", {}, False, environ)
+    on = run_scenario(folder / "on", cache, "fakecheck", flags.FAKECHECK, True, environ)
+    capped = run_scenario(folder / "capped", cache, "fakecheck", flags.FAKECHECK, True,
+                          base_env={**environ, "AOTI_BISECT_MAX_CAPTURE_MB": "0.0001"})
+    return off, on, capped
+
+
 @pytest.mark.slow
-def test_capture_and_check_leave_the_repros_output_and_exit_unchanged(tmp_path):
-    cache = tmp_path / "cache"  # shared: later runs compile on a warm Inductor cache
-    off = run_scenario(tmp_path / "off", cache, "baseline", {}, False)
-    on = run_scenario(tmp_path / "on", cache, "fakecheck", flags.FAKECHECK, True)
+@pytest.mark.early(job=_check_runs)
+def test_capture_and_check_leave_the_repros_output_and_exit_unchanged(early):
+    off, on, capped = early(_check_runs)
     assert off.exit.returncode == on.exit.returncode == 1
     assert log_bytes(on) == log_bytes(off) and b"wrong values: max abs difference" in log_bytes(on)
     assert not os.path.exists(os.path.join(off.run_dir, "capture"))
@@ -181,8 +191,6 @@ def test_capture_and_check_leave_the_repros_output_and_exit_unchanged(tmp_path):
     assert zipfile.is_zipfile(os.path.join(check.capture, "program.pt2"))
 
     # Over the size cap: the inputs are not saved, and the check and the repro go on.
-    capped = run_scenario(tmp_path / "capped", cache, "fakecheck", flags.FAKECHECK, True,
-                          base_env={**os.environ, "AOTI_BISECT_MAX_CAPTURE_MB": "0.0001"})
     assert capped.exit.returncode == 1 and log_bytes(capped) == log_bytes(off)
     check = read_fakecheck(capped.run_dir)
     assert check.mismatch is not None and check.capture is None

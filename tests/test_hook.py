@@ -265,18 +265,30 @@ def test_a_constant_is_named_by_its_fqn():
 
 # -- end to end, with a real AOTI compile ------------------------------------------------------------------
 
-@pytest.mark.slow
-def test_real_compile_and_load_recorded_and_the_output_is_unchanged(tmp_path):
+def _compile_and_load(folder, environ):
+    """The repro with the hook and without it (one real compile, which the second run may take from the shared
+    cache), then a process that loads the package the first built and segfaults: an `early` job."""
     repro = [sys.executable, os.path.join(REPROS, "hook_named_inputs.py"), "model.pt2"]
-    cache = str(tmp_path / "cache")  # shared: the second run may reuse the first one's compile
-    on = Harness(str(tmp_path / "run"), cache_root=cache).run(RunSpec(tuple(repro), "trace", 0, (), 600.0, True))
-    off = Harness(str(tmp_path / "run"), cache_root=cache).run(RunSpec(tuple(repro), "baseline", 1, (), 600.0))
+    cache = str(folder / "cache")
+    on = Harness(str(folder / "run"), environ, cache_root=cache).run(RunSpec(tuple(repro), "trace", 0, (), 600.0,
+                                                                             True))
+    off = Harness(str(folder / "run"), environ, cache_root=cache).run(RunSpec(tuple(repro), "baseline", 1, (),
+                                                                              600.0))
+    package = os.path.join(on.run_dir, "cwd", "model.pt2")
+    seg = run(folder / "seg", [sys.executable, os.path.join(REPROS, "hook_load_then_segfault.py"), package], True,
+              base_env=environ)
+    return on, off, package, seg
+
+
+@pytest.mark.slow
+@pytest.mark.early(job=_compile_and_load)
+def test_real_compile_and_load_recorded_and_the_output_is_unchanged(early):
+    on, off, package, seg = early(_compile_and_load)
     assert on.exit.returncode == off.exit.returncode == 0
     assert log_bytes(on) == log_bytes(off) and b"tensor(" in log_bytes(on)
     record = read_hook(on.run_dir)
     assert not os.path.exists(os.path.join(off.run_dir, "hook.json")) and not record.problems
     compile_, load, load2 = record.events
-    package = os.path.join(on.run_dir, "cwd", "model.pt2")
     with open(package, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
     assert (compile_.call, compile_.status, compile_.path, compile_.sha256, compile_.built_here) == \
@@ -291,11 +303,9 @@ def test_real_compile_and_load_recorded_and_the_output_is_unchanged(tmp_path):
     assert ("proj.weight", "proj_weight") in [(c.fqn, c.placeholder) for c in compile_.constants]
 
     # The same package, loaded by a process that did not build it and then segfaults.
-    seg = run(tmp_path / "seg", [sys.executable, os.path.join(REPROS, "hook_load_then_segfault.py"), package], True)
     assert seg.exit.signal == 11 and b"torch.Size([2, 4])" in log_bytes(seg)
     (loaded,) = read_hook(seg.run_dir).events
     assert (loaded.status, loaded.path, loaded.sha256, loaded.built_here) == ("returned", package, digest, False)
-    shutil.rmtree(cache, ignore_errors=True)
 
 
 def test_a_bundle_takes_the_runs_hook_record(tmp_path):

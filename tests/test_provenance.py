@@ -210,10 +210,10 @@ COMPILE = textwrap.dedent("""
 """)
 
 
-def _compile(tmp_path, tag: str, extra: dict) -> dict:
+def _compile(tmp_path, environ, tag: str, extra: dict) -> dict:
     cwd = tmp_path / tag
     cwd.mkdir()
-    env = {k: v for k, v in os.environ.items() if k != "INDUCTOR_PROVENANCE"}
+    env = {k: v for k, v in environ.items() if k != "INDUCTOR_PROVENANCE"}
     env.update(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"cache-{tag}"), **extra)
     done = subprocess.run([sys.executable, "-c", COMPILE], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=600)
@@ -233,10 +233,15 @@ def _code(text: str) -> list[str]:
             if "[Provenance debug handles]" not in line and not line.startswith(("// g++", "// Triton kernels"))]
 
 
+def _plain_and_traced(folder, environ):
+    """The same model compiled without provenance and with it (two real compiles): an `early` job."""
+    return _compile(folder, environ, "plain", {}), _compile(folder, environ, "prov", {"INDUCTOR_PROVENANCE": "1"})
+
+
 @pytest.mark.slow
-def test_provenance_leaves_the_generated_code_and_the_result_unchanged(tmp_path):
-    plain = _compile(tmp_path, "plain", {})
-    traced = _compile(tmp_path, "prov", {"INDUCTOR_PROVENANCE": "1"})
+@pytest.mark.early(job=_plain_and_traced)
+def test_provenance_leaves_the_generated_code_and_the_result_unchanged(early):
+    plain, traced = early(_plain_and_traced)
     assert plain["out"] == traced["out"]
     assert set(plain["files"]) == set(traced["files"]) == {"wrapper", "kernel"}
     assert _code(plain["files"]["kernel"]) == _code(traced["files"]["kernel"])
