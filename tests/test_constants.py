@@ -226,7 +226,6 @@ sys.exit(3 if not torch.isfinite(out).all() else 0)
 """
 
 
-@pytest.mark.slow
 def _nan_constant_runs(folder, environ):
     """A real package with a NaN bias (one compile), loaded and run with the hook, without it, and by a baseline
     that carries the hook only to reuse compiles: an `early` job."""

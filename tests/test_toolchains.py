@@ -152,6 +152,13 @@ def _digest(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
+def _private_tmp(environ, folder) -> dict:
+    # Inductor caches under $TMPDIR (its precompiled headers, over 100 MB each, named for the compiler's path,
+    # which is new every session), and a package load killed by its crash leaves its unpacked copy there.
+    os.makedirs(folder, exist_ok=True)
+    return dict(environ, TMPDIR=str(folder))
+
+
 def _crashing_experiment(folder, environ):
     """One real package built by the crashing toolchain (the scenario's setup, one AOTI compile), its plain load,
     and the experiment on it beside /usr/bin/g++ and two fake toolchains: one that cannot compile the sources and
@@ -175,20 +182,14 @@ def _crashing_experiment(folder, environ):
     # 60 s: torch imports slowly on a busy machine.
     exp = toolchains.experiment(package, sys.executable, str(folder / "exp"), env, load_timeout=60)
     after = (_digest(package), sorted(os.listdir(os.path.dirname(package))))
-    return package, load.returncode, fakes, env, exp, before == after
-
-
-def _private_tmp(environ, folder) -> dict:
-    # Inductor caches under $TMPDIR (its precompiled headers, over 100 MB each, named for the compiler's path,
-    # which is new every session), and a package load killed by its crash leaves its unpacked copy there.
-    os.makedirs(folder, exist_ok=True)
-    return dict(environ, TMPDIR=str(folder))
+    return folder, package, load.returncode, env, exp, before == after
 
 
 @pytest.mark.slow
 @pytest.mark.early(job=_crashing_experiment)
 def test_the_experiment_finds_the_toolchain_that_loads_a_package_that_crashes_while_loading(early, tmp_path):
-    crashing_package, plain_load, fakes, env, exp, untouched = early(_crashing_experiment)
+    folder, crashing_package, plain_load, env, exp, untouched = early(_crashing_experiment)
+    fakes = folder / "fakes"
     assert plain_load == -11  # the package as built crashes in native code while loading
     assert exp.built_by.endswith("crashing-toolchain/bin/g++") and exp.skipped is None
     failing, good, hanging = exp.trials
@@ -207,6 +208,6 @@ def test_the_experiment_finds_the_toolchain_that_loads_a_package_that_crashes_wh
     assert render(c.summary).endswith("it loads: rebuild it with that toolchain (CXX=/usr/bin/g++)")
 
     # The control: a package that loads by itself convicts no toolchain (the copy that loaded, here).
-    copy = os.path.join(os.path.dirname(os.path.dirname(crashing_package)), "exp", "1-g++", "model.pt2")
+    copy = str(folder / "exp" / "1-g++" / "model.pt2")
     again = toolchains.experiment(copy, sys.executable, str(tmp_path / "exp2"), env)
     assert again.trials == () and again.skipped.startswith("the package as built loads in a fresh process")
