@@ -174,19 +174,19 @@ def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, cach
     session = Session(config, Progress(verbose - quiet))
     report = session.execute()
     if then_minify and report.data.get("verdict") == "reproduced":
-        _minify_after_verdict(run_dir, jobs, quiet)
+        _minify_after_verdict(run_dir, jobs, quiet, argv, config.python or sys.executable)
     if as_json:
         print(json.dumps(report.data, indent=2))
     sys.exit(report.exit_code)
 
 
-def _minify_after_verdict(run_dir: str, jobs: int, quiet: int) -> None:
+def _minify_after_verdict(run_dir: str, jobs: int, quiet: int, argv: list[str], python: str) -> None:
     """The --minify stage: its outcome is said on stderr and in report.md (minify rewrites it), never in the exit
     code, which answers `git bisect run` about the repro, not about the reducer."""
     from .minify import MinifyOptions, minify
 
     try:
-        result = minify(run_dir, MinifyOptions(jobs=jobs), _say(quiet))
+        result = minify(run_dir, MinifyOptions(jobs=jobs, repro=tuple(argv), python=python), _say(quiet))
     except UsageFailure as exc:  # the repro planted a link or a file where minify writes: said, not a crash
         print(f"aoti-bisect: minify: {exc}", file=sys.stderr)
         return
@@ -260,9 +260,11 @@ Exit codes:
   2    bad command line, or RUN_DIR holds no report.json, or one aoti-bisect did not write
        (malformed, nested too deep, not UTF-8, of a newer schema), or a link or a file stands
        where minify reads or writes (report.json, minify/, a capture): one line says which
-  125  cannot run here: no exported program or inputs of the failing call can be had (a prebuilt
-       package carries none, a capture over the size cap, a custom op defined in Python whose source
-       cannot be written into a file of its own: the line names the op and why)
+  125  cannot run here: no exported program or inputs of the failing call can be had (the run
+       folder holds no capture and no --script/--cmd names the repro, a prebuilt package carries
+       none, a capture over the size cap, custom-op code in the folder and no repro named, a custom
+       op defined in Python whose source cannot be written into a file of its own: the line says
+       which), or --python is missing or does not run
 """
 
 
@@ -279,8 +281,16 @@ Exit codes:
               help="Runs that judge one candidate at most: a flaky failure gets as many as its rate needs to show "
                    "once with 95% probability, up to this.")
 @click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds per candidate run.")
+@click.option("--script", metavar="PATH",
+              help="The repro, run with --python (default: the Python running aoti-bisect) to capture the failing "
+                   "call where RUN_DIR holds no capture; naming it also lets minify run the custom-op code a capture "
+                   "carries. Nothing read from RUN_DIR ever chooses what runs.")
+@click.option("--cmd", help="As --script, a whole command (argv-split, no shell), as for `aoti-bisect run --cmd`.")
+@click.option("--python", "python", metavar="PATH",
+              help="The interpreter of the eager walk and every candidate, whose torch they use (default: the one "
+                   "--cmd names, else the one running aoti-bisect).")
 @click.option("-q", "--quiet", count=True, help="Nothing on stderr but the result line.")
-def minify_cmd(run_dir, jobs, budget, max_candidates, max_runs, timeout, quiet):
+def minify_cmd(run_dir, jobs, budget, max_candidates, max_runs, timeout, script, cmd, python, quiet):
     """Cut a finished run's failing program down to a standalone repro in RUN_DIR/minify/.
 
     Every candidate is compiled with AOTI and run in its own process; it is kept when it fails with the
@@ -295,11 +305,17 @@ def minify_cmd(run_dir, jobs, budget, max_candidates, max_runs, timeout, quiet):
     check_timeout("--timeout", timeout)
     if not os.path.isfile(os.path.join(run_dir, "report.json")):
         raise UsageFailure(f"{run_dir}: no report.json (not a finished aoti-bisect run directory)")
+    if python:
+        python = validate_python(python)
+    argv = repro_argv(script, (), cmd, python) if script or cmd else []
     global _run_dir
     _run_dir = run_dir
     from .minify import MinifyOptions, minify
+    from .run.probe import interpreter_of
 
-    result = minify(run_dir, MinifyOptions(jobs, budget, max_candidates, timeout, max_runs), _say(quiet))
+    python = python or (argv and interpreter_of(argv)) or sys.executable
+    result = minify(run_dir, MinifyOptions(jobs, budget, max_candidates, timeout, max_runs, tuple(argv), python),
+                    _say(quiet))
     print(f"aoti-bisect: minify: {result.message}", file=sys.stderr)
     sys.exit(result.exit_code)
 

@@ -24,6 +24,7 @@ from aoti_bisect.scenarios import load_manifest
 
 pytestmark = pytest.mark.slow
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CPU = [s for s in load_manifest() if s.device == "cpu"]
 # Each proves again what CI proves elsewhere, and runs with `-m heavy`: nan_source_line's source line is
 # nan_after_matmul's; nan_constant and prebuilt_nan_constant convict a NaN constant as tests/test_constants.py does
@@ -161,7 +162,8 @@ def start_lanes(root) -> Checks:
     once its lane has bisected it (test_minify_cuts_index_oob_to_a_few_nodes_that_fail_alone reads it)."""
     checks = Checks(root, lanes(shutil.which("valgrind") is not None))
     checks.then("index_oob", lambda run_dir: [sys.executable, "-m", "aoti_bisect", "minify", run_dir, "--jobs", "2",
-                                              "--max-candidates", "3"])
+                                              "--max-candidates", "3", "--script",
+                                              os.path.join(REPO, "scenarios", "cpu", "index_oob.py")])
     return checks
 
 

@@ -435,7 +435,8 @@ def test_a_custom_op_that_crashes_stays_in_a_reduced_repro_that_loads_its_librar
     subprocess.run([sys.executable, "-m", "aoti_bisect", os.path.join(REPO, "scenarios/cpu/flaky_custom_op_crash.py"),
                     "--out", run_dir, "--runs", "1", "--jobs", "2", "--stages", "baseline,trace", "-q"],
                    env=env, timeout=900, check=False, capture_output=True)
-    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", "minify", run_dir, "--jobs", "2"],
+    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", "minify", run_dir, "--jobs", "2", "--script",
+                           os.path.join(REPO, "scenarios/cpu/flaky_custom_op_crash.py")],
                           env=env, timeout=1800, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "walking again without running custom ops" in proc.stderr
@@ -746,7 +747,8 @@ def _bisect_then_minify(tmp_path, env, runs, *minify_args):
     subprocess.run([sys.executable, "-m", "aoti_bisect", PY_OP_SCENARIO, "--out", str(run_dir), "--runs", str(runs),
                     "--stages", "baseline", "--jobs", "2", "-q"], env=env, timeout=900, capture_output=True,
                    cwd=tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", "minify", str(run_dir), *minify_args],
+    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", "minify", str(run_dir), "--script", PY_OP_SCENARIO,
+                           *minify_args],
                           env=env, timeout=1800, capture_output=True, text=True, cwd=tmp_path)
     return proc, run_dir, json.load(open(run_dir / "minify" / "minify.json"))
 

@@ -144,6 +144,13 @@ def victim(tmp_path):
     return folder
 
 
+def named_repro(tmp_path) -> tuple[str, ...]:
+    """minify's options naming a repro: without them a folder with no capture is refused before minify/ is
+    touched (tests/test_trust4.py), so the folder's own guards are reached only with them."""
+    (tmp_path / "repro.py").write_text("print('ok')\n")
+    return ("--script", str(tmp_path / "repro.py"))
+
+
 def untouched(folder) -> bool:
     return all((folder / n).read_text() == "mine\n"
                for n in ("repro.py", "minify.json", "graph.json", "values.pt", "candidates/keep.txt"))
@@ -152,7 +159,7 @@ def untouched(folder) -> bool:
 def test_minify_never_deletes_or_writes_through_a_linked_minify_folder(tmp_path):
     run, mine = run_folder(tmp_path), victim(tmp_path)
     (run / "minify").symlink_to(mine)
-    proc = cli("minify", str(run))
+    proc = cli("minify", str(run), *named_repro(tmp_path))
     assert proc.returncode == 2 and one_line(proc) and "minify" in proc.stderr, proc.stderr
     assert untouched(mine)
 
@@ -162,7 +169,7 @@ def test_minify_never_captures_or_caches_into_a_linked_folder(tmp_path, name):
     run, mine = run_folder(tmp_path), victim(tmp_path)
     (run / "minify").mkdir()
     (run / "minify" / name).symlink_to(mine)
-    proc = cli("minify", str(run), "-q")
+    proc = cli("minify", str(run), *named_repro(tmp_path), "-q")
     assert proc.returncode == 2 and one_line(proc) and name in proc.stderr, proc.stderr
     assert sorted(os.listdir(mine)) == ["candidates", "graph.json", "minify.json", "repro.py", "values.pt"]
 
@@ -317,7 +324,7 @@ def test_a_file_or_link_where_the_minify_folder_goes_is_one_line_and_exit_2(tmp_
         (run / "minify").write_text("not a folder\n")
     else:
         (run / "minify").symlink_to(tmp_path / "nowhere")
-    proc = cli("minify", str(run))
+    proc = cli("minify", str(run), *named_repro(tmp_path))
     assert proc.returncode == 2 and one_line(proc), proc.stderr
     assert not (tmp_path / "nowhere").exists()
 

@@ -1,7 +1,8 @@
 """`aoti-bisect minify RUN_DIR`: cut the failing call's exported program down to a small standalone repro.
 
 1. The program and the failing call's inputs: a run's capture/ (the hook's, child/contract.py CAPTURE_ENV), else
-   one more hooked run of the repro that captures them into RUN_DIR/minify/runs/capture-000/.
+   one more hooked run of the repro the user names (--script/--cmd, never a command read from the run folder)
+   that captures them into RUN_DIR/minify/runs/capture-000/.
 2. extract_child.py, in its own process, runs the graph eagerly node by node: graph.json + values.pt.
 3. The search (ddmin.py, pure) over candidates (graph.py, pure): first the culprit kernel's nodes and what
    feeds them, then ddmin over those nodes, then inputs replaced by zeros one at a time, then each input's
@@ -64,6 +65,10 @@ class MinifyOptions:
     max_candidates: int = 60
     timeout_s: float = 300.0
     max_runs: int = 12  # runs that judge one candidate at most, however rare the failure
+    # What runs is the user's word, never the run folder's: the repro's command (to capture, and to trust the
+    # capture's custom-op code) and the interpreter of the eager walk and the candidates.
+    repro: tuple[str, ...] = ()
+    python: str = sys.executable
 
 
 def runs_per_candidate(failures: int, runs: int, cap: int) -> int:
@@ -125,16 +130,22 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
     if report.verdict is not Verdict.REPRODUCED or signature is None:
         return MinifyResult(Status.NOT_REPRODUCED, f"the run did not reproduce a failure "
                                                    f"(verdict {report.verdict.value!r}): nothing to minify")
+    found = _find_capture(run, signature.kind)
+    if found is None and not options.repro:
+        # Refused before anything is written: the folder may be a stranger's, and its report.json's command is
+        # theirs to name, not ours to run.
+        return MinifyResult(Status.NO_PROGRAM, NO_CAPTURE)
     out = _fresh_folder(run)
-    python = _python(report)
+    python = options.python
     steps = _Steps(start)
-    capture, problem = _find_capture(run, signature.kind) or _capture(run, out, report, options, say)
+    capture, problem = found or _capture(run, out, report, options, say)
     steps.done("capture")
     if capture is None:
         return _finish(run, MinifyResult(Status.NO_PROGRAM, problem), {})
     say(f"minify: program and inputs from {capture}")
     python_ops = _python_ops(run, capture)
-    problem = _unwritable(python_ops) or _extract(python, capture, out, options, say, python_ops)
+    problem = (_untrusted_code(capture, python_ops, options) or _unwritable(python_ops)
+               or _extract(python, capture, out, options, say, python_ops))
     if problem:
         return _finish(run, MinifyResult(Status.NO_PROGRAM, problem), {"capture": capture})
     steps.done("extract")
@@ -275,12 +286,23 @@ def _finish(run: RunFolder, result: MinifyResult, record: dict) -> MinifyResult:
     return MinifyResult(result.status, result.message, result.repro, record)
 
 
-def _python(report: ReportRecord) -> str:
-    """The repro's interpreter where its command names one; candidates need the same torch."""
-    argv = report.command
-    if argv and os.path.basename(argv[0]).startswith("python") and os.path.isfile(argv[0]):
-        return argv[0]
-    return sys.executable
+NO_CAPTURE = ("the run folder holds no captured program, and minify runs no command read from a run folder: name "
+              "the repro to capture it with --script PATH or --cmd CMD (and --python PATH)")
+
+
+def _untrusted_code(capture: str, python_ops: dict, options: MinifyOptions) -> Optional[str]:
+    """A capture's custom ops are code (a library the hook copied, a Python source it took): they run only for a
+    user who named the repro, and so said the folder's code is theirs to run."""
+    if options.repro:
+        return None
+    libraries = os.path.join(capture, CAPTURE_LIBS)
+    code = ([f"the libraries in {libraries}"] if os.path.isdir(libraries) and os.listdir(libraries) else []) + \
+        ([f"the Python source of {', '.join(sorted(python_ops['ops']))}"] if python_ops.get("ops") else [])
+    if not code:
+        return None
+    return (f"the captured program calls custom ops whose code is in the run folder ({'; '.join(code)}); minify "
+            "runs it only for a repro you name with --script PATH or --cmd CMD (do so only where you would run "
+            "the repro itself)")
 
 
 def _missing(run: RunFolder, capture: str) -> list[str]:
@@ -312,10 +334,8 @@ def _capture(run: RunFolder, out: str, report: ReportRecord, options: MinifyOpti
     from ..run.harness import Harness
     from ..run.types import RunSpec
 
-    argv = report.command
-    if not argv:
-        return None, "report.json holds no command to rerun"
-    say("minify: no captured program in the run; running the repro again to capture it")
+    argv = options.repro
+    say("minify: no captured program in the run; running the named repro to capture it")
     run.folder("minify/runs")  # where the harness makes its run folder: a planted link is refused, not followed
     # The run's own cache root: its precompiled headers are warm, and a key of its own keeps the hooked
     # compile apart from the runs' (run/layout.py).
