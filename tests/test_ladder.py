@@ -34,9 +34,11 @@ def sig(kind: str, phase: str = "run", message: str = "boom", kernel: Optional[s
 class World:
     """run_batch over a repro whose runs fail as `behave(spec)` says (None: the run passes)."""
 
-    def __init__(self, behave: Callable[[RunSpec], Optional[Signature]], site: Optional[CrashSite] = None) -> None:
+    def __init__(self, behave: Callable[[RunSpec], Optional[Signature]],
+                 site: Optional[CrashSite] | Callable[[RunSpec], Optional[CrashSite]] = None) -> None:
         self.behave = behave
-        self.site = site  # where each failing run crashed, as its witness told (None: it could not tell)
+        # Where each failing run crashed, as its witness told (None: it could not tell); or that, per run.
+        self.site = site if callable(site) else lambda spec: site
         self.specs: list[RunSpec] = []
         self.asked: list[list[str]] = []  # the names of each batch's specs, as the ladder handed them over
 
@@ -51,7 +53,7 @@ class World:
             outcome = Outcome.PASSED if s is None else Outcome.INFRA_ERROR if s.kind == "infra" else Outcome.FAILED
             result = RunResult(spec, outcome, ProcessExit(0 if s is None else 1, None, False, 0.1, 0),
                                f"runs/{spec.name}", f"runs/{spec.name}/output.log", s,
-                               f"cache/{compile_key(spec.env_dict)}", crash=self.site if s is not None else None)
+                               f"cache/{compile_key(spec.env_dict)}", crash=self.site(spec) if s is not None else None)
             done.append(result)
             on_result(result)
 
@@ -711,3 +713,50 @@ def test_a_crash_that_lost_the_asserts_message_still_walks_with_the_index_check_
     seen = Bounds("cpu/wrapper_index_oob_level3.cpp", level2_log="cpu/index_oob_level2_filtered.log")
     climb(world, seen)
     assert seen.asked and set(seen.asked) == {16}
+
+
+# -- one judge: a crash convicts in whichever stage it happens (diagnose/judge.py) ----------------------------------
+def test_a_crash_first_seen_in_a_later_stage_convicts_from_that_crash():
+    # The baseline's failures could not tell where they faulted (an abort nobody traced); the sanity stage's run
+    # crashed and its own account named the kernel: that convicts, the trace is skipped, the walk goes after.
+    abort = sig("index_out_of_bounds", "run", "what(): index out of bounds: 0 <= tmp16 < 16L")
+    site = CrashSite("SIGABRT", "cpp_fused_add_index_mul_sin_sum_0", "k.cpp:26", None, "index out of bounds",
+                     "exception, thrown by the kernel's own check")
+    world = World(lambda spec: abort if spec.stage in ("baseline", "sanity") else None,
+                  lambda spec: site if spec.stage == "sanity" else None)
+    ladder, out = climb(world, Seen("cpu/wrapper_index_oob_level3.cpp"))
+    assert out.culprit.kind == "kernel" and out.culprit.kernel == "cpp_fused_add_index_mul_sin_sum_0"
+    assert "sanity stage" in render(out.culprit.summary)
+    assert "crashed run named the faulting kernel" in stage(out, "trace").skipped and not world.ran("trace")
+    assert [e.stage for e in ladder.ledger.crashes()] == ["sanity"]
+
+
+def test_a_checkers_error_that_names_no_kernel_does_not_stop_the_baseline():
+    # A device assert under compute-sanitizer stops in __assertfail: the checker names no kernel. That is a lead,
+    # not a culprit: the baseline runs on to its crash, which names the kernel.
+    assert_sig = sig("device_assert", "run", "device-side assert triggered")
+    site = CrashSite("Warp Assert", "triton_poi_fused_add_index_mul_sin_0", "k.py:35", None, "", DEVICE_DUMP)
+    world = World(lambda spec: assert_sig if spec.stage == "baseline" and spec.index % 4 == 3 else None,
+                  lambda spec: site if spec.stage == "baseline" else None)
+    seen = Seen("cuda/wrapper_device_assert_oob_level3.cpp", memcheck_log="cuda/memcheck_device_assert.log")
+    _, out = climb(world, seen, checkers=CHECKERS)
+    assert world.ran("memcheck") and any(r.failed for r in stage(out, "baseline").results)
+    assert out.culprit.kind == "kernel" and out.culprit.kernel == "triton_poi_fused_add_index_mul_sin_0"
+    assert out.culprit.from_crash
+
+
+def test_a_failure_that_blocking_launches_turn_into_a_memory_fault_is_checked_and_the_trace_is_only_a_lead():
+    # A user Triton kernel writes out of bounds; the script's own check raises. Under blocking launches the failure
+    # becomes an illegal memory access; every instrumented launch finished, so the trace infers "outside the
+    # instrumented kernels". That is a lead: the checker runs under the flags that showed the fault and sees the
+    # user kernel's access, which convicts.
+    checked = sig("python_exception", "run", "1 output rows were never written")
+    ima = sig("illegal_memory_access", "run", "CUDA error: an illegal memory access was encountered")
+    world = World(lambda spec: ima if spec.stage == "determinism" else checked)
+    finished = printer.Trace((printer.TraceEvent("triton_poi_fused_gelu_zeros_like_1", True),))
+    seen = Seen("cuda/wrapper_ima_user_triton.cpp", trace=finished,
+                memcheck_log="cuda/compute-sanitizer-memcheck-user-triton-oob.log")
+    _, out = climb(world, seen, checkers=CHECKERS)
+    memcheck = stage(out, "memcheck")
+    assert not memcheck.skipped and memcheck.env["CUDA_LAUNCH_BLOCKING"] == "1"
+    assert out.culprit.kind == "kernel" and out.culprit.kernel == "gather_rows_0"

@@ -6,6 +6,7 @@ where the whole climb is tested), one run a stage.
 from typing import Optional
 
 from aoti_bisect.aoti import checks, flags, printer
+from aoti_bisect.diagnose.judge import Ledger
 from aoti_bisect.diagnose.context import Clues, Options
 from aoti_bisect.diagnose.facts import Namer
 from aoti_bisect.diagnose.findings import Culprit, CulpritKind, Findings, Stage, StageName
@@ -28,6 +29,7 @@ class Context:
         self.clues = Clues()
         self.namer = Namer()
         self.stages: list[Stage] = []
+        self.ledger = Ledger()
 
     def run_stage(self, stage, n, stop=lambda rs: False, prefix=(), slowdown=1.0):
         self.stages.append(stage)

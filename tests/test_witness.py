@@ -9,7 +9,10 @@ import sys
 import pytest
 
 from aoti_bisect.child.contract import CRASH_FILE
-from aoti_bisect.diagnose.crash import crash_culprit
+import itertools
+
+from aoti_bisect.diagnose.findings import Stage
+from aoti_bisect.diagnose.judge import Ledger, crash_verdict
 from aoti_bisect.aoti import wrapper
 from aoti_bisect.run import process
 from aoti_bisect.run.classify import fingerprint
@@ -81,8 +84,11 @@ def test_a_python_op_the_model_called_back_is_named_but_the_scripts_own_call_is_
     assert python_op_frame(_read("flaky_custom_op_crash-witnessed.log")) is None  # the op is C++, torch runs it
 
 
+_INDEX = itertools.count()
+
+
 def _result(crash, kind="segfault", phase="run") -> RunResult:
-    spec = RunSpec(("python", "repro.py"), "baseline", 3)
+    spec = RunSpec(("python", "repro.py"), "baseline", next(_INDEX))
     return RunResult(spec, Outcome.CRASHED, ProcessExit(None, 11, False, 1.0, 0), "runs/b", "runs/b/output.log",
                      Signature(kind, phase, "killed by SIGSEGV", None, fingerprint(kind, phase, "m", None)),
                      crash=crash)
@@ -106,6 +112,14 @@ def test_a_crash_in_a_generated_kernel_convicts_its_launch_and_a_load_crash_conv
     assert crash_culprit([_result(site)], graph).kernel == name
     assert crash_culprit([_result(site, phase="load")], graph) is None  # the load doctor's
     assert crash_culprit([_result(None)], graph) is None
+
+
+def crash_culprit(results: list[RunResult], graph):
+    """What the judge convicts from these runs alone (diagnose/judge.py)."""
+    stage = Stage("baseline", {}, results=list(results))
+    ledger = Ledger()
+    ledger.add_runs([stage], graph)
+    return crash_verdict(ledger, [stage], graph)
 
 
 BOOM = """

@@ -48,6 +48,12 @@ _SIZE_SYMBOL = re.compile(r"int64_t (?P<sym>\w+) = (?P<var>\w+)_size\[(?P<dim>\d
 _DIM_LIMIT = re.compile(r"if \((?P<var>\w+)_size\[(?P<dim>\d+)\] (?P<op>[<>]) (?P<n>-?\d+)\)")
 
 
+def spelling(name: str) -> str:
+    """A kernel's name as every reader agrees on it: cuda-gdb writes `triton_per_fused.to_copy_0` for the launch
+    `triton_per_fused__to_copy_0` (a `.` for a run of underscores), so runs of `_` and `.` are one separator."""
+    return re.sub(r"[._]+", "_", name.lower())
+
+
 @dataclass(frozen=True)
 class Launch:
     index: int

@@ -10,13 +10,14 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
-from ..aoti.checks import DimRejected, IndexBound
+from ..aoti.checks import DimRejected, IndexBound, Term
 from ..aoti.printer import TensorStats
 from ..aoti.provenance import source_nodes
 from ..aoti.wrapper import Launch, WrapperGraph
 from .facts import Fact, FactKind, Namer, Subject, fact, kernel
 
 _WORD = re.compile(r"\b[A-Za-z_]\w*\b")
+_VAR = re.compile(r"\b(buf\d+|arg\d+_\d+)\b")
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,23 @@ def origin(graph: WrapperGraph, var: str, before: int) -> IndexOrigin:
         stack += [(r, p.index) for r in p.reads]
     ordered = sorted(found, key=lambda v: (not graph.is_model_input(v), v))
     return IndexOrigin(tuple(ordered), maker)
+
+
+def index_given(bound: IndexBound, kernel_name: str, graph: WrapperGraph, terms: tuple[Term, ...],
+                namer: Namer) -> Optional[Fact]:
+    """Where a kernel faulted on its index check and its source shows the index is a model input's value as it
+    stands (one addend, loaded from the input, nothing added): that input carried the bad value, whatever it was.
+    Read from the source alone, so a crash names the input in the run that crashed; None for a computed index."""
+    if len(terms) != 1 or terms[0].param is None or terms[0].scale != 1:
+        return None
+    var = next(iter(_VAR.findall(graph.size_argument(kernel_name, terms[0].param) or "")), None)
+    if var is None or not graph.is_model_input(var):
+        return None
+    storage = graph.storage(var)
+    who = namer.input(graph.inputs.index(storage), storage)
+    return fact(FactKind.INDEX, "{kernel} checks {input:phrase} as the model was given it against the bound {bound}, "
+                "computing nothing from it: the value past the bound came in with that input", kernel=kernel(kernel_name),
+                input=who, bound=bound.bound)
 
 
 def bound_dims(bound: IndexBound, kernel: str, graph: WrapperGraph) -> list[DimRef]:

@@ -16,6 +16,7 @@ from ..stats import DEFAULT_MAX_RUNS, Rate
 from .evidence import Evidence
 from .facts import Fact, Namer
 from .findings import Culprit, Findings, Stage
+from .judge import Ledger
 
 
 @dataclass
@@ -68,6 +69,7 @@ class StageContext(Protocol):
     clues: Clues
     evidence: Evidence
     namer: Namer  # the user's names, learnt from the hooked runs so far
+    ledger: Ledger  # every run's evidence so far, whichever stage ran it (judge.py)
     stages: list[Stage]  # every stage so far, in the order it ran: the baseline first
 
     # -- running: each adds its stage to `stages` ---------------------------------------------------
@@ -120,5 +122,5 @@ class StageContext(Protocol):
     def check_first(self, results: list[RunResult]) -> bool:
         """Whether the memory checker goes before the stages that wait for crashes."""
 
-    def crashed_at(self, found: Optional[Culprit], out: Findings) -> None:
-        """What a crash site convicts: a kernel is where the walk starts; anything else is the culprit."""
+    def judge(self, out: Findings) -> None:
+        """Reads the runs so far into the evidence ledger and convicts what a crash named (diagnose/judge.py)."""

@@ -12,17 +12,19 @@ import re
 import time
 from typing import Callable, Optional
 
-from ..aoti import flags, reinstrument, wrapper
+from ..aoti import checks, flags, reinstrument, wrapper
 from ..aoti.hook_record import HookRecord, Names, PackageEvent
 from ..run.checkers import Missing
 from ..run.types import RunBatch, RunResult, RunSpec
 from ..stats import Rate, runs_to_observe
 from ..verdict import Verdict
+from . import bounds
 from .advice import next_steps
 from .context import Clues, Options
 from .evidence import Evidence
-from .facts import FactKind, Namer, fact, joined
+from .facts import FactKind, Namer, Subject, SubjectKind, fact, joined
 from .findings import Culprit, CulpritKind, Findings, Stage, StageName, dominant
+from .judge import BEFORE_RUN, Ledger, crash_verdict
 from .memcheck import MEMORY_FAULTS
 from .stages import AHEAD, LATER, baseline, eager, unmask
 from .stages.rung import Rung
@@ -49,6 +51,13 @@ HONEST_RUNS_FACTOR = 2
 def _identity(c: Optional[Culprit]) -> tuple:
     """What a culprit names, whatever its evidence: a walk that convicts the same kernel keeps the verdict."""
     return (c.kind, c.kernel, c.input_index, c.input_name, c.user_name) if c is not None else ()
+
+
+def _told(named: Optional[Culprit], now: Culprit) -> bool:
+    """Whether the crash's own evidence already named the model input the walk convicts (bounds.index_given)."""
+    told = {v.name for f in (named.evidence if named else ()) if f.kind is FactKind.INDEX
+            for v in f.values.values() if isinstance(v, Subject) and v.kind is SubjectKind.INPUT}
+    return now.kind is CulpritKind.MODEL_INPUT and now.input_name in told
 
 
 def _honest(results: list[RunResult]) -> bool:
@@ -78,6 +87,7 @@ class Ladder:
         self.stages: list[Stage] = []
         self.counter = 0
         self.clues = Clues()
+        self.ledger = Ledger()  # every run's evidence, whichever stage ran it (judge.py)
         self.started = clock()
         self.namer = Namer()
         self._hooks: dict[str, HookRecord] = {}  # each hooked run's record, by its spec's name: read once
@@ -178,11 +188,12 @@ class Ladder:
                 after = rung
                 continue
             rung.run(self, out)
+            self.judge(out)
             if rung.name == StageName.SANITY and eager.goes_first(self, out) and self.opt.asked(StageName.EAGER):
                 # A wrong value the input and NaN checks did not explain: the eager stage's compile overlaps the
                 # one-run stages before it, instead of following them.
                 self.ahead([self._ahead_spec(StageName.EAGER, flags.EAGER)], True)
-        if out.culprit is None and self.clues.crash is not None:
+        if (out.culprit is None or not out.culprit.pinned) and self.clues.crash is not None:
             out.culprit = self.clues.crash  # no walk ran (yet, or at all): the crash's word stands
         self.finish(out)
         if after is not None:
@@ -209,7 +220,7 @@ class Ladder:
         self.verdict = out  # an interrupt during the walk keeps the verdict
         self.on_walk(out)
         rung.run(self, out)
-        moved = out.culprit is None or _identity(out.culprit) != _identity(named)
+        moved = out.culprit is None or (_identity(out.culprit) != _identity(named) and not _told(named, out.culprit))
         self.finish(out)
         if not moved:
             out.verdict_s, out.verdict_runs = said
@@ -220,9 +231,15 @@ class Ladder:
                 "gave at {at:g} s; it {how}", at=said[0],
                 how="moved the culprit to an earlier producer" if moved else "kept the culprit"))
 
-    def crashed_at(self, found: Optional[Culprit], out: Findings) -> None:
-        """What a crash site convicts: a generated kernel is where the walk starts (it reads that kernel's inputs, to
-        the first bad producer); an op or function outside the kernels, which no printer reads, is the culprit."""
+    def judge(self, out: Findings) -> None:
+        """Reads the runs so far into the ledger, then what it convicts: a crash that names a kernel or op pins it,
+        whichever stage ran it. A generated kernel is where the walk starts (it reads that kernel's inputs, to the
+        first bad producer); an op or function outside the kernels, which no printer reads, is the culprit."""
+        graph = self.any_graph()
+        self.ledger.add_runs(self.stages, graph)
+        if self.clues.crash is not None or (out.culprit is not None and out.culprit.pinned):
+            return
+        found = crash_verdict(self.ledger, self.stages, graph)
         if found is None or not found.pinned:
             return
         if found.kind is CulpritKind.KERNEL and self.opt.asked(StageName.INSPECT):
@@ -292,13 +309,13 @@ class Ladder:
 
     def _why_not(self, rung: Rung, out: Findings) -> Optional[str]:
         sig = out.signature
-        if rung.runtime and sig is not None and sig.phase in ("export", "compile", "load"):
+        if rung.runtime and sig is not None and sig.phase in BEFORE_RUN:
             return (f"the failure is in the {sig.phase} phase: no kernel runs, so the runtime ladder cannot "
                     "localise it")
         if rung.requestable and not self.opt.asked(rung.name):
             return "not requested (--stages)"
         c = out.culprit
-        if c is not None and c.pinned and c.kind not in rung.after:
+        if c is not None and c.pinned and c.kind not in rung.after and (c.kind not in rung.leads or c.from_crash):
             if c.from_crash:
                 return "culprit already pinned: the crashed run's own stack named where it faulted"
             return "culprit already pinned"
@@ -423,6 +440,19 @@ class Ladder:
             return dict(flags.DETERMINISM) if self.is_cuda(default=False) else {}
         return dict(flags.DETERMINISM) if det.rate.failures else {}
 
+    def _index_given(self, c: Culprit) -> None:
+        """A crash on a failed index check names the model input the index is, where the kernel's source shows it
+        takes the input's value as it stands: no need to wait for another crash under the printer to say so."""
+        bound = next((b for s in self.stages for r in s.failures
+                      if r.signature and (b := checks.index_bound(r.signature.message)) is not None), None)
+        graph = self.any_graph()
+        found = self.evidence.kernel_source(c.kernel, [s.results[0] for s in self.stages if s.results],
+                                            max_lines=1 << 20) if bound and graph else None
+        given = bounds.index_given(bound, c.kernel, graph, checks.index_terms(found[1], bound), self.namer) \
+            if found else None
+        if given is not None and given not in c.evidence:
+            c.evidence.append(given)
+
     def _verdict_now(self, out: Findings) -> None:
         out.verdict_s = round(self.clock() - self.started, 1)
         out.verdict_runs = sum(len(s.results) for s in self.stages)
@@ -430,11 +460,13 @@ class Ladder:
     def finish(self, out: Findings) -> None:
         self._verdict_now(out)
         c = out.culprit
-        early = out.signature is not None and out.signature.phase in ("export", "compile", "load")
+        early = out.signature is not None and out.signature.phase in BEFORE_RUN
         if c is None:
             if early:  # no kernel ran: the advice for the phase is all there is
                 out.next_steps = next_steps(self.argv, out.signature, None, self.is_cuda())
             return
+        if c.kind is CulpritKind.KERNEL and c.from_crash:
+            self._index_given(c)
         if c.kernel:
             out.source = self.evidence.kernel_source(c.kernel, [s.results[0] for s in self.stages if s.results])
             graph = self.graph(self.clues.trace)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..aoti.sanitizer import SanitizerReport
-from ..aoti.wrapper import Launch, WrapperGraph
+from ..aoti.wrapper import Launch, WrapperGraph, spelling
 from .facts import Fact, FactKind, fact, kernel, note
 from .findings import Culprit, CulpritKind
 
@@ -21,15 +21,17 @@ class CheckerFinding:
 
 
 def launch_for(function: Optional[str], graph: Optional[WrapperGraph]) -> Optional[Launch]:
-    """The wrapper's launch of the kernel a checker names. Inductor's kernels carry their launch name; a user
-    Triton kernel `k` is launched as `k_0` (one suffix per specialisation)."""
+    """The wrapper's launch of the kernel a checker, a core dump or a native stack names. Inductor's kernels carry
+    their launch name; a user Triton kernel `k` is launched as `k_0` (one suffix per specialisation)."""
     if not function or graph is None:
         return None
     exact = graph.by_name(function)
     if exact:
         return exact[0]
-    suffixed = re.compile(rf"{re.escape(function)}_\d+", re.I)
-    return next((launch for launch in graph.launches if suffixed.fullmatch(launch.name)), None)
+    named = spelling(function)
+    suffixed = re.compile(rf"{re.escape(named)}_\d+")
+    return next((launch for launch in graph.launches if spelling(launch.name) == named), None) or next(
+        (launch for launch in graph.launches if suffixed.fullmatch(spelling(launch.name))), None)
 
 
 def memcheck_culprit(reports: list[SanitizerReport], graph: Optional[WrapperGraph],

@@ -276,14 +276,22 @@ class _Walk:
         return [b for b in bad_in if b not in computed]
 
     def convict(self, launch: Launch, faulted: bool) -> Culprit:
-        """A launch whose inputs are good: it made the bad values (or faulted) itself."""
+        """A launch whose inputs are good: it made the bad values (or faulted) itself. Values convict only a launch
+        whose inputs were seen good: one with none seen may have had its output overwritten by a launch the printer
+        does not wrap (a user Triton kernel's stray store, a custom op), so it is a lead, not a culprit."""
         good = self.good_inputs(launch)
+        if not good and not faulted:
+            self.culprit.summary = self.note(fact(
+                FactKind.UNVERIFIED, "{kernel}'s output is bad but no input of it was seen (no tensor input, or none "
+                "the printer shows): values convict nothing here; a launch the printer does not wrap (a user Triton "
+                "kernel, a custom op) may have written it", kernel=kernel(launch.name)))
+            return self.culprit
         # Without a failed index check to judge integers by, "good" means only finite.
         self.culprit.summary = self.note(fact(
             FactKind.CONVICTION, ("{kernel} faulted from good inputs: {good}" if self.check is not None else
                                   "{kernel} faulted from finite inputs: {good}") if faulted else
             "{kernel} produced bad values from good inputs: {good}", kernel=kernel(launch.name),
-            good=tuple(self.tensor(s) for s in good) or "no tensor inputs"))
+            good=tuple(self.tensor(s) for s in good) or "no tensor inputs"))  # only a fault gets here without any
         for var, s in self.bad_outputs(launch):
             self.note(fact(FactKind.BAD_VALUE, "{kernel} wrote bad {var}: {tensor}", kernel=kernel(launch.name),
                            var=self.namer.var(var), tensor=self.tensor(s)))

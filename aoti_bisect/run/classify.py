@@ -11,12 +11,13 @@ from ..aoti.printer import parse_trace
 from ..text import printable
 from .types import Outcome, ProcessExit, Signature
 
-_TB_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+),? in (?P<func>\S+)')
+_TB_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d{1,9}),? in (?P<func>\S+)')
 _FINAL_EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failed|Fault))(?:: (?P<msg>.*))?$")
 _THREAD_SPAM = re.compile(r"block: \[[\d,]+\], thread: \[[\d,]+\]")
-_TRITON_ASSERT = re.compile(r"^(?P<path>/\S+\.py):(?P<line>\d+): \S+: block: \[(?P<block>[\d,]+)\], "
-                            r"thread: \[(?P<thread>[\d,]+)\].*Assertion `(?P<cond>.*)` failed", re.M)
-_CPP_KERNEL = re.compile(r"Exception raised from (?P<kernel>(?:cpp_fused|triton|cpp)_\w+) at (?P<path>\S+?)(?::\d+)? ")
+_TRITON_ASSERT = re.compile(r"^(?P<path>/\S+\.py):(?P<line>\d{1,9}): \S+: block: \[(?P<block>\d{1,9}(?:,\d{1,9}){0,2})\], "
+                            r"thread: \[(?P<thread>\d{1,9}(?:,\d{1,9}){0,2})\].*Assertion `(?P<cond>.*)` failed", re.M)
+_CPP_KERNEL = re.compile(r"Exception raised from (?P<kernel>(?:cpp_fused|triton|cpp)_\w+) at (?P<path>\S+?)"
+                         r"(?::(?P<line>\d{1,9}))? ")
 _GLOG_PREFIX = re.compile(r"^\[[EWIF]\d{4} [\d:.]+ \S+\] ")
 _HASH_TOKEN = re.compile(r"\b[a-z0-9]{40,64}\b")
 _NUMBER = re.compile(r"0x[0-9a-fA-F]+|\d+")
@@ -165,6 +166,26 @@ def triton_assert(text: str) -> Optional[TritonAssert]:
         return None
     block, thread = (tuple(int(x) for x in m[k].split(",") if x) for k in ("block", "thread"))
     return TritonAssert(m["path"], int(m["line"]), block, thread, m["cond"])
+
+
+@dataclass(frozen=True)
+class KernelThrow:
+    """A generated CPU kernel's own check threw (`TORCH_CHECK` in its source): the kernel, its file:line, the what()."""
+    kernel: str
+    location: Optional[str]
+    what: str
+
+
+def kernel_throw(text: str) -> Optional[KernelThrow]:
+    """The c10::Error a generated kernel threw, from its "Exception raised from <kernel> at <file>:<line>" line and
+    the message above it. None where the log names no generated kernel as the thrower."""
+    m = _CPP_KERNEL.search(text)
+    if m is None:
+        return None
+    above = [l.strip() for l in text[:m.start()].splitlines()[-3:] if l.strip()]
+    what = above[-1].removeprefix("what():").strip() if above else ""
+    where = f"{m['path'].rsplit('/', 1)[-1]}:{m['line']}" if m["line"] else None
+    return KernelThrow(m["kernel"], where, _one_line(printable(what), 200))
 
 
 def kernel_named(text: str) -> Optional[str]:

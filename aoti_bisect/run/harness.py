@@ -11,7 +11,7 @@ import os
 from typing import Optional
 
 from ..aoti import cudacore
-from ..aoti.wrapper import triton_kernel_name
+from ..aoti.wrapper import spelling, triton_kernel_name
 from ..files import read_log, read_own_text
 from . import process
 from .classify import classify, fingerprint
@@ -57,14 +57,19 @@ class Harness:
             signature = _resolve_triton_source(signature)
         crash, crash_problem = (self.environment.witness.read(run_path, exit, text) if outcome.is_failure
                                 else (None, None))
-        if crash is None and signature is not None and signature.kind == "device_assert":
-            # No dump of the assert (the driver writes one only now and then): the lines the device printed name it.
-            crash = assert_site(signature.kernel, text)
-            crash_problem = crash_problem if crash is None else None
+        also = None
+        if signature is not None and signature.kind == "device_assert":
+            # The driver dumps an assert only now and then; the lines the device printed name it in every run that
+            # flushed them. Where both tell, both are kept: the judge holds each against the wrapper's launches.
+            printed = assert_site(signature.kernel, text)
+            if crash is None:
+                crash, crash_problem = printed, (crash_problem if printed is None else None)
+            elif printed is not None and spelling(printed.function) != spelling(crash.function):
+                also = printed
         if crash is not None and signature is not None:
             signature = _with_crash(signature, crash)
         result = RunResult(spec, outcome, exit, run_path, log_path, signature,
-                           self.layout.cache_dir(spec.env_dict, slot), crash, crash_problem)
+                           self.layout.cache_dir(spec.env_dict, slot), crash, crash_problem, also)
         if not problem:
             self.layout.write_result(result)
         if outcome is not Outcome.INFRA_ERROR:

@@ -77,6 +77,7 @@ class ProcessExit:
 
 DEVICE_DUMP = "CUDA core dump"
 DEVICE_ASSERT = "device-side assert's printed lines"
+KERNEL_THROW = "exception, thrown by the kernel's own check"
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ class CrashSite:
     location: Optional[str] = None  # "main.cpp:18", "c4xy....py:23"
     library: Optional[str] = None  # the file it lives in (basename)
     detail: str = ""  # grid/block/thread of a device fault; the native frame that called it; the faulting address
-    source: str = "native stack"  # what told: "native stack", "Python stack", DEVICE_DUMP
+    source: str = "native stack"  # what told: "native stack", "Python stack", DEVICE_DUMP, DEVICE_ASSERT, KERNEL_THROW
 
     @property
     def on_device(self) -> bool:
@@ -118,6 +119,9 @@ class RunResult:
     crash: Optional[CrashSite] = None  # where the run faulted, when it crashed and could tell
     # Why a crashed run could not tell where (no witness, an unreadable dump): one line for the report.
     crash_problem: Optional[str] = None
+    # A second account of the same fault that names another function: a device assert's printed lines beside the
+    # core dump (cuda-gdb spells some kernels its own way, and a dump can be of another lane's fault).
+    crash_also: Optional[CrashSite] = None
 
     @property
     def failed(self) -> bool:
@@ -136,6 +140,7 @@ class RunResult:
             "signature": self.signature.to_json() if self.signature else None,
             "crash": self.crash.to_json() if self.crash else None,
             "crash_problem": self.crash_problem,
+            "crash_also": self.crash_also.to_json() if self.crash_also else None,
         }
 
 

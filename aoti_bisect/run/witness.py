@@ -25,8 +25,8 @@ from ..aoti.wrapper import generated
 from ..child.contract import CRASH_FILE, CRASH_FILE_ENV
 from ..files import NotOwnFile, read_own_text
 from . import process
-from .classify import Frame, parse_frames, signal_name, triton_assert
-from .types import DEVICE_ASSERT, DEVICE_DUMP, CrashSite, ProcessExit
+from .classify import Frame, KernelThrow, kernel_throw, parse_frames, signal_name, triton_assert
+from .types import DEVICE_ASSERT, DEVICE_DUMP, KERNEL_THROW, CrashSite, ProcessExit
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "witness.c")
 LIBRARY = "libaoti_bisect_witness.so"
@@ -38,7 +38,7 @@ READ_TIMEOUT_S = 60.0  # addr2line or cuda-gdb; a reader that hangs costs the ru
 _SYSTEM = re.compile(r"^/(usr/)?lib(32|64|x32)?/|^/usr/local/cuda|/lib-dynload/|/libpython[\d.]+\.so|/bin/python[\d.]*$"
                      r"|/site-packages/(torch|nvidia|triton|numpy|functorch)/|" + re.escape(LIBRARY) + "$")
 FATAL = frozenset({_signal.SIGSEGV, _signal.SIGBUS, _signal.SIGILL, _signal.SIGFPE, _signal.SIGABRT})  # witness.c's
-_HEADER = re.compile(r"^aoti-bisect-crash pid=(?P<pid>\d+) signal=(?P<signal>\d+) addr=(?P<addr>0x[0-9a-f]+)$")
+_HEADER = re.compile(r"^aoti-bisect-crash pid=(?P<pid>\d{1,10}) signal=(?P<signal>\d{1,10}) addr=(?P<addr>0x[0-9a-f]+)$")
 _FRAME = re.compile(r"^frame (?P<pc>0x[0-9a-f]+)(?: (?P<offset>0x[0-9a-f]+) (?P<object>\S+)(?: (?P<symbol>\S+))?)?$")
 _MODEL_SO = re.compile(r"aotinductor|\.wrapper\.so$|/data/aotinductor/", re.I)
 
@@ -110,6 +110,17 @@ def culprit_frame(crash: NativeCrash) -> Optional[tuple[NativeFrame, bool, Optio
     return None
 
 
+def thrown_site(log: str) -> Optional[CrashSite]:
+    """A generated kernel's own check threw and nothing caught it (an OpenMP region ends in std::terminate): the
+    throw is the fault, in that kernel, at its check's line."""
+    if "terminate called after throwing" not in log:
+        return None
+    thrown: Optional[KernelThrow] = kernel_throw(log)
+    if thrown is None or not generated(thrown.kernel):
+        return None
+    return CrashSite("SIGABRT", thrown.kernel, thrown.location, None, thrown.what, KERNEL_THROW)
+
+
 def python_op_frame(log: str) -> Optional[Frame]:
     """The frame of Python code that torch called back into when the process crashed: a custom op implemented in
     Python, run by the compiled model (faulthandler's stack of the crashing thread, classify.parse_frames)."""
@@ -127,7 +138,8 @@ def parse_addr2line(text: str) -> tuple[Optional[str], Optional[str]]:
         return None, None
     function = None if lines[0] == "??" else lines[0]
     where = lines[1].split(" (discriminator")[0]
-    location = None if where.startswith("??") else f"{os.path.basename(where.rsplit(':', 1)[0])}:{where.rsplit(':', 1)[1]}"
+    file, colon, line = where.rpartition(":")
+    location = None if where.startswith("??") or not colon else f"{os.path.basename(file)}:{line}"
     return function, location
 
 
@@ -224,12 +236,15 @@ class Witness:
 
     def read(self, run_path: str, exit: ProcessExit, log: str) -> tuple[Optional[CrashSite], Optional[str]]:
         """(where the run faulted, None) or (None, why it cannot tell); (None, None) for a run that did not crash."""
+        # Only where we asked the driver for a dump (dump_env) is a cudacore* file one: the repro can name a file so.
         dumps = sorted(n for n in os.listdir(run_path) if n.startswith(cudacore.DUMP_NAME)) \
-            if os.path.isdir(run_path) else []
+            if self.cuda_gdb and os.path.isdir(run_path) else []
         if dumps:
             return self._read_dump(run_path, dumps[0])
         if exit.signal not in FATAL or exit.timed_out:
             return None, None  # no crash (a kill by the timeout or the OOM killer is not one of the process's own)
+        if exit.signal == _signal.SIGABRT and (thrown := thrown_site(log)) is not None:
+            return thrown, None
         try:
             text = read_own_text(os.path.join(run_path, CRASH_FILE), MAX_CRASH_TEXT)
         except NotOwnFile:

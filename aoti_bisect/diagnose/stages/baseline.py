@@ -6,7 +6,6 @@ from typing import Optional
 from ...run.types import RunResult
 from ...stats import Rate, baseline_should_stop, fisher_exact
 from ...verdict import Verdict
-from ..crash import crash_culprit
 from ..facts import Fact, FactKind, fact, joined
 from ..context import StageContext
 from ..findings import Findings, Stage, StageName, dominant
@@ -29,10 +28,11 @@ def run(ctx: StageContext) -> tuple[Findings, Optional[str]]:
         stage.reuse_from = len(stage.results)  # the first wave ran the user's way; the rest need not compile
     if ctx.check_early(stage.results):
         memcheck.run(ctx, out, unmasking=True)  # no failure yet: as when un-masking, any error convicts
+        ctx.judge(out)  # a checked run that crashed tells where, as any run does
     # The verdict does not wait for the rate when a checker convicted, when a crashed run told where it faulted,
     # or when a flaky memory fault's checker is cheaper than waiting for crashes: the rest of the baseline runs on
     # after the verdict (Ladder.rate_after_verdict).
-    if out.culprit is None:
+    if not _pinned(out) and ctx.clues.crash is None:
         def stop(rs: list[RunResult]) -> bool:
             if opt.runs is not None:
                 return False
@@ -40,7 +40,7 @@ def run(ctx: StageContext) -> tuple[Findings, Optional[str]]:
                     or any(r.failed and r.crash is not None for r in rs)
                     or (len(rs) >= opt.min_runs and ctx.check_first(rs)))
         ctx.extend(stage, planned - len(stage.results), stop)
-        ctx.crashed_at(crash_culprit(stage.results, ctx.any_graph()), out)
+        ctx.judge(out)
     ctx.clues.rate_left = planned - len(stage.results)
     reuse = joined(check_reuse(stage), untold(stage))
     rate = stage.rate
@@ -48,7 +48,7 @@ def run(ctx: StageContext) -> tuple[Findings, Optional[str]]:
     ctx.clues.estimate = max(rate.ci95[0], 1e-9)
     ctx.clues.likely = rate.value
     out.signature, out.baseline = sig, rate
-    named = out.culprit or ctx.clues.crash
+    named = out.culprit if _pinned(out) else ctx.clues.crash
     if named is not None:
         stage.finding = joined(fact(FactKind.REPRODUCTION, "{rate} before the {who} named the culprit",
                                     rate=rate.describe(),
@@ -78,6 +78,10 @@ def run(ctx: StageContext) -> tuple[Findings, Optional[str]]:
                        rate=rate.describe(), kind=sig.kind, phase=sig.phase, message=sig.message)
     stage.finding = joined(out.summary, reuse)
     return out, None
+
+
+def _pinned(out: Findings) -> bool:
+    return out.culprit is not None and out.culprit.pinned
 
 
 def untold(stage: Stage) -> Optional[Fact]:

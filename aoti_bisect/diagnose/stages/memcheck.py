@@ -22,15 +22,20 @@ def run(ctx: StageContext, out: Findings, unmasking: bool = False) -> None:
     if isinstance(checkers, Missing):
         ctx.skip(StageName.MEMCHECK, checkers.why)
         return
-    if not (unmasking or ctx.opt.sanitize or kind in MEMORY_FAULTS):
+    # A failure that another stage's flags turned into a memory fault (blocking launches make a wrong output an
+    # illegal access) is checked under those flags.
+    turned = ctx.ledger.memory_fault() if kind not in MEMORY_FAULTS else None
+    if not (unmasking or ctx.opt.sanitize or kind in MEMORY_FAULTS or turned):
         ctx.skip(StageName.MEMCHECK, f"a {kind} is not a memory fault; --sanitize runs the checker anyway")
         return
+    under = next((dict(s.env) for s in ctx.stages if turned and s.name == turned.stage), {})
     for checker in checkers:
-        if flags.needs_compile(dict(checker.env)):
+        env = {**{k: v for k, v in under.items() if k in flags.RUNTIME}, **dict(checker.env)}
+        if flags.needs_compile(env):
             # The checker's flag set is compiled by a plain run first, so the checked runs load it: a compile under
             # valgrind takes many times a plain one.
-            ctx.compile_only(dict(checker.env))
-        stage = Stage(StageName.MEMCHECK, dict(checker.env), tool=" ".join(checker.prefix))
+            ctx.compile_only(env)
+        stage = Stage(StageName.MEMCHECK, env, tool=" ".join(checker.prefix))
         reports: dict[int, object] = {}
 
         def report(r: RunResult, tool: str = checker.tool):
@@ -43,13 +48,22 @@ def run(ctx: StageContext, out: Findings, unmasking: bool = False) -> None:
                          checker.prefix, checker.slowdown)
         found = memcheck_culprit([report(r) for r in stage.results], ctx.any_graph(), ctx.clues.suspect)
         stage.finding = found.finding
+        if found.culprit is not None and not found.culprit.pinned:
+            # An error that names no kernel (a device assert stops in the runtime's __assertfail) is a lead, never a
+            # verdict that stops the runs: the checked run's own printed assert names the kernel (judge.py).
+            ctx.clues.checker = found.culprit.evidence
+            return
         if found.culprit is not None:
             trace = ctx.clues.trace
-            if found.culprit.kind == CulpritKind.KERNEL and trace is not None and trace.failures and not unmasking:
+            lead = out.culprit if out.culprit is not None and out.culprit.kind in LEADS else None
+            if found.culprit.kind == CulpritKind.KERNEL and trace is not None and trace.failures and not unmasking \
+                    and lead is None:
                 ctx.clues.suspect = found.culprit.kernel  # the walk reads its inputs; the checker's lines stay
                 ctx.clues.checker = found.culprit.evidence
             else:
-                out.culprit = found.culprit
+                out.culprit = found.culprit  # the checker saw the access: it outweighs the trace's inference
+                if lead is not None:
+                    out.culprit.evidence.extend(lead.evidence)
             return
 
 
@@ -59,6 +73,9 @@ def goes_first(ctx: StageContext, out: Findings) -> bool:
     return out.culprit is None and ctx.clues.crash is None and ctx.check_first(ctx.stages[0].results)
 
 
-RUNG = Rung(StageName.MEMCHECK, run, refinds=True)
+# The trace's "outside the instrumented kernels" is inferred from launches that finished, not seen: a user kernel or
+# custom op the printer does not wrap may have made the access, and the checker sees which.
+LEADS = frozenset({CulpritKind.OUTSIDE_INSTRUMENTED_KERNELS})
+RUNG = Rung(StageName.MEMCHECK, run, refinds=True, leads=LEADS)
 # The same stage ahead of the others, where goes_first says so; the ladder then passes over RUNG, as it ran.
 FIRST = Rung(StageName.MEMCHECK, run, applies=goes_first, runtime=False, requestable=False)

@@ -19,3 +19,5 @@ class Rung:
     after: frozenset[CulpritKind] = frozenset()  # pinned culprits it still runs after (a wrong fake explains them)
     # Only finds the faulting kernel again: skipped once a crashed run named it (Clues.crash).
     refinds: bool = False
+    # Culprits it still runs after where an earlier stage inferred them and no crash named them: leads to confirm.
+    leads: frozenset[CulpritKind] = frozenset()
