@@ -264,6 +264,22 @@ def test_a_rare_crash_in_a_custom_op_is_convicted_from_its_first_crash(check_run
     assert report["reproduction"]["failures"] == 1  # a check stops the rate at the verdict
 
 
+def test_a_rare_kernel_abort_convicts_the_kernel_and_names_the_input_from_its_first_crash(check_run):
+    """rare_index_abort: one run in 10 (the 4th) aborts as the embedding kernel's own index check throws; the bad id
+    exists only in that run. The crash names the kernel and the kernel's source names the input, within 1/rate + 4
+    runs; the walk after the verdict reads the input's values in its next crash under the printer."""
+    _, results, _ = check_run
+    result = results["rare_index_abort"]
+    assert result["status"] == "ok", result.get("problems")
+    report = json.loads(open(os.path.join(result["run_dir"], "report.json")).read())
+    assert report["verdict_runs"] <= 10 + 4
+    told = "\n".join(report["culprit"]["evidence"])
+    assert "by the run's own exception, thrown by the kernel's own check (first: baseline-003" in told
+    assert "`ids`" in report["culprit"]["summary"]
+    stages = {s["name"]: s for s in report["stages"]}
+    assert "crashed run named the faulting kernel" in stages["trace"]["skipped"] and not stages["memcheck"]["runs"]
+
+
 def test_minify_cuts_index_oob_to_a_few_nodes_that_fail_alone(check_run, e2e_lanes):
     # The lane's bisection of index_oob, then `aoti-bisect minify` on its folder (started when that lane ended:
     # start_lanes): a capture run, the walk, and 3 candidates, each a real AOTI compile in a fresh process: the
