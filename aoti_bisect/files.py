@@ -10,6 +10,7 @@ import fcntl
 import getpass
 import json
 import os
+import re
 import shutil
 import stat
 import sys
@@ -71,6 +72,28 @@ def read_own_text(path: str, limit: int = -1) -> str:
     """read_text of a run's own file (open_own): raises OSError (NotOwnFile) for a link."""
     with os.fdopen(open_own(path), "rb") as f:
         return f.read(limit).decode("utf-8", errors="replace")
+
+
+class TooLarge(OSError):
+    """A run file over the size its reader takes: a child can write any amount (a sparse file of a GiB costs it
+    nothing), and no reader may hold more than its cap."""
+
+
+def read_run_file(path: str, limit: int) -> str:
+    """The text of a file a child wrote into a run (a record, a generated source): open_own's rule (no link, a
+    regular file), at most `limit` bytes (TooLarge past it, never a truncated record read as whole), decoded as
+    UTF-8 with errors replaced. Raises OSError (NotOwnFile, TooLarge, FileNotFoundError)."""
+    with os.fdopen(open_own(path), "rb") as f:
+        blob = f.read(limit + 1)
+    if len(blob) > limit:
+        raise TooLarge(errno.EFBIG, f"over {limit >> 20} MiB: not read", path)
+    return blob.decode("utf-8", errors="replace")
+
+
+def read_child_json(path: str, limit: int) -> object:
+    """read_run_file's JSON (loads_child_json): OSError for a file that cannot be read, ValueError for one that
+    is no JSON aoti-bisect's child writes."""
+    return loads_child_json(read_run_file(path, limit))
 
 
 def read_text(path: str) -> str:
@@ -160,7 +183,7 @@ class RunFolder:
             raise RunFolderError(f"{where} holds a JSON {type(data).__name__}, not an object")
         if _depth(data) > MAX_JSON_DEPTH:
             raise RunFolderError(f"{where} is nested over {MAX_JSON_DEPTH} levels deep: not a file aoti-bisect wrote")
-        return data
+        return no_surrogates(data) if _ESCAPED_SURROGATE_BYTES.search(blob) else data
 
     def read_bytes(self, rel: str, limit: int) -> bytes:
         try:
@@ -407,7 +430,26 @@ def loads_child_json(text: str) -> object:
         raise ValueError("nested past Python's recursion limit: not a file aoti-bisect wrote")
     if _depth(data) > MAX_JSON_DEPTH:  # deep enough to overflow whatever walks it next (the redactor, renderers)
         raise ValueError(f"nested over {MAX_JSON_DEPTH} levels deep: not a file aoti-bisect wrote")
-    return data
+    return no_surrogates(data) if _ESCAPED_SURROGATE.search(text) else data
+
+
+# Where no \uD800-\uDFFF escape is, json.loads made no surrogate: the walk below is skipped (files of 64 MiB).
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+_ESCAPED_SURROGATE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def no_surrogates(value: object) -> object:
+    """JSON's `\\ud800` escape decodes to a lone surrogate, which no terminal, file or renderer can encode (print
+    raised): at the boundary each becomes U+FFFD, in keys and values. Called on data nested at most
+    MAX_JSON_DEPTH deep (checked first), so the recursion is bounded."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [no_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {no_surrogates(k): no_surrogates(v) for k, v in value.items()}
+    return value
 
 
 class OutInUse(UsageFailure):

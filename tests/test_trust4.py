@@ -7,6 +7,10 @@ import subprocess
 import sys
 import tarfile
 
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 DATA = os.path.join(os.path.dirname(__file__), "data", "report-nan_after_matmul.json")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -81,3 +85,160 @@ def test_custom_op_code_in_a_capture_runs_only_for_a_named_repro(tmp_path):
     proc = cli("minify", str(folder), "-q")
     assert proc.returncode == 125 and one_line(proc), proc.stderr
     assert "custom ops whose code is in the run folder" in proc.stderr and "libs" in proc.stderr
+
+
+# --- 2. Every parser total ------------------------------------------------------------------------------------------
+
+BIG = "9" * 5000  # int() refuses more than 4300 digits
+
+
+def _parsers():
+    """(name, function of one text) for every parser of a child's output or of a file a child wrote."""
+    from aoti_bisect.aoti import checks, cudacore, eagerwalk, fakecheck, hook_record, package, printer, provenance
+    from aoti_bisect.aoti import sanitizer, wrapper
+    from aoti_bisect.files import loads_child_json
+    from aoti_bisect.run import classify, witness
+    from aoti_bisect.run.types import ProcessExit
+
+    def json_or_text(parse):
+        def run(text):
+            try:
+                data = loads_child_json(text)
+            except ValueError:  # the typed "unreadable" of child JSON
+                data = text
+            return parse(data)
+        return run
+
+    def lines(text):
+        return list(printer.collect(printer.parse_blocks(text.splitlines(keepends=True)), 4))
+
+    return [
+        ("classify", lambda t: classify.classify(t, ProcessExit(1, None, False, 1.0, 1))),
+        ("classify.signal", lambda t: classify.classify(t, ProcessExit(None, 11, False, 1.0, 1))),
+        ("parse_frames", classify.parse_frames), ("final_exception", classify.final_exception),
+        ("triton_assert", classify.triton_assert), ("kernel_throw", classify.kernel_throw),
+        ("kernel_named", classify.kernel_named), ("collapse_repeats", lambda t: classify.collapse_repeats(t.split("\n"))),
+        ("witness.parse", witness.parse), ("thrown_site", witness.thrown_site),
+        ("python_op_frame", witness.python_op_frame), ("parse_addr2line", witness.parse_addr2line),
+        ("assert_site", lambda t: witness.assert_site("triton_poi_fused_0", t)),
+        ("cudacore", cudacore.parse), ("sanity_hit", checks.sanity_hit), ("index_bound", checks.index_bound),
+        ("dim_rejected", checks.dim_rejected), ("compute-sanitizer", lambda t: sanitizer.parse_compute_sanitizer(t)),
+        ("valgrind", lambda t: sanitizer.parse_valgrind(t)),
+        ("parse_trace", lambda t: printer.parse_trace(t.splitlines())), ("level2 blocks", lines),
+        ("user_line", provenance.user_line), ("kernel_information", provenance.parse_kernel_information),
+        ("source_nodes", provenance.source_nodes), ("parse_program", json_or_text(provenance.parse_program)),
+        ("parse_wrapper", wrapper.parse_wrapper), ("split_args", wrapper.split_args),
+        ("triton_kernel_name", wrapper.triton_kernel_name), ("extern_ops", package.extern_ops),
+        ("eagerwalk", eagerwalk.parse), ("fakecheck", fakecheck.parse), ("differences", fakecheck.differences),
+        ("capture_problem", fakecheck.capture_problem), ("hook.json", hook_record.parse),
+        ("constants", json_or_text(__import__("aoti_bisect.aoti.constants", fromlist=["x"]).parse_values)),
+    ]
+
+
+PARSERS = _parsers()
+
+# Pieces of the lines these parsers look for, so that random text reaches their number and field conversions. No
+# raw lone surrogate: every read of a child's text decodes with errors replaced (files.read_log, read_run_file), and
+# JSON's escape of one is replaced at the boundary (files.no_surrogates, tested below).
+PIECES = ['  File "/a/b.py", line ', ", in f\n", "/t/k.py:", ": kernel: block: [", "], thread: [", "0,0,", BIG,
+          "Assertion `x < ", "` failed.\n", "aoti-bisect-crash pid=", " signal=", " addr=0x1\n", "frame 0x1 0x2 /a.so f\n",
+          "========= Invalid __global__ read of size ", " bytes\n", "========= ERROR SUMMARY: ", " errors\n",
+          "==1== Invalid read of size ", "==1== ERROR SUMMARY: ", " errors from 1 contexts\n",
+          "The exception was triggered at PC 0x1 (a.cu:", ")\n", "CUDA Exception: Warp Illegal Address\n",
+          "index ", " is out of bounds for dimension ", " with size ", "{", "}", "[", "]", '"', ":", ",", "\n",
+          '"nodes": ', '"size": ', '"shape": ', "1e999", "-", "NaN", "\\ud800", "\x00", "\u202e",
+          "[AOTI_TORCH_CHECK] ", "input_handles[", "]: unmatched dim value at ", ", expected: ", "cpp_fused_x_0",
+          "triton_poi_fused_0", "Exception raised from cpp_fused_x_0 at /a.cpp:", " (most recent call first):\n"]
+hostile_text = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=20)), max_size=40).map("".join)
+
+
+@pytest.mark.parametrize("name, parse", PARSERS, ids=[n for n, _ in PARSERS])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=hostile_text)
+def test_every_parser_of_child_output_returns_a_value_for_any_text(name, parse, text):
+    parse(text)
+
+
+@pytest.mark.parametrize("name, parse", PARSERS, ids=[n for n, _ in PARSERS])
+def test_numbers_past_4300_digits_are_no_exception(name, parse):
+    for piece in PIECES:
+        if piece != BIG:
+            parse(piece + BIG + piece + BIG + "\n")
+    parse("".join(PIECES))
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                           lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner,
+                                                                                        max_size=4), max_leaves=20)
+
+
+@settings(max_examples=200, deadline=None)
+@given(raw=st.one_of(st.binary(max_size=200), json_values.map(lambda v: json.dumps(v).encode()),
+                     st.integers(60, 3000).map(lambda n: b"[" * n + b"]" * n)))
+def test_child_json_and_run_folder_json_are_a_value_or_their_typed_unreadable(tmp_path_factory, raw):
+    from aoti_bisect.files import RunFolder, RunFolderError, loads_child_json
+
+    try:
+        loads_child_json(raw.decode("utf-8", "replace"))
+    except ValueError:
+        pass
+    folder = tmp_path_factory.mktemp("rf")
+    (folder / "x.json").write_bytes(raw)
+    try:
+        data = RunFolder(str(folder)).read_json("x.json")
+    except RunFolderError:
+        return
+    json.dumps(data).encode("utf-8")  # no lone surrogate survives the boundary
+
+
+def test_a_lone_surrogate_in_report_json_renders_as_a_replacement_character(tmp_path):
+    run = run_folder(tmp_path / "run")
+    text = (run / "report.json").read_text()
+    data = json.loads(text)
+    data["signature"]["message"] = "bad \ud800 value"
+    (run / "report.json").write_text(json.dumps(data))  # ensure_ascii: the escape \ud800, as a child can write it
+    for fmt in ("md", "text", "json"):
+        proc = cli("report", str(run), "--format", fmt)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr and proc.stderr == "", proc.stderr
+    assert "bad \ufffd value" in cli("report", str(run), "--format", "md").stdout
+
+
+def test_a_lone_surrogate_in_a_shard_record_merges(tmp_path):
+    from nightly_helpers import nightly, seeded_set, tool
+
+    set_path = seeded_set(tmp_path / "set.toml", {"a": (0.5, 1)})
+    assert nightly(tmp_path, set_path, "night", "--runs", "1", "--shard", "0/1").returncode == 0
+    path = tmp_path / "night" / "records" / "shard-0-of-1.jsonl"
+    lines = path.read_text().splitlines()
+    lines = [line.replace('"a"', '"a\\ud800"', 1) if '"repro"' in line else line for line in lines]
+    path.write_text("\n".join(lines) + "\n")
+    proc = tool(tmp_path, "merge", str(path), "--out", "m", "--db", "h.sqlite3")
+    assert proc.returncode in (0, 1, 3) and "Traceback" not in proc.stderr, proc.stderr
+    assert "a\ufffd" in (tmp_path / "m" / "summary.md").read_text()
+
+
+@pytest.mark.parametrize("entry", ['script = 5', 'script = ["a.py"]', 'script = {x = 1}', 'args = "x"',
+                                   'args = [{a = 1}]'])
+def test_a_manifest_field_of_the_wrong_type_is_one_line_and_exit_2(tmp_path, entry):
+    (tmp_path / "r.py").write_text("print('ok')\n")
+    fields = {"name": '"r"', "script": '"r.py"'}
+    key, value = entry.split(" = ", 1)
+    fields[key] = value
+    (tmp_path / "m.toml").write_text("[[repro]]\n" + "".join(f"{k} = {v}\n" for k, v in fields.items()))
+    proc = cli("nightly", str(tmp_path / "m.toml"), "--out", str(tmp_path / "n"), "--runs", "1", "--db",
+               str(tmp_path / "h.sqlite3"))
+    assert proc.returncode == 2 and one_line(proc) and key in proc.stderr, proc.stderr
+
+
+def test_a_file_named_cudacore_without_cuda_gdb_is_no_crash(tmp_path):
+    # The repro writes a file named like a device core dump into its run's folder, on a machine without cuda-gdb.
+    script = tmp_path / "dumps.py"
+    script.write_text("import os\nopen(os.path.join(os.getcwd(), '..', 'cudacore.1'), 'w').write('x')\n"
+                      "raise SystemExit('the output differs')\n")
+    env = {**os.environ, "PYTHONPATH": REPO, "PATH": "/usr/bin:/bin", "CUDA_HOME": str(tmp_path)}
+    env.pop("CUDA_PATH", None)
+    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", str(script), "--runs", "1", "--stages", "baseline",
+                           "--budget", "0", "--out", str(tmp_path / "run")], capture_output=True, text=True,
+                          timeout=600, env=env)
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    assert list((tmp_path / "run").rglob("cudacore.1")), "the repro did not write where the dumps go"

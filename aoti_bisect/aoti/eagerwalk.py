@@ -9,7 +9,7 @@ from typing import Optional
 
 from ..child import contract
 from .fakecheck import differing_outputs
-from ..files import loads_child_json
+from ..files import loads_child_json, read_run_file
 
 MAX_BYTES = 32 << 20
 
@@ -99,13 +99,10 @@ def _pair(node, max_abs, close, max_rel=None) -> Pair:
 def read_eager_walk(run_dir: str) -> EagerWalk:
     path = os.path.join(run_dir, contract.EAGER_WALK_RESULT)
     try:
-        with open(path, "rb") as f:
-            blob = f.read(MAX_BYTES + 1)
+        text = read_run_file(path, MAX_BYTES)
     except FileNotFoundError:
         return EagerWalk("missing", problem="no eager comparison was written: the process never called a compiled "
                                             "model (it failed before, or ran without the hook)")
     except OSError as exc:
         return EagerWalk("missing", problem=f"cannot read {path}: {exc.strerror or exc}")
-    if len(blob) > MAX_BYTES:
-        return EagerWalk("missing", problem=f"{path} is over {MAX_BYTES >> 20} MiB")
-    return parse(blob.decode(errors="replace"))
+    return parse(text)

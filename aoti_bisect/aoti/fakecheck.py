@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..child import contract
-from ..files import loads_child_json
+from ..files import loads_child_json, read_run_file
 
 CAPTURE = os.path.join(contract.CAPTURE_DIR, contract.CAPTURE_RECORD)
 MAX_BYTES = 4 << 20
@@ -137,11 +137,7 @@ def capture_problem(text: str) -> Optional[str]:
 
 
 def _read(path: str) -> str:
-    with open(path, "rb") as f:
-        blob = f.read(MAX_BYTES + 1)
-    if len(blob) > MAX_BYTES:
-        raise OSError(f"{path} is over {MAX_BYTES >> 20} MiB")
-    return blob.decode(errors="replace")
+    return read_run_file(path, MAX_BYTES)
 
 
 def read_fakecheck(run_dir: str) -> FakeCheck:

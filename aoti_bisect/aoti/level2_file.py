@@ -11,6 +11,7 @@ from concurrent.futures import ProcessPoolExecutor
 from itertools import repeat
 from typing import Iterator, Optional
 
+from ..files import NotOwnFile, open_own
 from .printer import (
     BLOCK_HEADER,
     Observation,
@@ -23,8 +24,13 @@ from .printer import (
 
 def read_pieces(path: str, size: int = 1 << 20, start: int = 0, end: Optional[int] = None) -> Iterator[str]:
     """Bytes [start, end) of a text file in pieces of about `size` bytes, each ending at a line end (for
-    parse_blocks), decoded as text mode would (UTF-8, errors replaced, universal newlines)."""
-    with open(path, "rb") as f:
+    parse_blocks), decoded as text mode would (UTF-8, errors replaced, universal newlines). A log the repro
+    replaced by a link (files.open_own) yields nothing: its target is another file of the user's."""
+    try:
+        fd = open_own(path)
+    except NotOwnFile:
+        return
+    with os.fdopen(fd, "rb") as f:
         f.seek(start)
         left = math.inf if end is None else end - start
         while left > 0 and (piece := f.read(min(size, left))):
@@ -80,11 +86,11 @@ def read_level2(path: str, bound: Optional[int] = None, workers: Optional[int] =
 
     The workers are spawned, so a script that calls this must guard its own top level with
     `if __name__ == "__main__":`, as any spawning library asks (the console entry points do)."""
-    size = os.path.getsize(path)
+    size = os.lstat(path).st_size  # a link's own: read_pieces reads nothing through one
     workers = workers or min(2, len(os.sched_getaffinity(0)))
     if size < parallel_from or workers < 2:
         return _collect_range(path, 0, size, bound)
-    with open(path, "rb") as f:
+    with os.fdopen(open_own(path), "rb") as f:
         cuts = sorted({0, size} | {_header_at_or_after(f, size * i // workers, size)
                                    for i in range(1, workers)})
     # spawn, not fork: the ladder has threads (runs, the probe), and a forked child can inherit a held lock.

@@ -16,11 +16,11 @@ import os
 import re
 from dataclasses import dataclass
 from typing import Optional
-from ..files import loads_child_json
+from ..files import loads_child_json, read_run_file
 
 KERNEL_INFORMATION = "kernel_information.json"
 MAX_KERNEL_INFORMATION_BYTES = 32 << 20
-_FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>[^\n]*)(?:\n(?P<code>[^\n]*))?')
+_FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d{1,9}), in (?P<func>[^\n]*)(?:\n(?P<code>[^\n]*))?')
 # torch's own frames (nn.Linear's forward, F.linear): the user's line is the innermost frame outside them.
 _TORCH_OWN = re.compile(r"[/\\]torch[/\\]")
 _NODE_LIST = re.compile(r"^\[(?P<nodes>[^\]]*)\]")
@@ -100,11 +100,9 @@ def read_kernel_information(wrapper_path: str) -> dict[str, KernelInfo]:
     """kernel_information.json beside a generated wrapper ({} where the compile ran without provenance)."""
     path = os.path.join(os.path.dirname(wrapper_path), KERNEL_INFORMATION)
     try:
-        with open(path, "rb") as f:
-            blob = f.read(MAX_KERNEL_INFORMATION_BYTES + 1)
+        return parse_kernel_information(read_run_file(path, MAX_KERNEL_INFORMATION_BYTES))
     except OSError:
         return {}
-    return {} if len(blob) > MAX_KERNEL_INFORMATION_BYTES else parse_kernel_information(blob.decode(errors="replace"))
 
 
 @dataclass(frozen=True)

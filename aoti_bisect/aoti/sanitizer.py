@@ -55,11 +55,11 @@ class SanitizerReport:
 _CS = "========= "
 _CS_ERROR = re.compile(r"^(?P<kind>(?:Invalid|Uninitialized|Misaligned) [^\n]*?(?P<access>read|write|access)|"
                        r"Race reported[^\n]*|Program hit [^\n]*|Out-of-range [^\n]*|Warp assert)"
-                       r"(?: of size (?P<size>\d+) bytes?)?\s*$")
+                       r"(?: of size (?P<size>\d{1,18}) bytes?)?\s*$")
 _CS_AT = re.compile(r"^\s+at (?P<func>[^\s+]+)(?:\+0x[0-9a-f]+)?(?: in (?P<loc>\S+))?")
 _CS_BY = re.compile(r"^\s+by thread \((?P<thread>[\d,]+)\) in block \((?P<block>[\d,]+)\)")
 _CS_WHERE = re.compile(r"^\s+(?:Access to \S+ (?P<what>is .*)|(?P<more>and is .*))$")
-_CS_SUMMARY = re.compile(r"^ERROR SUMMARY: (?P<n>\d+) errors?\s*$")
+_CS_SUMMARY = re.compile(r"^ERROR SUMMARY: (?P<n>\d{1,18}) errors?\s*$")
 _CS_REFUSED = re.compile(r"^(?:Error: )?(?P<why>Device not supported.*|.*[Uu]nable to .*|Target application "
                          r"terminated before first instrumented API call.*)$")
 
@@ -107,13 +107,13 @@ _VG_ERROR = re.compile(r"^(?P<kind>Invalid (?:read|write)|Invalid free\(\).*|Mis
                        r"Conditional jump or move depends on uninitialised value\(s\)|Use of uninitialised value|"
                        r"Syscall param .* points to (?:unaddressable|uninitialised) byte\(s\)|"
                        r"Source and destination overlap in .*|Argument .* has a fishy .*)"
-                       r"(?: of size (?P<size>\d+))?\s*$")
+                       r"(?: of size (?P<size>\d{1,18}))?\s*$")
 _VG_FRAME = re.compile(r"^\s+(?:at|by) 0x[0-9A-Fa-f]+: (?P<func>.*?)"
                        r"(?: \((?:in (?P<obj>[^()]+)|(?P<loc>[^()\s]+:\d+))\))?\s*$")
 # Where the bad address lies ("0 bytes after a block of size 32,768 alloc'd"); the stacks after it are the
 # block's allocation or free, not the access.
 _VG_WHERE = re.compile(r"^\s+Address 0x[0-9A-Fa-f]+ (?P<where>is .*)$")
-_VG_SUMMARY = re.compile(r"^ERROR SUMMARY: (?P<n>\d+) errors? from")
+_VG_SUMMARY = re.compile(r"^ERROR SUMMARY: (?P<n>\d{1,18}) errors? from")
 _VG_REFUSED = re.compile(r"^(?:==\d+== )?valgrind: (?P<why>failed to start tool .*|Fatal error at startup.*|"
                          r"the 'impossible' happened.*|Unrecognised instruction.*)$", re.M)
 # Frames of the runtime around the op: CPython, glibc and ld.so, the C++ runtime, libtorch, valgrind's

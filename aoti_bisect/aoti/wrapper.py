@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 from dataclasses import dataclass, field
 from typing import Optional
+
+from ..files import read_child_json, read_run_file
+
+# A generated source or Inductor's JSON beside it, read from a cache the repro's process can write into.
+MAX_SOURCE_BYTES = 64 << 20
 
 # The names Inductor gives the kernels it generates (`cpp_fused_*`, `triton_poi_*`, `kernel_*`). A function by
 # another name is the user's: a custom op, a user Triton kernel.
@@ -29,7 +33,7 @@ _OUT_HANDLE = re.compile(r"&(buf\d+)_handle\b")
 _WORD = re.compile(r"\b[A-Za-z_]\w*\b")
 _ALIAS = re.compile(r"^\s*(?:auto|RAIIAtenTensorHandle|AtenTensorHandle)\s+(?P<new>buf\d+)\s*(?:=|\()\s*"
                     r"(?:std::move\(|wrap_with_raii_handle_if_needed\(|reinterpret_tensor_wrapper\()?(?P<old>buf\d+)\b")
-_ARRAY = re.compile(r"(?P<name>\w+)\[\]\s*=\s*\{(?P<items>[^}]*)\}")
+_ARRAY = re.compile(r"\b(?P<name>\w+)\[\]\s*=\s*\{(?P<items>[^}]*)\}")
 _CONST_REF = re.compile(r"auto&\s+(?P<name>\w+)\s*=\s*constants_->at\(\d+\)")
 _INPUT_NAME = re.compile(r'inputs_info_\[(?P<i>\d+)\]\.name = "(?P<name>[^"]+)"')
 _CONSTANT_INFO = re.compile(r'constants_info_\[(?P<i>\d+)\]\.(?P<field>name|shape) = (?P<value>"[^"]*"|\{[^}]*\})')
@@ -149,9 +153,9 @@ def extern_nodes_for(wrapper_path: str) -> list[str]:
     """Custom-op targets from the JSON Inductor writes beside the wrapper (`<hash>.wrapper.json`)."""
     path = wrapper_path[: -len(".cpp")] + ".json" if wrapper_path.endswith(".cpp") else ""
     try:
-        with open(path) as f:
-            return [n.get("node", {}).get("target", "?") for n in json.load(f).get("nodes", [])]
-    except (OSError, ValueError, AttributeError):
+        nodes = read_child_json(path, MAX_SOURCE_BYTES).get("nodes", [])
+        return [str(n.get("node", {}).get("target", "?")) for n in nodes]
+    except (OSError, ValueError, AttributeError, TypeError):  # Inductor's file, in a cache the repro can write
         return []
 
 
@@ -315,8 +319,7 @@ def kernel_source(name: str, roots: list[str], max_lines: int = 80) -> Optional[
         for root in roots:
             for path in sorted(glob.glob(os.path.join(root, "**", suffix), recursive=True)):
                 try:
-                    with open(path, errors="replace") as f:
-                        text = f.read()
+                    text = read_run_file(path, MAX_SOURCE_BYTES)
                 except OSError:
                     continue
                 m = definition.search(text)

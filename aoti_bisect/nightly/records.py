@@ -18,6 +18,7 @@ from typing import Optional
 
 from ..aoti.sanitizer import AccessError, SanitizerReport
 from ..exits import UsageFailure
+from ..files import loads_child_json
 from ..report.redact import process_redactor
 from ..run.classify import fingerprint
 from ..run.types import Outcome, RunResult
@@ -204,8 +205,9 @@ def read_records(paths: list[str]) -> Night:
             raise RecordError(f"cannot read {path}: {exc.strerror}")
         for lineno, line in enumerate(lines, 1):
             try:
-                obj = json.loads(line)  # bytes: bad UTF-8 is a ValueError too
-            except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the parser's depth
+                # Not UTF-8 is a ValueError too; a lone surrogate's escape becomes U+FFFD (files.no_surrogates)
+                obj = loads_child_json(line.decode("utf-8"))
+            except ValueError:  # not JSON, not UTF-8, or nested past MAX_JSON_DEPTH or the parser's recursion
                 # A shard killed mid-write leaves a torn last line; everything before it still counts.
                 if lineno == len(lines):
                     problems.append(f"{path}: last line is incomplete (the shard was killed?)")

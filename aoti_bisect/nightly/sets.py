@@ -37,7 +37,7 @@ def load_set(path: str, python: str, only: tuple[str, ...] = ()) -> list[Repro]:
         if os.path.isfile(manifest):
             repros = _from_manifest(manifest, python, only)
         else:
-            scripts = sorted(p for p in glob.glob(os.path.join(path, "**", "*.py"), recursive=True)
+            scripts = sorted(p for p in glob.glob(os.path.join(glob.escape(path), "**", "*.py"), recursive=True)
                              if not os.path.basename(p).startswith("_"))
             if not scripts:
                 raise SetError(f"{path} holds no manifest.toml and no *.py repros")
@@ -73,12 +73,19 @@ def _from_manifest(path: str, python: str, only: tuple[str, ...] = ()) -> list[R
     entries = data.get("scenario") or data.get("repro") or []
     if not entries:
         raise SetError(f"{path} lists no [[scenario]] or [[repro]] entries")
+    if not (isinstance(entries, list) and all(isinstance(t, dict) for t in entries)):
+        raise SetError(f"{path}: [[scenario]] and [[repro]] must be arrays of tables")
     base = os.path.dirname(os.path.abspath(path))
     repros, seen = [], set()
     for t in entries:
         name, script = t.get("name"), t.get("script")
         if not name or not script:
             raise SetError(f"{path}: every entry needs a name and a script")
+        if not (isinstance(name, str) and isinstance(script, str)):
+            raise SetError(f"{path}: an entry's name and script must be strings, not {name!r} and {script!r}"[:300])
+        args = t.get("args", [])
+        if not (isinstance(args, list) and all(isinstance(a, (str, int, float)) for a in args)):
+            raise SetError(f"{path}: {name}: args must be a list of strings, not {args!r}"[:300])
         if name in seen:
             raise SetError(f"{path}: the name {name} is used twice")
         seen.add(name)
@@ -99,7 +106,7 @@ def _from_manifest(path: str, python: str, only: tuple[str, ...] = ()) -> list[R
         device = t.get("device", "auto")
         if device not in ("cpu", "cuda", "auto"):
             raise SetError(f"{path}: {name}: device must be cpu, cuda or auto, not {device}")
-        args = tuple(str(a) for a in t.get("args", ()))
+        args = tuple(str(a) for a in args)
         try:
             timeout = float(t.get("timeout", 600))
             check_timeout(f"{path}: {name}: timeout", timeout)

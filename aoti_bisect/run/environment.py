@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import json
 import os
 import threading
 from typing import Optional
 
 from ..aoti import flags
 from ..child import contract, hook
+from ..files import read_child_json
 from . import process
 from .checkers import checked
 from .layout import Layout, compile_key
@@ -120,10 +120,10 @@ class Environment:
     def vec_isa_answer(self) -> Optional[dict]:
         """The answer the first hooked run left ({"checked": [...], "claimed": [...]}); None before it did."""
         try:
-            with open(os.path.join(self.layout.run_dir, VEC_ISA_ANSWER)) as f:
-                return json.load(f)
-        except (OSError, ValueError):
+            answer = read_child_json(os.path.join(self.layout.run_dir, VEC_ISA_ANSWER), 1 << 20)
+        except (OSError, ValueError):  # the hook writes it in the repro's process: anything may stand there
             return None
+        return answer if isinstance(answer, dict) else None
 
     def bytecode_cache(self) -> dict[str, str]:
         """Where the user's environment turns Python's bytecode cache off (PYTHONDONTWRITEBYTECODE, common in

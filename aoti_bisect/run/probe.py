@@ -1,14 +1,13 @@
 """The environment probe, run with the repro's interpreter (a broken torch or CUDA cannot take aoti-bisect down)."""
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 from typing import Optional
 
 from ..child.contract import PROBE_MARK
-from ..files import read_log
+from ..files import loads_child_json, read_log
 from . import process
 
 PROBE_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "child", "probe.py")
@@ -57,7 +56,10 @@ def probe_environment(python: Optional[str], probe_dir: str, base_env: dict[str,
     if line is None:
         return {"probe_error": f"no answer from {python} (exit {exit.returncode}); see {log}"}
     try:
-        return json.loads(line.split(" ", 1)[1])
+        answer = loads_child_json(line.split(" ", 1)[1])
     except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
         # Seen when two probes shared one log (shards of a night in one folder): one line held both answers.
         return {"probe_error": f"a garbled answer from {python} (exit {exit.returncode}); see {log}"}
+    return answer

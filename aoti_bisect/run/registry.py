@@ -2,14 +2,13 @@
 (child/registry.py), and the debugger that gives a native backtrace of a crash."""
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 from typing import Optional
 
 from ..child.contract import REGISTRY_MARK
-from ..files import read_log
+from ..files import loads_child_json, read_log
 from . import process
 
 REGISTRY_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "child", "registry.py")
@@ -29,7 +28,11 @@ def fresh_process(python: Optional[str], ops: tuple[str, ...], out_dir: str, bas
     line = next((l for l in read_log(log).splitlines() if l.startswith(REGISTRY_MARK + " ")), None)
     if line is None:
         return {"error": f"no answer from {python} (exit {exit.returncode}); see {log}"}
-    return json.loads(line.split(" ", 1)[1])
+    try:
+        answer = loads_child_json(line.split(" ", 1)[1])
+    except ValueError:  # the repro's environment runs in that process too (a sitecustomize can print anything)
+        answer = None
+    return answer if isinstance(answer, dict) else {"error": f"a garbled answer from {python}; see {log}"}
 
 
 def debugger() -> tuple[tuple[str, ...], Optional[str]]:
