@@ -307,7 +307,7 @@ def find_wrappers(*roots: str) -> list[str]:
     """Generated wrapper sources under cache dirs / run dirs, newest first."""
     found = []
     for root in roots:
-        found += glob.glob(os.path.join(root, "**", "*.wrapper.cpp"), recursive=True)
+        found += glob.glob(os.path.join(glob.escape(root), "**", "*.wrapper.cpp"), recursive=True)
     return sorted(set(found), key=os.path.getmtime, reverse=True)
 
 
@@ -317,7 +317,7 @@ def kernel_source(name: str, roots: list[str], max_lines: int = 80) -> Optional[
     definition = re.compile(rf"(\bvoid\s+{re.escape(name)}\s*\([^;{{]*\)\s*\{{|def {re.escape(name)}\s*\()")
     for suffix in ("*.kernel.cpp", "*.py", "*.wrapper.cpp"):
         for root in roots:
-            for path in sorted(glob.glob(os.path.join(root, "**", suffix), recursive=True)):
+            for path in sorted(glob.glob(os.path.join(glob.escape(root), "**", suffix), recursive=True)):
                 try:
                     text = read_run_file(path, MAX_SOURCE_BYTES)
                 except OSError:

@@ -234,7 +234,7 @@ def _fresh_folder(run: RunFolder) -> str:
     out = run.folder("minify")
     run.folder("minify/cache")  # where every child's TMPDIR and caches go: a link planted there stops minify first
     for stale in ("candidates", "repro.py", "inputs.pt", PACKAGE, RESULT, "graph.json", "values.pt", DEFINITIONS,
-                  "extract.log", "verify.log", *(os.path.basename(p) for p in glob.glob(os.path.join(out, "*.so")))):
+                  "extract.log", "verify.log", *(os.path.basename(p) for p in glob.glob(os.path.join(glob.escape(out), "*.so")))):
         run.remove(f"minify/{stale}")
     return out
 
@@ -320,8 +320,10 @@ def _failed_as(run: RunFolder, run_folder: str, kind: str) -> bool:
 def _find_capture(run: RunFolder, kind: str) -> Optional[tuple[str, None]]:
     """A whole capture of the run, one from a run that failed as the run did first: the inputs of a flaky
     failure's passing call would only pass again."""
-    folders = [f for f in sorted(glob.glob(os.path.join(run.root, "runs", "*", CAPTURE_DIR))
-                                 + glob.glob(os.path.join(run.root, "minify", "runs", "*", CAPTURE_DIR)))
+    # The run folder's path is a path, not a pattern: `[`, `*`, `?` in it are escaped.
+    root = glob.escape(run.root)
+    folders = [f for f in sorted(glob.glob(os.path.join(root, "runs", "*", CAPTURE_DIR))
+                                 + glob.glob(os.path.join(root, "minify", "runs", "*", CAPTURE_DIR)))
                if not _missing(run, f)]
     folders.sort(key=lambda f: not _failed_as(run, os.path.dirname(f), kind))
     return (folders[0], None) if folders else None

@@ -100,7 +100,7 @@ def record_path(out: str, shard: Shard) -> str:
 
 def records_in(out: str) -> list[str]:
     """Every record file a night's shards wrote into one --out."""
-    return sorted(glob.glob(os.path.join(records_dir(out), "*.jsonl")))
+    return sorted(glob.glob(os.path.join(glob.escape(records_dir(out)), "*.jsonl")))
 
 
 def find_records(paths: tuple[str, ...]) -> list[str]:
@@ -108,7 +108,7 @@ def find_records(paths: tuple[str, ...]) -> list[str]:
     files = []
     for path in paths:
         if os.path.isdir(path):
-            found = sorted(glob.glob(os.path.join(path, "**", "shard-*.jsonl"), recursive=True))
+            found = sorted(glob.glob(os.path.join(glob.escape(path), "**", "shard-*.jsonl"), recursive=True))
             if not found:
                 raise RecordError(f"{path} holds no shard-*.jsonl record files")
             files += found

@@ -53,7 +53,7 @@ def bundle_files(run_dir: str, report: Optional[ReportRecord]) -> list[tuple[str
     """(name in the bundle, path) of every run file and culprit source a bundle takes (no culprit source
     without a report)."""
     files = []
-    for path in sorted(glob.glob(os.path.join(run_dir, "runs", "*", ""))):
+    for path in sorted(glob.glob(os.path.join(glob.escape(run_dir), "runs", "*", ""))):
         for name in _RUN_FILES:
             f = os.path.join(path, name)
             if _packable(run_dir, f):
@@ -200,7 +200,7 @@ def _culprit_sources(run_dir: str, report: ReportRecord) -> list[str]:
             except (OSError, ValueError, RecursionError, AttributeError):  # a link, or not the spec we wrote
                 continue
             if isinstance(cache, str):
-                found += glob.glob(os.path.join(cache, "*", "*.wrapper.cpp"))
+                found += glob.glob(os.path.join(glob.escape(cache), "*", "*.wrapper.cpp"))
     return [f for f in dict.fromkeys(found) if _packable(run_dir, f)]
 
 
