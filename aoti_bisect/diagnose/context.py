@@ -54,7 +54,7 @@ class Clues:
     checker: list[Fact] = field(default_factory=list)  # a memory checker's lines, ahead of the walk's
     prebuilt: Optional[list[PackageEvent]] = None  # what the failing hooked runs loaded but did not build
     rate_left: int = 0  # baseline runs of an explicit --runs left for after the verdict (a checker or crash went first)
-    # A generated kernel a crashed run named (diagnose/crash.py): the walk starts there, and is the culprit unless
+    # A generated kernel a crashed run named (diagnose/judge.py): the walk starts there, and is the culprit unless
     # the walk finds where its bad inputs came from.
     crash: Optional[Culprit] = None
     eager_walked: bool = False  # the eager stage compared the failing call's every saved tensor with eager

@@ -40,6 +40,27 @@ class StageName(enum.StrEnum):
     EAGER = "eager"
 
 
+class EvidenceKind(enum.StrEnum):
+    CRASH = "crash"  # a crashed run's own account of where it faulted
+    CONTRADICTION = "contradiction"  # accounts that cannot all be true: none of them convicts
+    KIND_CHANGE = "kind_change"  # a flag set turned the failure into another kind
+    CHECKER = "checker"  # a memory checker's report
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One piece of a bisection's evidence ledger (diagnose/judge.py): what a run, or a stage's reading, saw."""
+    kind: EvidenceKind
+    stage: str
+    run: str  # the run's folder under runs/; "" for a reading over a stage's runs
+    names: Optional[str]  # the kernel, op or function it names, as the wrapper launches it where it maps
+    fact: Fact
+
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind.value, "stage": self.stage, "run": self.run, "names": self.names}
+
+
 @dataclass
 class Culprit:
     kind: CulpritKind
@@ -52,6 +73,7 @@ class Culprit:
     summary: Optional[Fact] = None  # the one fact that convicts; the evidence list is the whole chain
     op: Optional[str] = None  # a custom op (`mylib::scale`) the package needs and the loading process lacks
     origin: Optional[Origin] = None  # the culprit kernel's source lines (diagnose/source.py)
+    convicted_by: tuple["Entry", ...] = ()  # the ledger's entries the judge convicted from, each with its run
 
     @property
     def headline(self) -> Optional[Fact]:
@@ -63,7 +85,7 @@ class Culprit:
 
     @property
     def from_crash(self) -> bool:
-        """Whether a crashed run's own account of its fault named it (diagnose/crash.py)."""
+        """Whether a crashed run's own account of its fault named it (diagnose/judge.py)."""
         return self.headline is not None and self.headline.kind is FactKind.CRASH
 
 
@@ -117,6 +139,7 @@ class Findings:
     constants: dict = field(default_factory=dict)  # report.json's `constants` (diagnose/constants.py)
     verdict_s: Optional[float] = None  # seconds from the first run to the culprit; the rate may run on after it
     verdict_runs: Optional[int] = None  # runs of every stage up to the verdict (compile-only runs not counted)
+    ledger: list[Entry] = field(default_factory=list)  # every run's evidence, whichever stage ran it (judge.py)
 
 
 def dominant(results: list[RunResult]) -> Optional[Signature]:

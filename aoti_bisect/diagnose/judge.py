@@ -9,7 +9,6 @@ kernel the wrapper never launches, are stated and convict nothing. Pure: no proc
 """
 from __future__ import annotations
 
-import enum
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
@@ -17,28 +16,11 @@ from typing import Iterable, Optional
 from ..aoti.wrapper import WrapperGraph, generated, spelling
 from ..run.types import CrashSite, RunResult
 from .facts import Fact, FactKind, fact, kernel
-from .findings import Culprit, CulpritKind, Stage
+from .findings import Culprit, CulpritKind, Entry, EvidenceKind, Stage
 from .memcheck import MEMORY_FAULTS, convict_function, launch_for
 
 # A crash in these phases is the load doctor's: no kernel of the model ran.
 BEFORE_RUN = frozenset({"export", "compile", "load"})
-
-
-class EvidenceKind(enum.StrEnum):
-    CRASH = "crash"  # a crashed run's own account of where it faulted
-    CONTRADICTION = "contradiction"  # accounts that cannot all be true: none of them convicts
-    KIND_CHANGE = "kind_change"  # a flag set turned the failure into another kind
-    CHECKER = "checker"  # a memory checker's report
-    WALK = "walk"  # the walk back through the printed values, or the comparison with eager
-
-
-@dataclass(frozen=True)
-class Entry:
-    kind: EvidenceKind
-    stage: str
-    run: str  # the run's folder under runs/; "" for a reading over a stage's runs
-    names: Optional[str]  # the kernel, op or function it names, as the wrapper launches it where it maps
-    fact: Fact
 
 
 @dataclass
@@ -144,6 +126,7 @@ def crash_verdict(ledger: Ledger, stages: list[Stage], graph: Optional[WrapperGr
     else:
         culprit = convict_function(function, graph, None, evidence, FactKind.CRASH)
     culprit.summary = culprit.evidence[0]
+    culprit.convicted_by = tuple(e for e, s in sites if bare(s.function) == function)
     return culprit
 
 

@@ -221,6 +221,8 @@ class Ladder:
         self.on_walk(out)
         rung.run(self, out)
         moved = out.culprit is None or (_identity(out.culprit) != _identity(named) and not _told(named, out.culprit))
+        if out.culprit is not None and named is not None and not moved and not out.culprit.convicted_by:
+            out.culprit.convicted_by = named.convicted_by  # the crash named it; the walk only read its inputs
         self.finish(out)
         if not moved:
             out.verdict_s, out.verdict_runs = said
@@ -459,6 +461,7 @@ class Ladder:
 
     def finish(self, out: Findings) -> None:
         self._verdict_now(out)
+        out.ledger = list(self.ledger.entries)
         c = out.culprit
         early = out.signature is not None and out.signature.phase in BEFORE_RUN
         if c is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...aoti import flags
 from ...run.checkers import Missing
 from ...run.types import RunResult
-from ..findings import CulpritKind, Findings, Stage, StageName
+from ..findings import CulpritKind, Entry, EvidenceKind, Findings, Stage, StageName
 from ..context import StageContext
 from ..memcheck import MEMORY_FAULTS, memcheck_culprit
 from .rung import Rung
@@ -54,6 +54,10 @@ def run(ctx: StageContext, out: Findings, unmasking: bool = False) -> None:
             ctx.clues.checker = found.culprit.evidence
             return
         if found.culprit is not None:
+            seen = next(r for r in stage.results if report(r).errors)
+            entry = Entry(EvidenceKind.CHECKER, str(stage.name), seen.spec.name, found.culprit.kernel, found.finding)
+            ctx.ledger.add(entry)
+            found.culprit.convicted_by = (entry,)
             trace = ctx.clues.trace
             lead = out.culprit if out.culprit is not None and out.culprit.kind in LEADS else None
             if found.culprit.kind == CulpritKind.KERNEL and trace is not None and trace.failures and not unmasking \
