@@ -251,7 +251,7 @@ def test_a_rejected_input_is_named_by_the_users_name(tmp_path):
     assert [p["action"] for p in report.data["packages"]] == ["compiled", "loaded"]
     report.write()
     markdown = (tmp_path / "report.md").read_text()
-    assert "## Packages" in markdown
+    assert "and packages</summary>" in markdown
     assert r"model input 1 (\`idx\`, wrapper arg4_1)" in markdown  # user text is escaped in cells
 
 
@@ -334,7 +334,7 @@ def test_a_run_reports_the_packages_its_hooked_stages_loaded(tmp_path, fake_torc
         {(stage, "loaded", package, digest, False) for stage in ("sanity", "determinism", "trace")}
     assert not any(os.path.exists(out / "runs" / r / "hook.json") for r in os.listdir(out / "runs")
                    if r.startswith("baseline"))
-    assert "## Packages" in (out / "report.md").read_text()
+    assert "and packages</summary>" in (out / "report.md").read_text()
 
 
 # -- names of a package the run did not build (#29) --------------------------------------------------------

@@ -68,7 +68,9 @@ def test_a_gigabyte_log_still_gives_a_report_under_the_limit(tmp_path):
 
 
 def test_hostile_log_renders_as_intended_in_gfm(tmp_path):
-    body = ("print('| a | b |\\n|---|---|\\n```\\n````python\\n<details><summary>x</summary>\\n</details>\\n`tick`')\n"
+    # Each printed line is a key line of the log ("Error"), so report.md shows it in the baseline's excerpt.
+    body = ("print('Error | a | b |\\nError |---|---|\\nError ```\\nError ````python\\n"
+            "Error <details><summary>x</summary>\\nError </details>\\nError `tick`')\n"
             "raise SystemExit('bad | value ``` <details> `x`')\n")
     proc, out = bisect(tmp_path, body)
     assert proc.returncode == 1, proc.stderr
@@ -76,10 +78,11 @@ def test_hostile_log_renders_as_intended_in_gfm(tmp_path):
     tokens = MarkdownIt("commonmark", {"html": True}).enable("table").parse(md)
     tables = [t for t in tokens if t.type == "table_open"]
     assert len(tables) == 2  # stages, environment (the summary is a list): the log's "| a | b |" made none
-    details = [t for t in tokens if t.type == "html_block" and t.content.startswith("<details>")]
-    assert len(details) == 2  # ours (the log excerpt, collect_env); the log's <details> stayed text in a fence
+    details = [t.content for t in tokens if t.type == "html_block" and t.content.startswith("<details>")]
+    # ours (compiles, environment, the log's key lines); the log's <details> stayed text in a fence
+    assert len(details) == 3 and any("Log key lines" in d for d in details)
     fences = [t.content for t in tokens if t.type == "fence"]
-    assert any("<details><summary>x</summary>" in f and "````python" in f for f in fences)
+    assert any("Error <details><summary>x</summary>" in f and "Error ````python" in f for f in fences)
     cells = [t.content for t in tokens if t.type == "inline"]
     assert any("bad | value ``` <details> `x`" in _unescape(c) for c in cells)
     html = MarkdownIt("commonmark", {"html": True}).enable("table").render(md)

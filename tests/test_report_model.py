@@ -75,7 +75,7 @@ def test_a_field_that_is_not_what_aoti_bisect_writes_is_named(edit, words):
 
 def test_the_first_screen_says_where_it_ran_and_how_to_rerun_it_and_names_the_source_once():
     first = render_markdown(with_source(real())).split("\n## ")[0]
-    assert "- **Ran on**: torch 2.13.0+cpu, device cpu" in first
+    assert "- **Ran on**: torch 2.13.0+cpu (CPU-only build), device cpu; g++ (Debian 12.2.0-14+deb12u1) 12.2.0;" in first
     rerun = "/root/.pyenv/versions/3.11.7/bin/python /work/main/scenarios/cpu/nan_after_matmul.py"
     assert f"- **Rerun**: `{rerun}`" in first
     assert "[rerun.sh](<runs/baseline-000/rerun.sh>)" in first
@@ -87,7 +87,7 @@ def test_the_first_screen_says_where_it_ran_and_how_to_rerun_it_and_names_the_so
 def test_minify_rewrites_the_minified_section_and_the_next_step_of_report_md(tmp_path):
     data = with_source(real())
     run = run_folder(tmp_path, data)
-    data["next_steps"] = [data["next_steps"][0], minify_step(run)]
+    data["next_steps"] = [data["next_steps"][0], minify_step(run, data["command"])]
     open(os.path.join(run, "report.json"), "w").write(json.dumps(data))
     Report.load(run).write()
     before = flat(open(os.path.join(run, "report.md")).read())
@@ -103,7 +103,7 @@ def test_minify_rewrites_the_minified_section_and_the_next_step_of_report_md(tmp
     assert after.count("## Minified repro") == 1 and "graph nodes: 4 -> 1 (log)" in after
     steps = after.split("## Next steps")[1].split(" ## ")[0]
     assert f"Attach the minified repro, {run}/minify/" in steps and "aoti-bisect minify" not in steps
-    assert after.index("## Next steps") < after.index("## Minified repro") < after.index("## Reproduce each stage")
+    assert after.index("## Next steps") < after.index("## Minified repro") < after.index("Compiles (--reuse")
 
 
 def test_a_minify_record_that_minify_did_not_write_leaves_the_section_out(tmp_path):

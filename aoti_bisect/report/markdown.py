@@ -1,9 +1,11 @@
 """report.md: the report's JSON rendered as GitHub-flavoured Markdown, and the escaping every Markdown page here uses."""
 from __future__ import annotations
 
+import html
 import os
 import re
 import shlex
+import sys
 import textwrap
 import urllib.parse
 from typing import Mapping, Optional
@@ -13,6 +15,7 @@ from tabulate import tabulate
 from ..aoti.hook_record import describe_counts
 from ..text import printable
 from ..diagnose.findings import CulpritKind
+from ..verdict import Verdict
 from .record import Culprit, Environment, Minified, ReportRecord, Stage, TensorStat
 
 MD_LIMIT = 65536
@@ -104,7 +107,7 @@ def _short(text: str, width: int) -> tuple[str, bool]:
 
 
 # What would start a list, heading, quote or setext underline at the start of a line (and so end the item).
-_BLOCK_START = re.compile(r"(?:[-+*>#=]|\d+[.)])")
+_BLOCK_START = re.compile(r"(?:[-+*]|#{1,6}|\d{1,9}[.)])(?=[ \t]|$)|[>=]|[-*_][-*_ \t]*$")
 
 
 def _item(text: str, bullet: str = "- ") -> list[str]:
@@ -119,16 +122,18 @@ def _unblock(line: str) -> str:
     m = _BLOCK_START.match(line)
     if not m:
         return line
-    at = m.end() - 1  # the marker's punctuation: `-`, `#`, or the `.` of `1.` (a backslash before a digit shows)
+    # The marker's first punctuation: `-`, `#`, or the `.` of `1.` (a backslash before a digit shows).
+    at = len(m.group()) - 1 if line[0].isdigit() else 0
     return line[:at] + "\\" + line[at:]
 
 
 def render_markdown(report: ReportRecord | Mapping, minified: Optional[Minified] = None) -> str:
-    """report.md from report.json's record (or its data), and from minify/minify.json's record where minify ran:
-    one function per section, in the order a reader needs them; at most MD_LIMIT characters."""
+    """report.md from report.json's record (or its data), and from minify/minify.json's record where minify ran, in
+    layers: the first screen, the evidence, the stages, then what only some readers open, folded (<details>); the
+    rest stays in report.json and the bundle. One function per section; at most MD_LIMIT characters."""
     r = report if isinstance(report, ReportRecord) else ReportRecord.from_json(report)
-    sections = [_title(r), _first_screen(r), _kernel_chain(r), _stages(r), _packages(r), _constants(r),
-                _evidence(r), _culprit_source(r), _next_steps(r, minified), _minified(minified), _reproduce(r),
+    sections = [_title(r), _first_screen(r, minified), _evidence(r), _stages(r), _culprit_source(r),
+                _next_steps(r, minified), _minified(minified), _constants(r), _packages(r),
                 _environment_section(r)]
     # Logs and messages are the child's bytes: escaped here, a report shown with cat cannot drive the terminal.
     text = printable("\n".join(line for section in sections for line in section) + "\n")
@@ -136,39 +141,97 @@ def render_markdown(report: ReportRecord | Mapping, minified: Optional[Minified]
 
 
 def _title(r: ReportRecord) -> list[str]:
-    out = [f"# aoti-bisect report: {md_cell(r.verdict.value)}", ""]
+    out = [f"# aoti-bisect report: {md_cell(verdict_words(r.verdict))}", ""]
     if not r.complete:
         out += ["> **Interrupted**: this report covers only the runs that finished; later stages are missing.", ""]
     return out
 
 
-def _first_screen(r: ReportRecord) -> list[str]:
-    """What failed, who did it, the line that convicts, how often, where it ran and how to run it again."""
+def verdict_words(verdict: Verdict) -> str:
+    return verdict.value.replace("_", " ")
+
+
+def first_screen(r: ReportRecord, minified: Optional[Minified] = None) -> list[tuple[str, str]]:
+    """What failed, who did it, the line that convicts, how often, where it ran, how to run it again and what to
+    do next, as (label, plain text) pairs: report.md and the terminal's text render the same screen."""
     sig, c = r.signature, r.culprit
-    items = [("Verdict", f"{r.verdict.value}: {sig.kind if sig else '-'} in phase {sig.phase if sig else '-'}"),
-             ("Message", sig.message if sig else "-")]
+    items = [("Verdict", verdict_line(r))]
+    if sig and sig.message:
+        items.append(("Message", sig.message))
     if c.kind:
         items.append(("Culprit", f"{c.kind}: {c.who()}"))
         if culprit_source(c):
             items.append(("Source", culprit_source(c)))
         elif c.source_nodes:
             items.append(("FX nodes", c.source_nodes))
-        if c.conviction:
-            items.append(("Convicted by", c.conviction))
+        items += convicted_by(c)
     items.append(("Rates", _rates(r)))
     if r.verdict_s is not None:
         runs = f", {r.verdict_runs} run(s)" if r.verdict_runs is not None else ""
         items.append(("Time to verdict", f"{r.verdict_s:g} s from the first run{runs}"))
     if r.masked:
         items.append(("Masked", r.masked))
-    env = r.environment
-    items.append(("Ran on", f"torch {env.torch or '(not probed)'}, device {r.device}"))
-    out = [line for key, value in items for line in _item(f"**{key}**: {md_cell(value)}")]
+    items.append(("Ran on", environment_line(r)))
     rerun = r.stages[0] if r.stages and r.command else None
     if rerun is not None:
-        link = _run_link(rerun.rerun[0], r.run_dir) if rerun.rerun else None
-        out += _item(f"**Rerun**: {md_code(stage_command(rerun, r.command, ' '))}"
-                     + (f" ([rerun.sh](<{link}>) is the exact command)" if link else ""))
+        items.append(("Rerun", stage_command(rerun, r.command, " ")))
+    commands = next_commands(r, minified)
+    if commands:
+        items.append(("Next", "; ".join(commands)))
+    return items
+
+
+def convicted_by(c: Culprit) -> list[tuple[str, str]]:
+    """The one line of evidence that convicts the culprit, without its source lines (the screen names them once)."""
+    return [("Convicted by", c.conviction)] if c.conviction else []
+
+
+def verdict_line(r: ReportRecord) -> str:
+    """The verdict with the failure's kind and phase; without a failure, what the runs showed instead."""
+    sig, rate = r.signature, r.reproduction
+    if sig:
+        return f"{verdict_words(r.verdict)}: {sig.kind} in phase {sig.phase}"
+    if r.verdict is Verdict.NOT_REPRODUCED:
+        return f"not reproduced: none of {rate.runs} run(s) failed"
+    return f"{verdict_words(r.verdict)}: {r.summary}" if r.summary else verdict_words(r.verdict)
+
+
+def environment_line(r: ReportRecord) -> str:
+    """What a PyTorch maintainer asks first, on one line: torch and the CUDA it was built with, the device (GPU and
+    driver), the compiler, Python and the OS."""
+    env = r.environment
+    if not env.torch:
+        return f"torch {'(not probed)' if not env.torch_error else 'not importable'}, device {r.device}"
+    build = f"CUDA {env.cuda_runtime}" if env.cuda_runtime else "CPU-only build"
+    parts = [f"torch {env.torch} ({build}), device {r.device}", env.cxx_version, env.python and f"Python {env.python}",
+             env.os]
+    return "; ".join(p for p in parts if p)
+
+
+def next_commands(r: ReportRecord, minified: Optional[Minified] = None) -> list[str]:
+    """The commands the run asks for next, exactly: minify where a step names it and minify has not run, then the
+    bundle for the ticket (the report, logs, generated sources and the minified repro, redacted)."""
+    if not r.run_dir or r.verdict is Verdict.NOT_REPRODUCED:
+        return []
+    minify = not minified and any(step.startswith(MINIFY_STEP) for step in r.next_steps)
+    return ([minify_command(r.run_dir, r.command)] if minify else []) + \
+        [f"aoti-bisect report {shlex.quote(r.run_dir)} --bundle"]
+
+
+def _first_screen(r: ReportRecord, minified: Optional[Minified]) -> list[str]:
+    out = []
+    for key, value in first_screen(r, minified):
+        if key == "Rerun":
+            link = _run_link(r.stages[0].rerun[0], r.run_dir) if r.stages[0].rerun else None
+            text = md_code(value) + (f" ([rerun.sh](<{link}>) is the exact command)" if link else "")
+        elif key == "Source" and c_lines(r.culprit):
+            text = "; ".join(f"line {line.line} of {md_cell(os.path.basename(line.path))}"
+                             + (f": {md_code(line.code)}" if line.code else "") for line in c_lines(r.culprit))
+        elif key == "Next":
+            text = "; ".join(md_code(command) for command in next_commands(r, minified))
+        else:
+            text = md_cell(value)
+        out += _item(f"**{key}**: {text}")
     return out
 
 
@@ -176,6 +239,10 @@ def _rates(r: ReportRecord) -> str:
     parts = [f"baseline {rate_cell(vars(r.reproduction))}"]
     parts += [f"{s.name} {s.failures}/{s.runs}" for s in r.stages[1:] if s.runs]
     return "; ".join(parts)
+
+
+def c_lines(c: Culprit) -> tuple:
+    return c.origin.lines if c.origin else ()
 
 
 def culprit_source(c: Culprit) -> str:
@@ -189,38 +256,75 @@ def culprit_source(c: Culprit) -> str:
     return ""
 
 
-def _kernel_chain(r: ReportRecord) -> list[str]:
-    chain = kernel_chain(r.culprit)
-    return ["", "## Kernel chain", "", chain] if chain else []
+def evidence_chain(c: Culprit) -> list[str]:
+    """The evidence sentences, less those that only show again tensors an earlier one showed (the walk says a
+    kernel wrote a bad buffer as an ancestor, then as the culprit): report.json keeps them all."""
+    if len(c.facts) != len(c.evidence):
+        return list(c.evidence)
+    shown: set = set()
+    chain = []
+    for sentence, fact in zip(c.evidence, c.facts):
+        if fact.tensors and fact.kind != "conviction" and shown.issuperset(fact.tensors):
+            continue
+        shown.update(fact.tensors)
+        chain.append(sentence)
+    return chain
+
+
+def _evidence(r: ReportRecord) -> list[str]:
+    """The chain from what the script caught back to the culprit, and the walk as a diagram GitHub draws."""
+    chain = evidence_chain(r.culprit)
+    if not chain:
+        return []
+    out = ["", "## Evidence chain", ""] + [line for i, e in enumerate(chain, 1) for line in _item(md_cell(e), f"{i}. ")]
+    diagram = kernel_chain(r.culprit)
+    return out + (["", diagram] if diagram else [])
+
+
+def _folded(summary: str, lines: list[str]) -> list[str]:
+    """A <details> block: on GitHub a closed line the reader opens; `summary` is HTML, where Markdown is not read. The blank line after its summary lets the
+    Markdown inside render; `</details>` needs none before it, since a closing tag starts an HTML block anywhere."""
+    return ["", f"<details><summary>{summary}</summary>", "", *lines, "</details>"] if lines else []
 
 
 def _stages(r: ReportRecord) -> list[str]:
-    """The stage table, cut to the page; the findings it cut, in full; the compiles each stage made."""
-    rows, cut = [], []
+    """The stage table, cut to the page; folded under it, each stage in full: what it adds to the first screen's
+    Rerun command (its rerun.sh, linked, is the run exactly) and the finding the table cut."""
+    rows, full = [], []
     for s in r.stages:
         finding = s.skipped and f"skipped: {s.skipped}" or s.finding
         cell, was_cut = _short(finding, FINDING_CELL)
-        if was_cut:
-            cut.append((s.name, finding))
         rows.append((md_cell(s.name), "yes" if s.recompiled else "no", s.runs, s.failures, md_cell(cell)))
-    out = ["", "## Stages", "", _table(rows, headers=["stage", "recompiled", "runs", "failures", "finding"])]
-    if cut:
-        out += ["", "Findings in full:", ""]
-        same: dict[str, list[str]] = {}  # stages skipped for one reason are said once
-        for name, finding in cut:
-            same.setdefault(finding, []).append(name)
-        for finding, names in same.items():
-            out += _item(f"**{md_cell(', '.join(names))}**: {md_cell(finding)}")
-    return out + _compiles(r)
+        link = _run_link(s.rerun[0], r.run_dir) if s.rerun_script and s.rerun else None
+        adds = stage_command(s, (), " ").strip() if s.rerun_script else ""
+        parts = ([f"adds {md_code(adds)}"] if adds else []) + ([md_cell(finding)] if was_cut else [])
+        if parts:
+            full += _item(f"**{md_cell(s.name)}**" + (f" ([rerun.sh](<{link}>))" if link else "") + ": "
+                          + "; ".join(parts))
+    return (["", "## Stages", "", _table(rows, headers=["stage", "recompiled", "runs", "failures", "finding"])]
+            + _folded("Each stage in full: what it adds to the Rerun command, and its whole finding", full))
+
+
+def package_groups(r: ReportRecord) -> list[dict]:
+    """report.json's packages, one row per distinct package (its sha256, else its path) per stage: the actions
+    with their run counts and every path it had (each run keeps its package in its own folder)."""
+    groups: dict[tuple, dict] = {}
+    for p in r.packages:
+        g = groups.setdefault((p.stage, p.sha256 or p.path), {"stage": p.stage, "sha256": p.sha256, "paths": [],
+                                                              "actions": {}, "built_here": False, "redirect": None})
+        if p.path not in g["paths"]:
+            g["paths"].append(p.path)
+        g["actions"][p.action] = g["actions"].get(p.action, 0) + p.runs
+        g["built_here"] |= p.built_here
+        g["redirect"] = g["redirect"] or p.redirect
+    return list(groups.values())
 
 
 def _compiles(r: ReportRecord) -> list[str]:
-    counts = [s.compiles for s in r.stages if s.compiles and s.compiles["runs"]]
-    if not counts and not r.compiles_ahead:
-        return []
-    out = ["", f"Compiles ({md_code('--reuse ' + (r.reuse or 'hooked'))}):", ""]
-    for count in counts:
-        out += _item(md_cell(describe_counts(count)))
+    """How the stages' runs came by their packages, where the package table below does not say it all: a stage's one
+    hooked run that compiled is its row there."""
+    out = [line for s in r.stages if s.compiles and s.compiles["runs"] and not _said_by_packages(s.compiles)
+           for line in _item(md_cell(describe_counts(s.compiles)))]
     # Compile-only runs for a later stage, in slots the baseline's first run left idle (run/harness.py).
     for row in r.compiles_ahead:
         out += _item(md_cell(f"{describe_counts(row)} ({row['seconds']} s, compiling ahead for a later stage; "
@@ -228,54 +332,78 @@ def _compiles(r: ReportRecord) -> list[str]:
     return out
 
 
+def _said_by_packages(count: Mapping) -> bool:
+    return count["hooked"] and count["runs"] == count["compiled"] == 1 and not count.get("unhooked")
+
+
 def _packages(r: ReportRecord) -> list[str]:
-    if not r.packages:
+    """How each stage's runs came by their packages (compiled or reused, and why), and the packages themselves."""
+    compiles, groups = _compiles(r), package_groups(r)
+    if not compiles and not groups:
         return []
-    rows = [(md_cell(p.stage), md_cell(p.action), md_cell(_package_path(p.path, r.run_dir)),
-             md_cell((p.sha256 or "-")[:12]),
-             ("yes" if p.built_here else "no") + (f" ({_REDIRECTS[p.redirect]})" if p.redirect in _REDIRECTS else ""),
-             p.runs) for p in r.packages]
-    return ["", "## Packages", "", *textwrap.wrap(
-        "What the hooked runs compiled (or reused) and loaded; runs without the hook (the baseline's, unless "
-        "`--reuse all`) are not listed.", WRAP), "",
-        _table(rows, headers=["stage", "action", "package", "sha256", "built by the run", "runs"])]
+    rows = [(md_cell(g["stage"]), md_cell(_paths(g["paths"], r.run_dir)), md_cell((g["sha256"] or "-")[:12]),
+             md_cell(", ".join(f"{action} {n}" for action, n in g["actions"].items())),
+             ("yes" if g["built_here"] else "no") + (f" ({_REDIRECTS[g['redirect']]})" if g["redirect"] in _REDIRECTS
+                                                     else "")) for g in groups]
+    table = [_table(rows, headers=["stage", "package", "sha256", "runs that did it", "built by the run"])] if rows else []
+    return _folded(f"Compiles (--reuse {html.escape(r.reuse or 'hooked')}) and packages",
+                   compiles + ([""] if compiles and table else []) + table)
+
+
+def _paths(paths: list, run_dir: str | None) -> str:
+    """One path, or the run folders' paths of one package as one pattern (runs/*/cwd/model.pt2)."""
+    shown = sorted({_package_path(p, run_dir) for p in paths})
+    pattern = sorted({re.sub(r"^runs/[^/]+/", "runs/*/", p) for p in shown})
+    return shown[0] if len(shown) == 1 else pattern[0] if len(pattern) == 1 else f"{shown[0]} (+{len(shown) - 1})"
 
 
 def _constants(r: ReportRecord) -> list[str]:
+    """Only what the constants showed: a count of zero says nothing report.json does not."""
     k = r.constants
-    if k is None:
+    if k is None or not (k.findings or k.not_read):
         return []
     return (["", "## Constants", "", f"The hook read {k.read} constant(s) of the loaded package; holding NaN/Inf: "
              f"{k.nonfinite}.", ""] + [f"- {md_cell(finding)}" for finding in k.findings]
             + [f"- not read: {md_cell(why)}" for why in k.not_read])
 
 
-def _evidence(r: ReportRecord) -> list[str]:
-    if not r.culprit.evidence:
-        return []
-    return ["", "## Evidence chain", ""] + [line for i, e in enumerate(r.culprit.evidence, 1)
-                                            for line in _item(md_cell(e), f"{i}. ")]
-
-
 def _culprit_source(r: ReportRecord) -> list[str]:
     source = r.culprit.source
     if source is None:
         return []
-    # The generated file's name is a 52-character hash: under the heading, not in it.
-    return ["", "## Culprit source", "", f"{md_code(os.path.basename(source.path))}:", "",
-            _code(source.excerpt, "cpp" if source.path.endswith(".cpp") else "python")]
+    # The generated file's name is a 52-character hash: in the summary, not in a heading.
+    return _folded(f"Culprit source: {html.escape(r.culprit.kernel or '')} in {html.escape(os.path.basename(source.path))}",
+                   [_code(source.excerpt, "cpp" if source.path.endswith(".cpp") else "python")])
+
+
+def next_steps(r: ReportRecord, minified: Optional[Minified]) -> list[str]:
+    """The diagnosis's steps; before minify, its step is the first screen's Next command, and once minify has
+    written a repro, its step names that repro instead."""
+    repro = minified.repro if minified else None
+    return [minified_step(repro) if step.startswith(MINIFY_STEP) and repro else step for step in r.next_steps
+            if repro or not step.startswith(MINIFY_STEP)]
 
 
 def _next_steps(r: ReportRecord, minified: Optional[Minified]) -> list[str]:
-    """The diagnosis's steps; once minify has written a repro, its step names that repro instead of the command."""
-    repro = minified.repro if minified else None
-    steps = [minified_step(repro) if step.startswith(MINIFY_STEP) and repro else step for step in r.next_steps]
+    steps = next_steps(r, minified)
     return ["", "## Next steps", ""] + [line for step in steps for line in _item(md_cell(step))] if steps else []
 
 
-def minify_step(run_dir: str) -> str:
+def minify_step(run_dir: str, command: tuple[str, ...] | list[str]) -> str:
     """report.json's next step for a reproduced failure of the program's kernels (model.Report.from_findings)."""
-    return f"{MINIFY_STEP} aoti-bisect minify {shlex.quote(run_dir)}"
+    return f"{MINIFY_STEP} {minify_command(run_dir, command)}"
+
+
+def minify_command(run_dir: str, command: tuple[str, ...] | list[str]) -> str:
+    """`aoti-bisect minify` as it must be typed: minify runs only a repro its own command line names, never the
+    one report.json holds, so the command names the run's: `--script` for `python SCRIPT` (with `--python` where
+    that is not the Python running aoti-bisect, which the next aoti-bisect will be too), else `--cmd`."""
+    base = f"aoti-bisect minify {shlex.quote(run_dir)}"
+    if len(command) == 2 and os.path.basename(command[0]).startswith("python"):
+        python = "" if os.path.realpath(command[0]) == os.path.realpath(sys.executable) else \
+            f" --python {shlex.quote(command[0])}"
+        return f"{base} --script {shlex.quote(command[1])}{python}"
+    return f"{base} --cmd {shlex.quote(shlex.join(command))}" if command else base
 
 
 def minified_step(repro: str) -> str:
@@ -302,29 +430,26 @@ def _count(n: Optional[float]) -> str:
     return "-" if n is None else f"{n:g}"
 
 
-def _reproduce(r: ReportRecord) -> list[str]:
-    out = ["", "## Reproduce each stage", "",
-           *textwrap.wrap("What each stage sets on top of the repro's command. Each run's rerun.sh (linked) "
-                          "reruns it exactly: its folder, caches and every variable aoti-bisect set.", WRAP), ""]
-    for s in r.stages:
-        if s.rerun_script:
-            link = _run_link(s.rerun[0], r.run_dir) if s.rerun else None
-            out += [f"**{md_cell(s.name)}**" + (f" ([rerun.sh](<{link}>))" if link else ""), "",
-                    _code(stage_command(s, r.command), "sh"), ""]
-    return out
-
-
 def _with_logs(text: str, r: ReportRecord) -> str:
-    """The log excerpts, whole blocks or none (a cut inside a <details> or a fence would break the rest of the
-    page), then the page cut to GitHub's issue size."""
-    logs = [_details(s) for s in r.stages if s.excerpt]
-    if logs:
-        text += "\n## Log excerpts\n\n"
-    for name, block in logs:
+    """The key lines of the baseline's log and of a memory checker's, folded, where they say more than the first
+    screen's message: whole blocks or none (a cut inside a <details> or a fence would break the rest of the page);
+    then the page cut to GitHub's issue size. Every stage's key lines, head and tail are in report.json's
+    excerpts, the logs themselves in the bundle."""
+    message = (r.signature.message,) if r.signature else ()
+    blocks = [(s.name, printable(f"- {md_cell(s.name)}: {md_cell(os.path.basename(os.path.dirname(s.excerpt.log)))} "
+                                 f"({s.excerpt.bytes} bytes):\n\n{_code(chr(10).join(s.excerpt.key_lines), 'text')}\n\n"))
+              for i, s in enumerate(r.stages) if s.excerpt and s.excerpt.key_lines and (i == 0 or s.tool)
+              and s.excerpt.key_lines != message]
+    if blocks:
+        text += "\n<details><summary>Log key lines (every stage's, with heads and tails: report.json; the logs: the " \
+                "bundle)</summary>\n\n"
+    for name, block in blocks:
         if len(text) + len(block) + 200 < MD_LIMIT:
             text += block
         else:
             text += f"- log excerpt of stage {md_cell(name)} left out: the report is at GitHub's issue size limit\n"
+    if blocks:
+        text += "</details>\n"
     if len(text) > MD_LIMIT:
         text = text[: MD_LIMIT - 200] + "\n\n*(report truncated to fit a GitHub issue body)*\n"
     return text
@@ -388,15 +513,16 @@ def _mermaid(text: str) -> str:
     return "<br/>".join(parts)[:150]
 
 
-_SYSTEM_CUDA = re.compile(r"^CUDA runtime version: (?!Could not collect|No CUDA|N/A)(.+)$", re.M)
-
-
 def _environment_section(r: ReportRecord) -> list[str]:
-    return ["## Environment", "", *_environment(r.environment, r.tool_version), ""] if r.environment.present else []
+    if not r.environment.present:
+        return []
+    return _folded("Environment: torch, CUDA, GPU and driver, compiler, Python, OS",
+                   _environment(r.environment, r.tool_version))
 
 
 def _environment(env: Environment | Mapping, tool_version: str | None) -> list[str]:
-    """What PyTorch's bug template asks for: collect_env's report, from the repro's interpreter, whole."""
+    """What PyTorch's bug template asks for, from the repro's interpreter: the table a maintainer reads, then where
+    collect_env's whole report is (its CPU section alone is longer than this page's first screen)."""
     if isinstance(env, Mapping):
         env = Environment.from_json(env, "environment.")
     torch = env.torch
@@ -404,7 +530,7 @@ def _environment(env: Environment | Mapping, tool_version: str | None) -> list[s
         torch += f" (git {env.torch_git[:12]})"
     rows = [("PyTorch", torch), ("CUDA used to build PyTorch", torch and (env.cuda_runtime or "None")),
             ("GPU, driver", env.gpu), ("Python", env.python and f"{env.python} ({env.executable or '?'})"),
-            ("C++ compiler", env.cxx_version), ("libstdc++", env.libstdcxx),
+            ("C++ compiler", env.cxx_version), ("libstdc++", env.libstdcxx), ("OS", env.os),
             ("CPU vector ISAs (Inductor)", _vec_isa(env.vec_isa)),
             ("Python bytecode", env.bytecode_cache and (
                 f"PYTHONDONTWRITEBYTECODE is set: the hooked runs kept theirs in {env.bytecode_cache}; the runs "
@@ -412,16 +538,11 @@ def _environment(env: Environment | Mapping, tool_version: str | None) -> list[s
             ("aoti-bisect", tool_version), ("torch error", env.torch_error),
             ("probe error", env.probe_error), ("collect_env error", env.collect_env_error)]
     out = [_table([(k, md_cell(v)) for k, v in rows if v], headers=["", ""])]
-    nvcc = _SYSTEM_CUDA.search(env.collect_env or "")
-    if env.torch and not env.cuda_runtime and nvcc:
-        out += ["", f"This torch is a CPU-only build (CUDA used to build PyTorch: None): the CUDA runtime "
-                    f"{md_cell(nvcc.group(1))} in collect_env below is the system's nvcc, which it does not use."]
     if env.env:
         out += ["", "Variables that change AOTI, Inductor or CUDA:", "",
                 _code("\n".join(f"{k}={v}" for k, v in env.env.items()), "sh")]
     if env.collect_env:
-        out += ["", "<details><summary>collect_env (python -m torch.utils.collect_env)</summary>", "",
-                _code(env.collect_env, "text"), "", "</details>"]
+        out += ["", "`python -m torch.utils.collect_env`, whole: report.json's `environment.collect_env` and the bundle."]
     return out
 
 
@@ -434,15 +555,3 @@ def _vec_isa(answer: Mapping | None) -> str | None:
                 "checks them itself)")
     skipped = answer.get("runs_that_skipped_the_check") or 0
     return f"{checked} (checked by the first hooked run; {skipped} later hooked run(s) took its answer)"
-
-
-def _details(stage: Stage) -> tuple[str, str]:
-    e = stage.excerpt
-    parts = [f"<details><summary>{md_cell(stage.name)}: {md_cell(os.path.basename(os.path.dirname(e.log)))} "
-             f"({e.bytes} bytes)</summary>", ""]
-    if e.key_lines:
-        parts += ["Key lines:", "", _code("\n".join(e.key_lines), "text"), ""]
-    if e.head:
-        parts += ["Head:", "", _code(e.head, "text"), ""]
-    parts += ["Tail:", "", _code(e.tail, "text"), "", "</details>", "", ""]
-    return stage.name, printable("\n".join(parts))

@@ -115,7 +115,7 @@ class Report:
             "constants": _constants(outcome.constants),
             "reuse": reuse,
             "compiled_ahead": list(ahead),
-            "next_steps": [minify_step(run_dir) if step.startswith(_PYTORCH_MINIFIER_STEP) else step
+            "next_steps": [minify_step(run_dir, command) if step.startswith(_PYTORCH_MINIFIER_STEP) else step
                            for step in outcome.next_steps],
             "environment": environment or {},
             "run_dir": run_dir,

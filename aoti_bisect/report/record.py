@@ -8,6 +8,7 @@ markdown's environment) indexes them and the loader checks them when it renders 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Optional, TypeVar
@@ -199,6 +200,20 @@ class TensorStat:
 
 
 @dataclass(frozen=True)
+class Fact:
+    """A sentence of the evidence as data (report/facts.py's fact_json): its kind and the tensors it shows."""
+    kind: str
+    tensors: tuple[tuple[Optional[str], str, str], ...]  # (kernel, arg, when) of each
+
+    @classmethod
+    def from_json(cls, d: Any, where: str) -> "Fact":
+        d = _mapping(d, where)
+        tensors = _each(d, "tensors", where, lambda t, at: _mapping(t, at))
+        return cls(_take(d, "kind", str, where, ""), tuple((t.get("kernel"), str(t.get("arg")), str(t.get("when")))
+                                                          for t in tensors))
+
+
+@dataclass(frozen=True)
 class KernelSource:
     path: str
     excerpt: str
@@ -215,6 +230,7 @@ class Culprit:
     user_name: Optional[str]
     op: Optional[str]
     evidence: tuple[str, ...]
+    facts: tuple[Fact, ...]  # the evidence as data, one per sentence (empty in a report that has none)
     stats: tuple[TensorStat, ...]
     origin: Optional[Origin]
     source: Optional[KernelSource]
@@ -230,7 +246,7 @@ class Culprit:
                    _take(d, "conviction", str, where, summary), _take(d, "input_index", int, where, None),
                    _take(d, "input_name", str, where, None), _take(d, "user_name", str, where, None),
                    _take(d, "op", str, where, None), _strings(d, "evidence", where),
-                   _each(d, "stats", where, TensorStat.from_json),
+                   _each(d, "facts", where, Fact.from_json), _each(d, "stats", where, TensorStat.from_json),
                    Origin.from_json(origin, f"{where}origin.") if origin is not None else None,
                    KernelSource(_take(source, "path", str, f"{where}source."),
                                 _take(source, "excerpt", str, f"{where}source.")) if source is not None else None,
@@ -289,6 +305,7 @@ class Environment:
     gpu: Optional[str] = None
     python: Optional[str] = None
     executable: Optional[str] = None
+    platform: Optional[str] = None
     cxx_version: Optional[str] = None
     libstdcxx: Optional[str] = None
     vec_isa: Optional[Mapping] = None
@@ -303,9 +320,15 @@ class Environment:
     def present(self) -> bool:
         return any(vars(self).values())
 
+    @property
+    def os(self) -> Optional[str]:
+        """The OS as collect_env names it ("Debian GNU/Linux 12 (bookworm) (x86_64)"), else Python's platform."""
+        found = re.search(r"^OS: (.+)$", self.collect_env or "", re.M)
+        return found.group(1).strip() if found else self.platform
+
     @classmethod
     def from_json(cls, d: Mapping, where: str) -> "Environment":
-        texts = ("torch", "torch_git", "cuda_runtime", "python", "executable", "cxx_version", "libstdcxx",
+        texts = ("torch", "torch_git", "cuda_runtime", "python", "executable", "platform", "cxx_version", "libstdcxx",
                  "bytecode_cache", "collect_env", "torch_error", "probe_error", "collect_env_error")
         gpu = d.get("gpu")
         return cls(**{key: _printable(d.get(key)) for key in texts}, gpu=_printable(gpu),
