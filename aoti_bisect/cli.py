@@ -1,4 +1,5 @@
-"""Command line. Human chatter goes to stderr; stdout carries only machine output (--json)."""
+"""Command line. Chatter (progress, warnings) goes to stderr; stdout carries the answer: a run's verdict and next
+commands (or report.json with --json), a report, a bundle's path, minify's result."""
 from __future__ import annotations
 
 import signal
@@ -23,6 +24,7 @@ import errno
 import json
 import math
 import os
+import shlex
 from typing import Optional
 
 import click
@@ -177,7 +179,20 @@ def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, cach
         _minify_after_verdict(run_dir, jobs, quiet, argv, config.python or sys.executable)
     if as_json:
         print(json.dumps(report.data, indent=2))
+    else:
+        _answer(report)
     sys.exit(report.exit_code)
+
+
+def _answer(report) -> None:
+    """The run's last lines, on stdout: the answer and the next commands (report/plain.py); the chatter before them
+    went to stderr. Read after a --minify, so they name what minify made."""
+    from .report.model import minified_record
+    from .report.plain import answer
+    from .report.redact import process_redactor
+
+    minified = minified_record(report.run_dir, process_redactor(report.record.paths_redacted))
+    print("\n".join(answer(report.record, report.headline(), minified, sys.stdout.isatty())), flush=True)
 
 
 def _minify_after_verdict(run_dir: str, jobs: int, quiet: int, argv: list[str], python: str) -> None:
@@ -222,9 +237,9 @@ def report_cmd(run_dir, fmt, bundle, redact_paths):
     """Re-render a finished run's report without rerunning anything."""
     from .report.markdown import render_markdown
     from .report.model import Report, minified_record, redact_data
+    from .report.plain import render_text
     from .report.record import ReportRecord
     from .report.redact import Redactor
-    from .text import printable
 
     ctx = click.get_current_context()
     if bundle is not None and ctx.get_parameter_source("fmt").name != "DEFAULT":
@@ -247,9 +262,7 @@ def report_cmd(run_dir, fmt, bundle, redact_paths):
     elif fmt == "md":
         print(render_markdown(ReportRecord.from_json(data), minified_record(run_dir, redactor)))
     else:
-        print(rep.headline())
-        for e in ReportRecord.from_json(data).culprit.evidence:
-            print(printable(f"  - {e}"))
+        print(render_text(ReportRecord.from_json(data), minified_record(run_dir, redactor)), end="")
     sys.exit(rep.exit_code)
 
 
@@ -289,7 +302,7 @@ Exit codes:
 @click.option("--python", "python", metavar="PATH",
               help="The interpreter of the eager walk and every candidate, whose torch they use (default: the one "
                    "--cmd names, else the one running aoti-bisect).")
-@click.option("-q", "--quiet", count=True, help="Nothing on stderr but the result line.")
+@click.option("-q", "--quiet", count=True, help="Nothing on stderr (the result is on stdout).")
 def minify_cmd(run_dir, jobs, budget, max_candidates, max_runs, timeout, script, cmd, python, quiet):
     """Cut a finished run's failing program down to a standalone repro in RUN_DIR/minify/.
 
@@ -310,13 +323,20 @@ def minify_cmd(run_dir, jobs, budget, max_candidates, max_runs, timeout, script,
     argv = repro_argv(script, (), cmd, python) if script or cmd else []
     global _run_dir
     _run_dir = run_dir
-    from .minify import MinifyOptions, minify
+    from .minify import MinifyOptions, Status, minify
     from .run.probe import interpreter_of
 
     python = python or (argv and interpreter_of(argv)) or sys.executable
     result = minify(run_dir, MinifyOptions(jobs, budget, max_candidates, timeout, max_runs, tuple(argv), python),
                     _say(quiet))
-    print(f"aoti-bisect: minify: {result.message}", file=sys.stderr)
+    if result.status is Status.NO_PROGRAM:  # cannot run here (125): one line on stderr, as every such refusal
+        print(f"aoti-bisect: minify: {result.message}", file=sys.stderr)
+        sys.exit(result.exit_code)
+    # The result is the command's data, on stdout: the answer, the folder to attach and the next command.
+    print(f"minify: {result.message}")
+    if result.repro:
+        print(f"folder: {os.path.dirname(result.repro)}/ (repro.py + inputs.pt)")
+        print(f"next: aoti-bisect report {shlex.quote(run_dir)} --bundle", flush=True)
     sys.exit(result.exit_code)
 
 

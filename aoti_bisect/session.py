@@ -209,6 +209,4 @@ class Session:
         if failure:
             raise UsageFailure(f"{failure}; partial report: {os.path.join(self.run_dir, 'report.md')}",
                                EXIT_INCONCLUSIVE)
-        self.progress.say(f"aoti-bisect: {report.headline()}")
-        self.progress.say(f"aoti-bisect: report: {os.path.join(self.run_dir, 'report.md')}")
-        return report
+        return report  # the caller says the answer: `run` on stdout (cli._answer), a night in its own lines

@@ -167,3 +167,14 @@ def test_nightly_only_says_nothing_of_the_repros_left_aside(tmp_path, capsys):
     assert capsys.readouterr().err == ""
     with pytest.raises(SetError, match="built has a setup step"):
         load_set(str(tmp_path), sys.executable, only=("built",))
+
+
+def test_a_run_ends_with_its_answer_on_stdout_and_its_progress_on_stderr(tmp_path):
+    (tmp_path / "bad.py").write_text("raise SystemExit('non-finite output')\n")
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", str(tmp_path / "bad.py"), "--runs", "1", "--stages",
+                           "baseline", "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout.splitlines() == ["verdict: reproduced | nan_inf in run | 1/1 runs failed",
+                                        f"report: {out}/report.md", f"next: aoti-bisect report {out} --bundle"]
+    assert "[baseline-000] failed" in proc.stderr and "report:" not in proc.stderr

@@ -174,17 +174,15 @@ STUBBORN_TREE = f"""
 
 
 def _survivors_at_report_line(proc, pidfile):
-    """Who is still alive when aoti-bisect names its report, just before it exits (and its watchdog acts)."""
-    err = ""
-    for line in proc.stderr:
-        err += line
-        if line.startswith("aoti-bisect: report:"):
+    """Who is still alive when aoti-bisect names its report (on stdout, among its last lines), just before it exits
+    (and its watchdog acts)."""
+    for line in proc.stdout:
+        if line.startswith("report: "):
             left = [p for p in _pids(pidfile) if _alive(p)]
-            err += proc.stderr.read()
             proc.wait(timeout=30)
-            return left, err
+            return left, proc.stderr.read()
     proc.wait(timeout=30)
-    return None, err
+    return None, proc.stderr.read()
 
 
 def test_second_ctrl_c_during_the_kill_grace_still_kills_everything(tmp_path, pidfile):

@@ -9,19 +9,15 @@ import tarfile
 from markdown_it import MarkdownIt
 
 from aoti_bisect.aoti.wrapper import kernel_source
-from aoti_bisect.report.markdown import render_markdown
+from aoti_bisect.report.markdown import minify_step, render_markdown
+from aoti_bisect.report.plain import answer, render_text
+from aoti_bisect.report.record import Minified, ReportRecord
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 # A real report: `aoti-bisect scenarios/cpu/nan_after_matmul.py` on torch 2.13.0+cpu (see data/README.md).
 REAL = os.path.join(DATA, "report-nan_after_matmul.json")
 GFM = MarkdownIt("commonmark", {"html": True}).enable("table")
 TABLE_LINE = 160  # wider, and GitHub scrolls the table sideways (issue #16)
-
-
-def real_report() -> dict:
-    with open(REAL) as f:
-        return json.load(f)
-
 
 
 def real_report() -> dict:
@@ -168,3 +164,36 @@ def test_the_readme_example_is_the_stored_real_run():
     readme = open(os.path.join(os.path.dirname(DATA), "..", "README.md")).read()
     assert readme.count("<!-- example:") == 3 and "- **Ran on**: torch" in readme
 
+
+def test_the_console_ends_with_the_answer_and_the_exact_next_commands():
+    d = with_line(real_report())
+    script = d["command"][1]
+    d["command"] = [sys.executable, script]
+    d["next_steps"][1] = minify_step(d["run_dir"], d["command"])  # as a run of this version writes it
+    lines = answer(ReportRecord.from_json(d), "verdict: reproduced", None, terminal=False)
+    assert lines[0] == "verdict: reproduced"
+    assert lines[1] == f"  nan_after_matmul.py:14: {LINE}"
+    assert lines[2].startswith("convicted by: cpp_fused_add_log_mul_relu_sub_0 produced bad values from good inputs")
+    # minify runs only a repro its command line names: the command names the run's own script
+    assert lines[-3:] == ["report: /tmp/example/report.md", f"next: aoti-bisect minify /tmp/example --script {script}",
+                          "next: aoti-bisect report /tmp/example --bundle"]
+    d["command"] = ["/opt/other/bin/python3", script]
+    assert f"--script {script} --python /opt/other/bin/python3" in answer(
+        ReportRecord.from_json(d), "", None, False)[-2]
+    # In a terminal the report's line says how to read it there; once minify ran, its repro and the bundle are next.
+    done = Minified("minified 8 -> 1 node(s)", "/tmp/example/minify/repro.py", None)
+    lines = answer(ReportRecord.from_json(d), "", done, terminal=True)
+    assert "minified repro: /tmp/example/minify/repro.py" in lines
+    assert lines[-2:] == ["report: /tmp/example/report.md (to read it here: aoti-bisect report /tmp/example --format "
+                          "text)", "next: aoti-bisect report /tmp/example --bundle"]
+
+
+def test_the_text_rendering_is_the_first_screen_without_markdown():
+    d = with_line(real_report())
+    text = render_text(ReportRecord.from_json(d))
+    assert text.startswith("aoti-bisect report: reproduced\n\nVerdict:")
+    assert "line 14 of nan_after_matmul.py: `h = torch.log(x - 0.5) * 2.0 # BUG: NaN wherever x" in text
+    for markup in ("\\*", "\\`", "&lt;", "**", "<details>"):
+        assert markup not in text
+    assert "Evidence chain:" in text and "inspect" in text and "/tmp/example/report.md" in text
+    assert max(len(line) for line in text.splitlines()) <= 100

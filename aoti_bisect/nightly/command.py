@@ -242,6 +242,6 @@ def _bisect(night, names: list[str], out: str, jobs: Optional[int], say: Say) ->
         config = RunConfig(run_dir, argv, jobs=jobs or 1, cache_root=os.path.join(out, "cache"),
                            python_script=argv[0] == sys.executable)
         session = Session(config, Progress(indent="    ", write=say))
-        session.execute()
+        say(f"    aoti-bisect: {session.execute().headline()}")
         reports[name] = os.path.relpath(os.path.join(run_dir, "report.md"), out)
     return reports
