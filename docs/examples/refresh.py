@@ -20,7 +20,9 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
+from aoti_bisect.report.markdown import evidence_chain  # noqa: E402
 from aoti_bisect.report.model import VERDICT_EXIT  # noqa: E402
+from aoti_bisect.report.record import ReportRecord  # noqa: E402
 from aoti_bisect.verdict import Verdict  # noqa: E402
 
 EXAMPLES = os.path.join(ROOT, "docs", "examples")
@@ -31,14 +33,15 @@ BLOCK = re.compile(r"(<!-- example:(?P<name>[\w-]+) -->\n).*?(<!-- /example:(?P=
 
 
 def bisect(scenario: str, out: str) -> None:
-    """One real bisection, as the README shows it; its stderr, report.md and report.json land in docs/examples/."""
+    """One real bisection, as the README shows it; its console (stderr's progress and stdout's answer, in the order
+    a terminal shows them: aoti-bisect flushes every line), report.md and report.json land in docs/examples/."""
     if os.path.exists(out):
         sys.exit(f"refresh: {out} exists; remove it first (the report's links name this folder)")
     script = f"scenarios/cpu/{scenario}.py"
     proc = subprocess.run([sys.executable, "-m", "aoti_bisect", script, "--out", out], cwd=ROOT,
-                          stderr=subprocess.PIPE, text=True)
-    with open(os.path.join(EXAMPLES, f"{scenario}.stderr.txt"), "w") as f:
-        f.write(proc.stderr)
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    with open(os.path.join(EXAMPLES, f"{scenario}.console.txt"), "w") as f:
+        f.write(proc.stdout)
     for name in ("report.md", "report.json"):
         shutil.copyfile(os.path.join(out, name), os.path.join(EXAMPLES, f"{scenario}.{name}"))
 
@@ -50,10 +53,10 @@ def blocks(scenario: str) -> dict[str, str]:
             return f.read()
     report = json.loads(read("report.json"))
     code = VERDICT_EXIT[Verdict(report["verdict"])]
-    console = (f"$ aoti-bisect scenarios/cpu/{scenario}.py --out {report['run_dir']}\n{read('stderr.txt')}"
+    console = (f"$ aoti-bisect scenarios/cpu/{scenario}.py --out {report['run_dir']}\n{read('console.txt')}"
                f"$ echo $?\n{code}\n")
     first = read("report.md").split("\n## ")[0].rstrip()
-    evidence = "".join(f"{i}. {e}\n" for i, e in enumerate(report["culprit"]["evidence"], 1))
+    evidence = "".join(f"{i}. {e}\n" for i, e in enumerate(evidence_chain(ReportRecord.from_json(report).culprit), 1))
     return {"console": f"```\n{console}```\n", "first-screen": f"```markdown\n{first}\n```\n", "evidence": evidence}
 
 
