@@ -197,3 +197,88 @@ def test_the_text_rendering_is_the_first_screen_without_markdown():
         assert markup not in text
     assert "Evidence chain:" in text and "inspect" in text and "/tmp/example/report.md" in text
     assert max(len(line) for line in text.splitlines()) <= 100
+
+
+# -- the layered page of a run of this version: first screen, then folded blocks that hold what report.json has ------
+
+EXAMPLE = os.path.join(os.path.dirname(DATA), "..", "docs", "examples", "nan_after_matmul.report.json")
+
+
+def _text(tokens) -> str:
+    """What a reader sees of rendered tokens: tags dropped, entities decoded, whitespace as single spaces."""
+    import html
+    import re
+
+    rendered = GFM.renderer.render(tokens, GFM.options, {})
+    blocks = re.sub(r"</?(?:p|li|ul|ol|pre|h\d|table|thead|tbody|tr|td|th|details|summary)\b[^>]*>", " ", rendered)
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", "", blocks)).split())
+
+
+def _first_screen(tokens) -> dict[str, str]:
+    """The first screen's list, label -> what it says, from the tokens before the first section heading."""
+    end = next(i for i, t in enumerate(tokens) if t.type == "heading_open" and t.tag == "h2")
+    items = [_text([t]) for t in tokens[:end] if t.type == "inline" and t.content.startswith("**")]
+    return dict(item.split(": ", 1) for item in items)
+
+
+def _folded(tokens) -> dict[str, str]:
+    """Each <details> block: its summary -> the text of what it folds."""
+    import re
+
+    blocks, start = {}, None
+    for i, t in enumerate(tokens):
+        if t.type == "html_block" and t.content.startswith("<details>"):
+            start, summary = i, re.search(r"<summary>(.*)</summary>", t.content).group(1)
+        elif t.type == "html_block" and t.content.startswith("</details>") and start is not None:
+            blocks[summary], start = _text(tokens[start + 1: i]), None
+    return blocks
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_the_page_a_maintainer_reads_holds_report_json_in_layers():
+    with open(EXAMPLE) as f:
+        d = json.load(f)
+    md = render_markdown(d)
+    assert len(md.splitlines()) <= 150  # issue #52: one screen, then the evidence, then what folds
+    tokens = GFM.parse(md)
+    first = _first_screen(tokens)
+    assert list(first) == ["Verdict", "Message", "Culprit", "Source", "Convicted by", "Rates", "Time to verdict",
+                           "Ran on", "Rerun", "Next"]
+    sig, c, env, rate = d["signature"], d["culprit"], d["environment"], d["reproduction"]
+    assert first["Verdict"] == f"{d['verdict']}: {sig['kind']} in phase {sig['phase']}"
+    assert first["Message"] == sig["message"] and first["Culprit"] == f"{c['kind']}: {c['kernel']}"
+    assert all(_flat(line["code"]) in first["Source"] for line in c["origin"]["lines"])
+    assert first["Convicted by"] == _flat(c["conviction"])
+    assert first["Rates"].startswith(f"baseline {rate['failures']}/{rate['runs']} (")
+    assert all(value in first["Ran on"] for value in (env["torch"], env["python"], env["cxx_version"],
+                                                      "Debian GNU/Linux"))
+    assert first["Rerun"].startswith(" ".join(d["command"]))
+    assert f"aoti-bisect minify {d['run_dir']} --script {d['command'][1]}" in first["Next"]
+    assert first["Next"].endswith(f"aoti-bisect report {d['run_dir']} --bundle")
+
+    folded = _folded(tokens)
+    stages = folded["Each stage in full: what it adds to the Rerun command, and its whole finding"]
+    for s in d["stages"]:
+        if s["rerun_script"]:
+            assert all(f"{k}={v}" in stages for k, v in s["env"].items()), s["name"]
+        finding = s["skipped"] and f"skipped: {s['skipped']}" or s["finding"]
+        assert _flat(finding) in stages or _flat(finding) in _text(tokens), s["name"]  # whole, here or in its cell
+    source = next(text for summary, text in folded.items() if summary.startswith("Culprit source: "))
+    assert _flat(c["source"]["excerpt"]) == source
+    packages = folded["Compiles (--reuse hooked) and packages"]
+    runs: dict = {}
+    for p in d["packages"]:
+        runs[(p["stage"], p["sha256"][:12], p["action"])] = runs.get((p["stage"], p["sha256"][:12], p["action"]), 0) \
+            + p["runs"]
+    for (stage, sha, action), n in runs.items():
+        assert f"{stage} " in packages and f"{sha} " in packages and f"{action} {n}" in packages
+    assert packages.count(" | ") == 0 and sum(t.type == "tr_open" for t in tokens) >= len(d["stages"]) + 1
+    environment = folded["Environment: torch, CUDA, GPU and driver, compiler, Python, OS"]
+    for value in (env["torch"], env["torch_git"][:12], env["python"], env["cxx_version"], env["libstdcxx"]):
+        assert value in environment
+    assert "environment.collect_env" in environment and "Vulnerability" not in md
+    # The baseline's key lines say only the message (on the first screen): no log block; every excerpt is in report.json.
+    assert d["stages"][0]["excerpt"]["key_lines"] == [sig["message"]] and not any("Log" in k for k in folded)
