@@ -179,3 +179,31 @@ def test_a_failure_that_turns_into_a_memory_fault_under_other_flags_is_on_the_le
 def test_no_crash_no_conviction():
     ledger, culprit = _judge([Stage("baseline", {}, results=[_run("baseline", kind="nan_inf")])], None)
     assert culprit is None and ledger.entries == []
+
+
+def test_the_ledger_and_the_entries_that_convicted_reach_report_json_and_the_first_screen(tmp_path):
+    # A bisection whose crash came in the sanity stage: report.json carries the ledger, the culprit the entries it
+    # was convicted from, and the first screen's "Convicted by" names the run and its stage.
+    from aoti_bisect.diagnose.findings import Findings
+    from aoti_bisect.report.markdown import render_markdown
+    from aoti_bisect.report.model import Report
+    from aoti_bisect.report.record import ReportRecord
+    from aoti_bisect.stats import Rate
+    from aoti_bisect.verdict import Verdict
+    graph = _graph(CPU + "wrapper_rare_index_abort.cpp")
+    site = CrashSite("SIGABRT", "cpp_fused_embedding_relu_0", "k.cpp:26", None, "index out of bounds", KERNEL_THROW)
+    base = Stage("baseline", {}, results=[_run("baseline", kind="index_out_of_bounds")])
+    sanity = Stage("sanity", {}, results=[_run("sanity", site, kind="index_out_of_bounds")])
+    ledger, culprit = _judge([base, sanity], graph)
+    out = Findings(Verdict.REPRODUCED, base.results[0].signature, Rate(1, 1), [base, sanity], culprit=culprit,
+                   ledger=list(ledger.entries))
+    data = Report.from_findings(str(tmp_path), ["python", "repro.py"], out).data
+    run = sanity.results[0].spec.name
+    assert [e["run"] for e in data["ledger"]] == [run] and data["ledger"][0]["kind"] == "crash"
+    assert data["culprit"]["convicted_by"] == [{"kind": "crash", "stage": "sanity", "run": run,
+                                                "names": "cpp_fused_embedding_relu_0",
+                                                "text": data["ledger"][0]["text"]}]
+    record = ReportRecord.from_json(data)
+    assert record.ledger[0].run == run and record.culprit.convicted_by[0].stage == "sanity"
+    first = render_markdown(data).split("\n## ")[0]
+    assert f"evidence from run {run} (sanity, crash)" in first

@@ -183,7 +183,10 @@ def first_screen(r: ReportRecord, minified: Optional[Minified] = None) -> list[t
 
 def convicted_by(c: Culprit) -> list[tuple[str, str]]:
     """The one line of evidence that convicts the culprit, without its source lines (the screen names them once)."""
-    return [("Convicted by", c.conviction)] if c.conviction else []
+    if not c.conviction:
+        return []
+    runs = ", ".join(f"{e.run} ({e.stage}, {e.kind})" for e in c.convicted_by)
+    return [("Convicted by", c.conviction + (f" [evidence from run {runs}]" if runs else ""))]
 
 
 def verdict_line(r: ReportRecord) -> str:

@@ -23,7 +23,7 @@ from ..files import NotOwnFile, RunFolder, RunFolderError, atomic_write, read_ow
 from ..text import printable
 from .excerpt import log_excerpt
 from .facts import fact_json, render, tensor_json
-from .markdown import minify_step, render_markdown
+from .markdown import minify_step, render_markdown, verdict_words
 from .record import SCHEMA_VERSION, Malformed, Minified, NewerSchema, ReportRecord
 from .redact import Redactor, process_redactor
 
@@ -111,6 +111,7 @@ class Report:
             "masked": render(outcome.masked) or None,
             "verdict_s": outcome.verdict_s,
             "verdict_runs": outcome.verdict_runs,
+            "ledger": [entry_json(e) for e in outcome.ledger],
             "packages": list(packages),
             "constants": _constants(outcome.constants),
             "reuse": reuse,
@@ -166,7 +167,7 @@ class Report:
         """One line for the terminal; control characters from the child are escaped."""
         r = self.record
         c = r.culprit
-        line = f"verdict: {r.verdict.value}"
+        line = f"verdict: {verdict_words(r.verdict)}"
         if r.signature:
             line += f" | {r.signature.kind} in {r.signature.phase}"
         line += (" | the repro could not run here" if r.reproduction.could_not_run
@@ -210,8 +211,14 @@ def culprit_json(c) -> dict:
             "input_index": c.input_index, "input_name": c.input_name, "user_name": c.user_name,
             "evidence": [render(f) for f in c.evidence], "facts": [fact_json(f) for f in c.evidence],
             "stats": [tensor_json(t) for t in tensors], "probes": c.probes, "op": c.op,
+            "convicted_by": [entry_json(e) for e in c.convicted_by],
             "origin": c.origin.to_json() if c.origin else None,
             "kernel_origins": {name: o.to_json() for f in c.evidence for name, o in f.origins}}
+
+
+def entry_json(e) -> dict:
+    """One entry of the evidence ledger (diagnose/judge.py): its kind, the stage and run that saw it, what it names."""
+    return {**e.to_json(), "text": render(e.fact)}
 
 
 def stage_json(stage) -> dict:

@@ -200,6 +200,22 @@ class TensorStat:
 
 
 @dataclass(frozen=True)
+class LedgerEntry:
+    """One entry of the evidence ledger (diagnose/judge.py): what a run of a stage saw, and what it names."""
+    kind: str  # findings.EvidenceKind
+    stage: str
+    run: str
+    names: Optional[str]
+    text: str
+
+    @classmethod
+    def from_json(cls, d: Any, where: str) -> "LedgerEntry":
+        d = _mapping(d, where)
+        return cls(_take(d, "kind", str, where), _take(d, "stage", str, where, ""), _take(d, "run", str, where, ""),
+                   _take(d, "names", str, where, None), _take(d, "text", str, where, ""))
+
+
+@dataclass(frozen=True)
 class Fact:
     """A sentence of the evidence as data (report/facts.py's fact_json): its kind and the tensors it shows."""
     kind: str
@@ -235,6 +251,7 @@ class Culprit:
     origin: Optional[Origin]
     source: Optional[KernelSource]
     source_nodes: Optional[str]
+    convicted_by: tuple[LedgerEntry, ...] = ()  # the ledger's entries the judge convicted from, each with its run
 
     @classmethod
     def from_json(cls, d: Mapping, where: str) -> "Culprit":
@@ -250,7 +267,7 @@ class Culprit:
                    Origin.from_json(origin, f"{where}origin.") if origin is not None else None,
                    KernelSource(_take(source, "path", str, f"{where}source."),
                                 _take(source, "excerpt", str, f"{where}source.")) if source is not None else None,
-                   None if nodes is None else str(nodes))
+                   None if nodes is None else str(nodes), _each(d, "convicted_by", where, LedgerEntry.from_json))
 
     def who(self) -> str:
         """The culprit in a few words: a kernel, or a model input / constant by the user's name where known."""
@@ -397,6 +414,7 @@ class ReportRecord:
     tool_version: Optional[str]
     run_dir: Optional[str]
     paths_redacted: bool  # --redact-paths: what is added to the report later is redacted the same way
+    ledger: tuple[LedgerEntry, ...] = ()  # every run's evidence, whichever stage ran it
 
     @classmethod
     def from_json(cls, d: Any) -> "ReportRecord":
@@ -422,7 +440,7 @@ class ReportRecord:
                    _strings(d, "next_steps", ""), Environment.from_json(_object(d, "environment", "") or {},
                                                                         "environment."),
                    _take(d, "tool_version", str, "", None), _take(d, "run_dir", str, "", None),
-                   _take(d, "paths_redacted", bool, "", False))
+                   _take(d, "paths_redacted", bool, "", False), _each(d, "ledger", "", LedgerEntry.from_json))
 
     @property
     def device(self) -> str:
