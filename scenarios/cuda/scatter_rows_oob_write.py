@@ -1,9 +1,9 @@
 """Scenario (CUDA): a user Triton kernel writes a row out of bounds, and the script's own check is what fails.
 
 `scatter_rows` (torch.library.triton_op + wrap_triton) copies src[i] to out[dst[i]] without a bounds check. At run
-time one destination id is far past `out`'s rows, so that row of `out` is never written (it stays zero) and the
-store lands in memory that is not `out`'s: with the caching allocator on it usually hits memory another tensor owns
-and nothing faults, so the script's own check ("1 output rows were never written") is the failure. Without the
+time one destination id is 1 MiB past `out`'s end, so that row of `out` is never written (it stays zero) and the
+store lands in memory that is not `out`'s: with the caching allocator on it hits the same cached segment and nothing
+faults, so the script's own check ("1 output rows were never written") is the failure. Without the
 caching allocator and with blocking launches the stray store can fault as an illegal memory access. The kernels
 Inductor generates around it (a gelu, a zeros fill, a reduction) are correct: a tool that blames one of them is
 wrong; a memory checker sees the write in scatter_rows.
@@ -18,7 +18,7 @@ from torch.library import triton_op, wrap_triton
 
 D = 128
 N_ROWS = 4096
-BAD_ROW = N_ROWS + (64 << 20) // (D * 4)  # BUG: 64 MiB past the end of `out`
+BAD_ROW = N_ROWS + (1 << 20) // (D * 4)  # BUG: 1 MiB past the end of `out` (2 MiB)
 
 
 @triton.jit
