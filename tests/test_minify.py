@@ -742,22 +742,42 @@ def test_wrong_values_count_only_on_an_output_that_reads_the_culprits_ops():
 PY_OP_SCENARIO = os.path.join(REPO, "scenarios", "cpu", "flaky_python_op_oob.py")
 
 
-def _bisect_then_minify(tmp_path, env, runs, *minify_args):
+def _bisect_then_minify(tmp_path, env, runs, *minify_args, kept=None):
+    """`kept`, a dict, gets what the run folder held before and after the minify: its caches' files and its bundle."""
     run_dir = tmp_path / "run"
     subprocess.run([sys.executable, "-m", "aoti_bisect", PY_OP_SCENARIO, "--out", str(run_dir), "--runs", str(runs),
                     "--stages", "baseline", "--jobs", "2", "-q"], env=env, timeout=900, capture_output=True,
                    cwd=tmp_path)
+    if kept is not None:
+        kept["before"] = _run_folder_state(run_dir, tmp_path / "before.tar.gz", env)
     proc = subprocess.run([sys.executable, "-m", "aoti_bisect", "minify", str(run_dir), "--script", PY_OP_SCENARIO,
                            *minify_args],
                           env=env, timeout=1800, capture_output=True, text=True, cwd=tmp_path)
+    if kept is not None:
+        kept["after"] = _run_folder_state(run_dir, tmp_path / "after.tar.gz", env)
     return proc, run_dir, json.load(open(run_dir / "minify" / "minify.json"))
+
+
+def _run_folder_state(run_dir, bundle, env) -> tuple[dict, dict]:
+    """The run's cache, every file with its size and mtime, and its bundle (`report --bundle`), every member's bytes."""
+    import tarfile
+
+    cache = {os.path.relpath(os.path.join(d, f), run_dir): (os.stat(os.path.join(d, f)).st_size,
+                                                              os.stat(os.path.join(d, f)).st_mtime_ns)
+             for d, _, files in os.walk(run_dir / "cache") for f in files}
+    subprocess.run([sys.executable, "-m", "aoti_bisect", "report", str(run_dir), "--bundle", str(bundle)], env=env,
+                   timeout=300, capture_output=True, check=True)
+    with tarfile.open(bundle) as tar:
+        members = {m.name.split("/", 1)[1]: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+    return cache, members
 
 
 def _python_op_minify(folder, environ):
     # One candidate: the culprit's nodes (relu, add, the op), 5 -> 3 nodes, each candidate a real compile; ddmin's
     # cuts, zeros and smaller inputs are what the other tests and the heavy one cover.
     env = {**environ, "PYTHONPATH": REPO, "PY_OP_CRASH_PERCENT": "100"}
-    return _bisect_then_minify(folder, env, 1, "--jobs", "1", "--max-candidates", "1")
+    kept = {}
+    return (*_bisect_then_minify(folder, env, 1, "--jobs", "1", "--max-candidates", "1", kept=kept), kept)
 
 
 @pytest.mark.slow
@@ -766,8 +786,11 @@ def test_a_python_custom_op_that_crashes_is_cut_to_a_repro_that_defines_it_and_c
     from aoti_bisect.files import user_name
     from aoti_bisect.run.layout import headers_folder
 
-    proc, run_dir, record = early(_python_op_minify)
+    proc, run_dir, record, kept = early(_python_op_minify)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # The result on stdout: the line, the folder to attach, the next command.
+    assert proc.stdout.splitlines() == [f"minify: {record['message']}", f"folder: {run_dir}/minify/ (repro.py + "
+                                        f"inputs.pt)", f"next: aoti-bisect report {run_dir} --bundle"]
     assert record["signature"] == {"kind": "segfault", "phase": "run"} and record["op_family"] == ["gather_rows"]
     assert record["nodes_after"] <= 3 and "gather_rows" in record["ops_after"]
     assert record["repro_failure_rate"]["failures"] == record["repro_failure_rate"]["runs"] == 3
@@ -790,6 +813,22 @@ def test_a_python_custom_op_that_crashes_is_cut_to_a_repro_that_defines_it_and_c
                               "TORCHINDUCTOR_CACHE_DIR": str(run_dir / "minify" / "cache" / "shared" / "inductor")})
     assert ran.returncode == -11, ran.stderr[-3000:]
     assert "Segmentation fault" in ran.stderr and "_bisectlab_py_gather_rows_impl" in ran.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.early(job=_python_op_minify)
+def test_minify_leaves_the_runs_caches_as_they_were_and_its_bundle_gains_only_the_minified_repro(early):
+    _, _, _, kept = early(_python_op_minify)
+    (cache_before, bundle_before), (cache_after, bundle_after) = kept["before"], kept["after"]
+    # The capture compiled the repro under minify's own cache root: the run's caches hold what the report names.
+    assert cache_before and cache_after == cache_before
+    added = set(bundle_after) - set(bundle_before)
+    assert {"minify/repro.py", "minify/inputs.pt", "minify/minify.json"} <= added
+    assert all(name.startswith("minify/") for name in added)
+    # Every file the bundle had, it has again, the same bytes; report.md gains its "Minified repro" section.
+    assert {n: b for n, b in bundle_after.items() if n in bundle_before and n != "report.md"} == \
+        {n: b for n, b in bundle_before.items() if n != "report.md"}
+    assert "## Minified repro" in bundle_after["report.md"].decode()
 
 
 @pytest.mark.slow

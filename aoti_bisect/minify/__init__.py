@@ -39,8 +39,9 @@ if TYPE_CHECKING:
 
 EXTRACT_CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "extract_child.py")
 RESULT = "minify.json"
-HEADERS = "cache/precompiled-headers"  # the run's (run/layout.py), shared by the capture run and every candidate
-# (or AOTI_BISECT_HEADERS's folder, _headers)
+# minify's own cache root, for the capture run's compile and the precompiled headers every candidate links: minify
+# never writes into the run's caches, whose generated sources report.json names and a bundle carries as recorded.
+CACHE = "minify/cache"
 DEFINITIONS = "custom_ops.py"  # the source of the repro's Python custom ops, which the eager walk runs first
 # Kinds where running the program is its own check (a crash or a check that raises inside the package).
 NAN_KINDS = ("nan_inf",)
@@ -219,13 +220,13 @@ class _Steps:
 
 
 def _headers(run: RunFolder) -> str:
-    """The precompiled headers every candidate links: the folder AOTI_BISECT_HEADERS names where it is set (as the
-    run's own runs had them, run/layout.py), else the run's own."""
+    """The precompiled headers the capture run and every candidate link: the folder AOTI_BISECT_HEADERS names where
+    it is set (as the run's own runs had them, run/layout.py), else minify's own, built by its first compile."""
     if os.environ.get(HEADERS_ENV):
         shared = headers_folder(run.root)
         os.makedirs(shared, exist_ok=True)
         return shared
-    return run.folder(HEADERS)
+    return run.folder(os.path.relpath(headers_folder(run.path(CACHE)), run.root))  # made here: no link followed
 
 
 def _fresh_folder(run: RunFolder) -> str:
@@ -339,12 +340,12 @@ def _capture(run: RunFolder, out: str, report: ReportRecord, options: MinifyOpti
     argv = options.repro
     say("minify: no captured program in the run; running the named repro to capture it")
     run.folder("minify/runs")  # where the harness makes its run folder: a planted link is refused, not followed
-    # The run's own cache root: its precompiled headers are warm, and a key of its own keeps the hooked
-    # compile apart from the runs' (run/layout.py).
+    # minify's own cache root: the capture compiles with the flags of the run's baseline, and in the run's cache it
+    # would rewrite the generated files the report names (the culprit's source in a later bundle).
     kind = report.signature.kind
     wave = capture_wave(report.reproduction.failures, report.reproduction.runs,
                         options.jobs or len(os.sched_getaffinity(0)))
-    harness = Harness(out, jobs=wave, reuse="none", cache_root=run.folder("cache"))
+    harness = Harness(out, jobs=wave, reuse="none", cache_root=run.folder(CACHE))
 
     def fails_as_the_run(r) -> bool:
         return bool(r.signature and r.signature.kind == kind)
