@@ -1,15 +1,19 @@
 """Issue #51, "Trust, round 4": a received run folder is data, never code; every parser total; paths are paths;
 Markdown and secrets by rule. Each class is proved where a user meets it: the `aoti-bisect` CLI in a real
 process on a hostile or received folder, and property tests (hypothesis) over every parser of child output."""
+import html
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
+from collections import Counter
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from markdown_it import MarkdownIt
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "report-nan_after_matmul.json")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -292,3 +296,132 @@ def test_kernel_sources_are_found_under_a_root_whose_path_is_a_glob_pattern(tmp_
     (root / "y.wrapper.cpp").write_text("// wrapper\n")
     assert kernel_source("cpp_fused_x_0", [str(tmp_path / PATTERN_NAME)])[0] == str(root / "x.kernel.cpp")
     assert find_wrappers(str(tmp_path / PATTERN_NAME)) == [str(root / "y.wrapper.cpp")]
+
+
+# --- 4. Markdown by rule --------------------------------------------------------------------------------------------
+
+def test_hidden_characters_are_escaped_by_their_unicode_properties():
+    import unicodedata
+
+    from aoti_bisect.text import hidden, printable
+
+    named = {"\u200e": "LRM", "\u200f": "RLM", "\u061c": "ALM", "\u00ad": "soft hyphen", "\U000e0041": "tag A",
+             "\U000e007f": "cancel tag", "\u115f": "Hangul filler", "\u3164": "Hangul filler", "\ufe0f": "VS16",
+             "\U000e0100": "VS17", "\u034f": "CGJ", "\u2028": "line separator", "\u2066": "LRI", "\u202e": "RLO",
+             "\u200b": "ZWSP", "\ufeff": "BOM", "\x1b": "ESC", "\x9b": "CSI", "\r": "CR", "\u2065": "unassigned"}
+    for char, name in named.items():
+        assert printable(f"a{char}b") == f"a\\{'x' if ord(char) <= 0xff else 'u' if ord(char) <= 0xffff else 'U'}" \
+            f"{ord(char):0{2 if ord(char) <= 0xff else 4 if ord(char) <= 0xffff else 8}x}b", name
+    # Every format character, by category, in the whole code space; nothing visible is touched.
+    for code in range(0x110000):
+        char = chr(code)
+        if unicodedata.category(char) == "Cf":
+            assert hidden(char) and char not in printable(char), hex(code)
+    for text in ("cpp_fused_add_0 é 中文 ü →", "tab\tand\nnewline", "emoji 🙂 ok"):
+        assert printable(text) == text
+
+
+# GitHub's rendering, as near as a Python renderer gets: CommonMark with GFM tables and strikethrough, and
+# linkify for the autolink extension. GitHub links no bare domain (example.com), so fuzzy links are off, and the
+# `www.` autolinks that this leaves out of linkify are found by GFM_AUTOLINK in the text that renders as prose.
+MD = MarkdownIt("commonmark", {"linkify": True}).enable(["table", "strikethrough", "linkify"])
+MD.linkify.set({"fuzzy_link": False})
+# What the extension needs to make a link: `www.` or `scheme://` before a domain's first character, an address.
+GFM_AUTOLINK = re.compile(r"(?i:www)\.[A-Za-z0-9_-]|[A-Za-z][A-Za-z0-9+.-]*://[A-Za-z0-9_.-]"
+                          r"|[A-Za-z0-9.+_-]+@[A-Za-z0-9_-]+\.[A-Za-z0-9_-]")
+MENTION = re.compile(r"(?<![A-Za-z0-9_])@[A-Za-z0-9]")
+REFERENCE = re.compile(r"#\d|(?i:GH-)\d")
+
+
+# Tags the layout writes around text; a <details>, <summary> or heading is counted instead (hostile text must not
+# open or close one), and any other tag, an image or a link out of the run folder is hostile text made live.
+LAYOUT_TAGS = {"p", "ul", "ol", "li", "strong", "em", "code", "pre", "table", "thead", "tbody", "tr", "th", "td", "a",
+               "br", "hr", "blockquote"}
+
+
+def live(markdown: str) -> Counter:
+    """What rendered Markdown holds beyond its layout: a link out of the run folder (the tool links only its own
+    files, by relative path), an image, a tag, each <details>, <summary> and heading, a mention, a reference, an
+    autolink GitHub would make in prose, a hidden character. A hostile render is compared with a plain one."""
+    from aoti_bisect.text import hidden
+
+    rendered = MD.render(markdown)
+    prose = html.unescape(re.sub(r"<[^>]+>", "", re.sub(r"<code\b[^>]*>.*?</code>", "", rendered, flags=re.S)))
+    hrefs = re.findall(r'<a href="([^"]*)"', rendered)
+    found = ([f"href {h}" for h in hrefs if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:|//", h)]
+             + [f"<{t}" for t in re.findall(r"</?([a-z][a-z0-9]*)", rendered) if t not in LAYOUT_TAGS]
+             + MENTION.findall(prose) + REFERENCE.findall(prose) + GFM_AUTOLINK.findall(prose)
+             + [repr(c) for c in markdown if hidden(c) and c not in "\t\n"])  # kept in fences
+    return Counter(found)
+
+
+HOSTILE = ["https://evil.example/x", "https://github.com/other/repo/issues/1", "www.evil.com", "WWW.evil.com",
+           "a.b@evil.co", "mailto:a@b.co", "xmpp:a@b.co", "ftp://x.y/z", "@octocat", "@org/team", "#12",
+           "pytorch/pytorch#7", "GH-5", "<details>", "</details>", "<summary>x</summary>", "<img src=x onerror=y>",
+           "<!--", "-->", "[x](https://y.z)", "![i](https://y.z/p.png)", "[x]: https://y.z", "*", "**", "_", "__",
+           "~~", "|", "`", "```", "$", "\\", "&lt;b&gt;", "&#64;x", "\u202e", "\u200e", "\u00ad", "\U000e0041",
+           "\u2028", "\u115f", "\x1b[2J", "\r", "\n", "\n\n", "# ", "- ", "1. ", "> ", "---", "===", "<", ">",
+           "(", ")", "[", "]", ":"]
+hostile_words = st.lists(st.one_of(st.sampled_from(HOSTILE), st.text(max_size=6)), min_size=1, max_size=12).map(
+    lambda parts: "".join(parts))
+
+
+def _report_with(text: str) -> dict:
+    data = json.load(open(DATA))
+    data["summary"] = f"{data['summary']} {text}"
+    data["signature"]["message"] = text
+    data["stages"][0]["finding"] = text
+    data["stages"][0]["excerpt"]["key_lines"] = [text]
+    data["culprit"]["kernel"] = text
+    data["culprit"]["summary"] = text
+    data["culprit"]["evidence"] = [text, f"{text} {text}"]
+    data["culprit"]["stats"][0]["arg"] = text
+    data["next_steps"] = [text] + data["next_steps"]
+    data["environment"]["torch"] = text
+    data["environment"]["cxx_version"] = text
+    return data
+
+
+def _render(text: str) -> str:
+    from aoti_bisect.report.markdown import render_markdown
+    from aoti_bisect.report.record import Minified, ReportRecord
+
+    minified = Minified.from_json({"status": "verified", "message": text, "repro": "/r/minify/repro.py",
+                                   "nodes_before": 9, "nodes_after": 2, "ops_after": [text, "log"],
+                                   "lines_before": 30, "lines_after": 9, "candidates": 3, "seconds": 4.0,
+                                   "verified": True})
+    return render_markdown(ReportRecord.from_json(_report_with(text)), minified)
+
+
+@settings(max_examples=80, deadline=None)
+@given(text=hostile_words)
+def test_a_report_of_hostile_text_has_no_link_mention_image_or_tag_the_tool_did_not_write(text):
+    assert live(_render(text)) - live(_render("plain words")) == Counter()
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=hostile_words)
+def test_md_cell_of_hostile_text_is_inert_in_prose_and_in_a_table(text):
+    from aoti_bisect.text import md_cell
+
+    cell = md_cell(text)
+    assert "\n" not in cell
+    assert live(f"x: {cell}") == Counter()
+    table = f"| a | b |\n|---|---|\n| {cell} | z |\n"
+    assert live(table) == Counter()
+    assert MD.render(table).count("<td") == 2  # the cell stayed one cell
+
+
+def test_the_minified_section_holds_no_raw_markup(tmp_path):
+    run = run_folder(tmp_path / "run")
+    (run / "minify").mkdir()
+    (run / "minify" / "minify.json").write_text(json.dumps({
+        "status": "verified", "message": "</details> <details><summary>x</summary> ## Next steps https://e.x/y",
+        "nodes_before": 9, "nodes_after": 2, "ops_after": ["</details>", "<b>"], "repro": "/a/</details>/repro.py",
+        "verified": True}))
+    proc = cli("report", str(run), "--format", "md")
+    assert proc.returncode == 1, proc.stderr
+    section = proc.stdout[proc.stdout.index("## Minified repro"):]
+    section = section[:section.index("\n<details>")] if "\n<details>" in section else section
+    assert "</details>" not in section.replace("`/a/</details>/`", "")
+    assert live(section) == Counter({"<h2": 2}), section  # its heading, opened and closed

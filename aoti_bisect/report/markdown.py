@@ -1,7 +1,6 @@
 """report.md: the report's JSON rendered as GitHub-flavoured Markdown, and the escaping every Markdown page here uses."""
 from __future__ import annotations
 
-import html
 import os
 import re
 import shlex
@@ -13,7 +12,7 @@ from typing import Mapping, Optional
 from tabulate import tabulate
 
 from ..aoti.hook_record import describe_counts
-from ..text import printable
+from ..text import html_text, longest_backtick_run, md_cell, md_code, printable
 from ..diagnose.findings import CulpritKind
 from ..verdict import Verdict
 from .record import Culprit, Environment, Minified, ReportRecord, Stage, TensorStat
@@ -25,56 +24,14 @@ MINIFY_STEP = "Cut the failing program down to a standalone repro (repro.py + in
 _REDIRECTS = {"private": "at a private path in its run folder", "instrumented": "loaded an instrumented copy"}
 
 
-# Backslash-escaped wherever they stand: code spans, emphasis, strikethrough, table cells, math. `_` only where
-# it could open or close emphasis: inside a word (cpp_fused_add_0) it never does. A link or image needs `](`:
-# its `(` is escaped, so `size [4, 16]` stays readable. (`[x]` alone links only to a reference definition, which
-# must start a line, and md_cell's text never does: it follows a bullet, a label or a table's `|`.)
-_MD_PUNCT = re.compile(r"[\\`*~|$]|(?<=\])\(|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
-# What GitHub turns into a notification or a cross-link: a mention (@user, @org/team), an issue reference (#123,
-# owner/repo#7, GH-5). A zero-width space (written as an entity, never raw) after the `@`, `#` or `GH-` leaves the
-# text as it reads and matches none of GitHub's filters (Renovate does the same). ASCII classes: GitHub's filters
-# are Ruby regexes, whose \w is ASCII (`é@user` is a mention there).
-_LIVE_REFERENCE = re.compile(r"(?<![A-Za-z0-9_])@(?=[A-Za-z0-9])|#(?=\d)|(?i:GH-)(?=\d)")
-
-
-def md_cell(text: object) -> str:
-    """The one way child-derived text enters a Markdown page: one line that renders as exactly what it says.
-
-    Whitespace becomes single spaces (nothing can end a table row, list item or paragraph), entities and HTML are
-    shown as typed, Markdown punctuation is escaped, mentions and issue references are not live, and control,
-    bidi and zero-width characters are shown as visible escapes (text.printable). Callers pass redacted text: the
-    report's data goes through the redactor before any renderer sees it (model.redact_data)."""
-    s = printable(" ".join(str(text if text is not None else "").split()))
-    s = s.replace("&", "&amp;").replace("<", "&lt;")
-    s = _MD_PUNCT.sub(lambda m: "\\" + m.group(), s)
-    return _LIVE_REFERENCE.sub(lambda m: m.group() + "&#8203;", s)
-
-
-def md_code(text: object) -> str:
-    """Child-derived text as inline code: GitHub links no mention or reference and decodes no entity in code,
-    so it is shown as typed; a `|` is still escaped (a table splits cells before it reads code spans)."""
-    s = printable(" ".join(str(text if text is not None else "").split())).replace("|", "\\|")
-    fence = "`" * (_longest_backtick_run(s) + 1)
-    pad = " " if s.startswith("`") or s.endswith("`") else ""
-    return f"{fence}{pad}{s}{pad}{fence}"
-
-
 def _table(rows: list, headers: list[str]) -> str:
     # disable_numparse: a cell is shown as given; tabulate would print a Python version "3.10" as 3.1.
     return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
 
 
-def _longest_backtick_run(text: str) -> int:
-    longest = run = 0
-    for ch in text:
-        run = run + 1 if ch == "`" else 0
-        longest = max(longest, run)
-    return longest
-
-
 def _fence(text: str) -> str:
     """A code fence longer than any backtick run inside the text."""
-    return "`" * max(3, _longest_backtick_run(text) + 1)
+    return "`" * max(3, longest_backtick_run(text) + 1)
 
 
 def _code(text: str, lang: str = "") -> str:
@@ -349,7 +306,7 @@ def _packages(r: ReportRecord) -> list[str]:
              ("yes" if g["built_here"] else "no") + (f" ({_REDIRECTS[g['redirect']]})" if g["redirect"] in _REDIRECTS
                                                      else "")) for g in groups]
     table = [_table(rows, headers=["stage", "package", "sha256", "runs that did it", "built by the run"])] if rows else []
-    return _folded(f"Compiles (--reuse {html.escape(r.reuse or 'hooked')}) and packages",
+    return _folded(f"Compiles (--reuse {html_text(r.reuse or 'hooked')}) and packages",
                    compiles + ([""] if compiles and table else []) + table)
 
 
@@ -375,7 +332,7 @@ def _culprit_source(r: ReportRecord) -> list[str]:
     if source is None:
         return []
     # The generated file's name is a 52-character hash: in the summary, not in a heading.
-    return _folded(f"Culprit source: {html.escape(r.culprit.kernel or '')} in {html.escape(os.path.basename(source.path))}",
+    return _folded(f"Culprit source: {html_text(r.culprit.kernel or '')} in {html_text(os.path.basename(source.path))}",
                    [_code(source.excerpt, "cpp" if source.path.endswith(".cpp") else "python")])
 
 
