@@ -145,6 +145,14 @@ def test_render_writes_literals_inline_and_zeros_in_place_of_inputs():
     assert "def forward(self, relu, w):" in source.text and "return (view,)" in source.text
 
 
+def test_the_repros_docstring_says_how_often_the_run_failed():
+    g = Graph.from_json(GRAPH)
+    docstring = lambda rate: render(g, Candidate(("mm",)), Check.FINITE, "", rate).text.split('"""')[1]  # noqa: E731
+    every = " ".join(docstring((10, 10)).split())
+    assert "failed in every one of its 10 run(s)" in every and "comes and goes" not in every
+    assert "comes and goes: the original repro failed in 3 of 10 runs" in " ".join(docstring((3, 10)).split())
+
+
 def test_render_cuts_zeros_inputs_to_their_smaller_shape():
     g = Graph.from_json(GRAPH)
     text = render(g, Candidate(("mm",), zeros=("w",), sizes=(("w", (4, 1)),)), Check.RUN, "").text
@@ -293,8 +301,10 @@ def test_a_custom_op_culprit_is_its_own_family():
 
     # The origin lists the fused nodes around the op too (relu); only the op can make its own crash.
     report = SimpleNamespace(signature=SimpleNamespace(kind="segfault", phase="run"), culprit=SimpleNamespace(
-        kind="outside_instrumented_kernels", kernel="mylib::gather", origin=SimpleNamespace(nodes=("relu", "gather"))))
-    assert _expected(report, Graph.from_json(CUSTOM)).family == {"gather"}
+        kind="outside_instrumented_kernels", kernel="mylib::gather", origin=SimpleNamespace(nodes=("relu", "gather"))),
+        reproduction=SimpleNamespace(failures=3, runs=4))
+    expected = _expected(report, Graph.from_json(CUSTOM))
+    assert expected.family == {"gather"} and expected.rate == (3, 4)  # the repro's docstring says 3 of 4
 
 
 def test_a_capture_from_a_run_that_failed_comes_first(tmp_path):

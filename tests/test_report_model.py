@@ -147,3 +147,18 @@ def test_report_bundle_with_a_format_is_one_line_and_exit_2(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stdout == "", proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "--bundle" in proc.stderr
+
+
+def test_a_run_that_did_not_reproduce_reads_cleanly(tmp_path):
+    data = real()
+    data.update(verdict="not_reproduced", signature=None, culprit={"kind": None, "kernel": None, "evidence": []},
+                reproduction={"runs": 3, "failures": 0, "rate": 0.0, "ci95": [0.0, 0.56]}, next_steps=[])
+    for stage in data["stages"]:
+        stage["failures"] = 0
+    md = render_markdown(data)
+    first = md.split("\n## ")[0]
+    assert first.startswith("# aoti-bisect report: not reproduced\n")
+    assert "- **Verdict**: not reproduced: none of 3 run(s) failed" in first
+    assert " - " not in first and "Message" not in first and "**Next**" not in first
+    report = Report(str(tmp_path), data["command"], data)
+    assert report.headline() == "verdict: not reproduced | 0/3 runs failed"

@@ -459,7 +459,8 @@ def _expected(report: ReportRecord, graph: Graph) -> Expected:
         # The culprit made a NaN when run eagerly: a candidate must make a NaN too, not merely an Inf.
         check = Check.NAN
     headline = f"{kind} in {signature.phase}" + (f", culprit kernel {culprit.kernel}" if culprit.kernel else "")
-    return Expected(kind, signature.phase, frozenset(family), check, headline)
+    rate = (report.reproduction.failures, report.reproduction.runs)
+    return Expected(kind, signature.phase, frozenset(family), check, headline, rate)
 
 
 def _cut(graph: Graph, report: ReportRecord) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import keyword
+import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
 
@@ -276,8 +277,23 @@ def _custom_lines(graph: Graph, kept: tuple[str, ...]) -> list[str]:
     return lines + ["", ""]
 
 
-def render(graph: Graph, candidate: Candidate, check: Check, headline: str) -> Source:
-    """The standalone program of one candidate: build, export, compile, load, run, check."""
+def _how_often(rate: tuple[int, int]) -> list[str]:
+    """The docstring's word on the failure's rate, as the run measured it (report.json's reproduction)."""
+    failures, runs = rate
+    reuse = "`python repro.py --reuse` runs the package an earlier run built instead of compiling again"
+    if runs and failures == runs:
+        text = f"The original repro failed in every one of its {runs} run(s). {reuse}."
+    elif failures:
+        text = (f"A failure that comes and goes: the original repro failed in {failures} of {runs} runs, so run this "
+                f"one several times; {reuse}, so each run costs a load and a run.")
+    else:
+        text = f"{reuse}."
+    return textwrap.wrap(text, 110)
+
+
+def render(graph: Graph, candidate: Candidate, check: Check, headline: str, rate: tuple[int, int] = (0, 0)) -> Source:
+    """The standalone program of one candidate: build, export, compile, load, run, check. `rate`: the original
+    repro's (failures, runs)."""
     kept = graph.order(candidate.kept)
     literals = {r: graph.value(r)["py"] for r in graph.feeds(kept) if graph.value(r)["kind"] == "literal"}
     params = [r for r in graph.feeds(kept) if r not in literals]
@@ -299,8 +315,7 @@ def render(graph: Graph, candidate: Candidate, check: Check, headline: str) -> S
     lines = [
         f'"""Minified AOTInductor repro (aoti-bisect minify): {headline}',
         "",
-        "A failure that comes and goes: `python repro.py --reuse` runs the package an earlier run built instead of",
-        "compiling again, so running it many times costs a load and a run each.",
+        *_how_often(rate),
         "",
         f"Run: python repro.py  ({needs}; reads inputs.pt and {', '.join(libraries)} beside this file)"
         if libraries else

@@ -41,6 +41,7 @@ class Expected:
     family: frozenset  # op names of the culprit kernel's nodes; a candidate keeps at least one
     check: Check
     headline: str
+    rate: tuple[int, int] = (0, 0)  # the run's (failures, runs), which the repro's docstring states
 
 
 @dataclass(frozen=True)
@@ -282,7 +283,7 @@ class Trials:
         return exit, read_log(log)
 
     def _write(self, candidate: Candidate, folder: str) -> Source:
-        source = render(self.graph, candidate, self.expected.check, self.expected.headline)
+        source = render(self.graph, candidate, self.expected.check, self.expected.headline, self.expected.rate)
         write_file(os.path.join(folder, PROGRAM), source.text)
         for lib in source.libraries:
             if not os.path.exists(os.path.join(folder, lib)):
@@ -301,7 +302,8 @@ class Trials:
         return source
 
     def lines_of(self, candidate: Candidate) -> int:
-        return render(self.graph, candidate, self.expected.check, self.expected.headline).text.count("\n")
+        return render(self.graph, candidate, self.expected.check, self.expected.headline,
+                      self.expected.rate).text.count("\n")
 
     def write_final(self, candidate: Candidate, out: str) -> Source:
         for name in (PROGRAM, INPUTS, *self.graph.libraries):
