@@ -178,3 +178,16 @@ def test_a_run_ends_with_its_answer_on_stdout_and_its_progress_on_stderr(tmp_pat
     assert proc.stdout.splitlines() == ["verdict: reproduced | nan_inf in run | 1/1 runs failed",
                                         f"report: {out}/report.md", f"next: aoti-bisect report {out} --bundle"]
     assert "[baseline-000] failed" in proc.stderr and "report:" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_failure_without_aoti_is_told_after_the_first_hooked_run_and_the_ladder_stops(tmp_path):
+    # The script fails with torch imported but no AOTI compile or load: the sanity stage's hooked run shows it.
+    (tmp_path / "eager.py").write_text("import torch\nraise SystemExit('non-finite output')\n")
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", str(tmp_path / "eager.py"), "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    assert "advice: the failure happens without any AOTI compile or load" in proc.stdout
+    report = json.loads((out / "report.json").read_text())
+    assert [s["name"] for s in report["stages"] if s["runs"]] == ["baseline", "sanity"]

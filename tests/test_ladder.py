@@ -10,7 +10,7 @@ import pytest
 
 from aoti_bisect.report.facts import render, render_all
 from aoti_bisect.aoti import checks, flags, printer, wrapper
-from aoti_bisect.aoti.hook_record import HookRecord
+from aoti_bisect.aoti.hook_record import HookRecord, PackageEvent
 from aoti_bisect.verdict import Verdict
 from aoti_bisect.diagnose.ladder import Ladder, Options
 from aoti_bisect.diagnose.stages import baseline
@@ -170,6 +170,32 @@ def test_a_failure_before_any_kernel_runs_skips_the_runtime_ladder(phase):
     assert out.verdict is Verdict.REPRODUCED
     assert all(f"{phase} phase" in s.skipped for s in out.stages[1:])
     assert out.next_steps and {s.stage for s in world.specs} == {"baseline"}
+
+
+class SeenWithoutAoti(Seen):
+    """Every hooked run loaded the hook and compiled or loaded nothing: the script does not use AOTI."""
+
+    def __init__(self, events=()):
+        super().__init__()
+        self.events = events
+
+    def hook(self, result):
+        return HookRecord(self.events, loaded=result.spec.hook or result.spec.reuse)
+
+
+def test_a_failure_whose_hooked_runs_touch_no_aoti_stops_the_ladder_and_says_so():
+    world = always(sig("nan_inf"))
+    _, out = climb(world, SeenWithoutAoti())
+    assert out.verdict is Verdict.REPRODUCED and out.culprit is None
+    # The first hooked stage's failing run compiled and loaded nothing: no later stage runs.
+    assert {s.stage for s in world.specs} == {"baseline", "sanity"}
+    why = "the failure happens without any AOTI compile or load"
+    assert all(s.skipped.startswith(why) for s in out.stages[2:]) and out.next_steps[-1].startswith(why)
+    # One package event in those runs, and the ladder climbs on.
+    compiled = PackageEvent("aoti_compile_and_package", "returned", "/tmp/m.pt2", "ab" * 32, True)
+    world = always(sig("nan_inf"))
+    _, out = climb(world, SeenWithoutAoti((compiled,)))
+    assert "trace" in {s.stage for s in world.specs}
 
 
 def test_the_input_check_convicts_the_model_input_and_pins_it():

@@ -26,6 +26,7 @@ from .facts import FactKind, Namer, Subject, SubjectKind, fact, joined
 from .findings import Culprit, CulpritKind, Findings, Stage, StageName, dominant
 from .judge import BEFORE_RUN, Ledger, crash_verdict
 from .memcheck import MEMORY_FAULTS
+from .no_aoti import without_aoti
 from .stages import AHEAD, LATER, baseline, eager, unmask
 from .stages.rung import Rung
 from .stages.trace import FAULT_KINDS
@@ -176,6 +177,11 @@ class Ladder:
                 return self._skip_rest(out, "baseline did not reproduce; the memory checker found the fault")
         after: Optional[Rung] = None
         for rung in LATER:
+            outside = without_aoti([self._hook(r) for r in self._hooked() if r.failed])
+            if outside is not None:  # every later stage only sets AOTI's flags (diagnose/no_aoti.py)
+                self.finish(out)
+                out.next_steps.append(outside)
+                return self._skip_rest(out, outside)
             if self.ran(rung.name):
                 continue  # un-masking, or an earlier rung of the same stage (memcheck.FIRST), ran it already
             if not rung.applies(self, out):

@@ -250,7 +250,7 @@ def _folded(summary: str, lines: list[str]) -> list[str]:
 def _stages(r: ReportRecord) -> list[str]:
     """The stage table, cut to the page; folded under it, each stage in full: what it adds to the first screen's
     Rerun command (its rerun.sh, linked, is the run exactly) and the finding the table cut."""
-    rows, full = [], []
+    rows, full = [], {}  # a stage's full text -> the stages it is said of (skipped for one reason: said once)
     for s in r.stages:
         finding = s.skipped and f"skipped: {s.skipped}" or s.finding
         cell, was_cut = _short(finding, FINDING_CELL)
@@ -259,10 +259,11 @@ def _stages(r: ReportRecord) -> list[str]:
         adds = stage_command(s, (), " ").strip() if s.rerun_script else ""
         parts = ([f"adds {md_code(adds)}"] if adds else []) + ([md_cell(finding)] if was_cut else [])
         if parts:
-            full += _item(f"**{md_cell(s.name)}**" + (f" ([rerun.sh](<{link}>))" if link else "") + ": "
-                          + "; ".join(parts))
+            text = (f" ([rerun.sh](<{link}>))" if link else "") + ": " + "; ".join(parts)
+            full.setdefault(text, []).append(s.name)
+    items = [line for text, names in full.items() for line in _item(f"**{md_cell(', '.join(names))}**{text}")]
     return (["", "## Stages", "", _table(rows, headers=["stage", "recompiled", "runs", "failures", "finding"])]
-            + _folded("Each stage in full: what it adds to the Rerun command, and its whole finding", full))
+            + _folded("Each stage in full: what it adds to the Rerun command, and its whole finding", items))
 
 
 def package_groups(r: ReportRecord) -> list[dict]:

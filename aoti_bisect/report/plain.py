@@ -52,11 +52,13 @@ def render_text(r: ReportRecord, minified: Optional[Minified] = None) -> str:
 
 def answer(r: ReportRecord, headline: str, minified: Optional[Minified], terminal: bool) -> list[str]:
     """What a run prints on stdout as its last lines: the verdict, the user's lines the culprit came from, the
-    evidence that convicts it, where the report is and the exact next commands."""
+    evidence that convicts it (without a culprit, the advice), where the report is and the exact next commands."""
     lines = [headline]
     lines += [f"  {os.path.basename(line.path)}:{line.line}: {line.code}" for line in c_lines(r.culprit) if line.code]
     if r.culprit.conviction:
         lines.append(f"convicted by: {r.culprit.conviction}")
+    if r.culprit.kind is None:  # no culprit: the advice is the answer (a failure outside AOTI, what to try next)
+        lines += [f"advice: {step}" for step in next_steps(r, minified)]
     if minified and minified.repro:
         lines.append(f"minified repro: {minified.repro}")
     if r.run_dir:
