@@ -206,7 +206,8 @@ def test_nan_report_has_walk_back_evidence_and_rerenders(check_run):
     assert "## Evidence chain" in md and len(md) <= 65536
     proc = subprocess.run([sys.executable, "-m", "aoti_bisect", "report", run_dir, "--format", "text"],
                           capture_output=True, text=True)
-    assert proc.returncode == 1 and "culprit kernel: cpp_fused_add_log_mul_relu_sub_0" in proc.stdout
+    culprit = next(line for line in proc.stdout.splitlines() if line.startswith("Culprit:"))
+    assert proc.returncode == 1 and culprit.split(":", 1)[1].strip() == "kernel: cpp_fused_add_log_mul_relu_sub_0"
 
 
 def test_rerun_script_reproduces_the_stage(check_run):
