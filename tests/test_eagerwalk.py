@@ -226,3 +226,17 @@ def test_a_constant_read_is_held_against_its_own_eager_value_not_the_nearest_of_
     c = walk_eager(graph, walk, lambda launch: ())
     assert c.kind == "constant" and c.input_name == "proj_weight"
     assert "differs from eager `proj_weight` by up to 0.5" in render(c.summary)
+
+
+def test_a_kernel_whose_output_a_later_launch_writes_again_is_not_held_to_the_node():
+    # scatter_rows_oob_write's shape on an H100: Inductor fills a buffer with zeros and a user Triton kernel then
+    # scatters rows into it, so the fill alone differs from the node's eager value by design; judging it convicted
+    # the correct zeros kernel. What a later launch writes again before anyone reads it is judged after that launch.
+    import dataclasses
+    graph = real_graph()
+    fill = graph.launches[2]
+    scatter = wrapper.Launch(3, "scatter_rows_0", fill.line + 1, fill.writes, (), fill.writes)
+    graph = dataclasses.replace(graph, launches=[*graph.launches, scatter])
+    culprit = walk_eager(graph, read_eager_walk(DATA), nodes_of(graph))
+    assert culprit.kernel != "cpp_fused__softmax_add_mul_sum_1"
+    assert "scatter_rows_0 writes it again before any launch reads it" in " ".join(render_all(culprit.evidence))

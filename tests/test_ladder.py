@@ -523,7 +523,9 @@ def test_the_checker_cross_checks_the_trace_and_the_walk_keeps_its_lines():
 
 
 def test_a_failure_that_is_no_memory_fault_skips_the_checker_and_says_how_to_force_it():
-    seen = Seen("cuda/wrapper_ima_user_triton.cpp", trace=printer.Trace((printer.TraceEvent("gather_rows_0", False),)))
+    # Only Inductor's kernels in the graph (a user kernel would be checked: the next tests).
+    seen = Seen("cuda/wrapper_nan_triton.cpp", trace=printer.Trace((printer.TraceEvent("triton_poi_fused_log_mul_0",
+                                                                                       False),)))
     _, out = climb(always(sig("python_exception")), seen, checkers=CHECKERS)
     assert "--sanitize" in stage(out, "memcheck").skipped
 
@@ -786,3 +788,17 @@ def test_a_failure_that_blocking_launches_turn_into_a_memory_fault_is_checked_an
     memcheck = stage(out, "memcheck")
     assert not memcheck.skipped and memcheck.env["CUDA_LAUNCH_BLOCKING"] == "1"
     assert out.culprit.kind == "kernel" and out.culprit.kernel == "gather_rows_0"
+
+
+def test_a_wrong_value_with_a_user_kernel_in_the_graph_is_checked_and_the_checker_convicts_that_kernel():
+    # scatter_rows_oob_write's shape: the script's own check fails (no fault), the graph launches a user Triton kernel
+    # the printer does not wrap; compute-sanitizer sees its stray access, which convicts it before any value is
+    # compared with eager (where the zero fill it scatters into would look wrong).
+    checked = sig("python_exception", "run", "1 output rows were never written")
+    world = World(lambda spec: checked)
+    seen = Seen("cuda/wrapper_ima_user_triton.cpp", memcheck_log="cuda/compute-sanitizer-memcheck-user-triton-oob.log")
+    _, out = climb(world, seen, checkers=CHECKERS)
+    assert not stage(out, "memcheck").skipped
+    assert out.culprit.kind == "kernel" and out.culprit.kernel == "gather_rows_0"
+    assert out.culprit.convicted_by[0].kind == "checker"
+    assert not world.ran("eager") and not world.ran("inspect")

@@ -57,6 +57,9 @@ class Clues:
     # A generated kernel a crashed run named (diagnose/judge.py): the walk starts there, and is the culprit unless
     # the walk finds where its bad inputs came from.
     crash: Optional[Culprit] = None
+    # The crash's kernel checks a model input's value as given against a bound fixed at export (bounds.index_given):
+    # no size of an input explains that fault.
+    given: Optional[Fact] = None
     eager_walked: bool = False  # the eager stage compared the failing call's every saved tensor with eager
 
 

@@ -190,8 +190,7 @@ def walk_eager(graph: WrapperGraph, walk: EagerWalk, nodes_of: Callable[[Launch]
             if seen[v].state == "differs":
                 return _ended(_bad_read(graph, launch, v, seen[v], head, namer), gaps)
         own = reference(walk, launch, nodes_of(launch))
-        made = {v: judge(walk.around("after", launch.name, v), own, walk) if _escapes(graph, launch, v) else
-                Judged("unjudged", saved=walk.around("after", launch.name, v), why=SCRATCH) for v in writes}
+        made = {v: _judge_write(graph, walk, launch, v, own) for v in writes}
         gaps += [_gap(launch, v, j, namer) for v, j in made.items()
                  if j.pair is not None or (j.why is not None and j.why is not SCRATCH)]
         bad = [v for v in writes if made[v].state == "differs"]
@@ -212,6 +211,31 @@ def _shaky(walk: EagerWalk) -> list[Fact]:
                  "tolerance at {n} nodes ({worst:, }): the package may differ by rounding an ill-conditioned "
                  "computation otherwise, not by a miscompile", n=len(walk.unstable),
                  worst=tuple(f"{eager_name(k)} by up to {'?' if v is None else f'{v:.4g}'}" for k, v in worst))]
+
+
+def _judge_write(graph: WrapperGraph, walk: EagerWalk, launch: Launch, var: str, own: Reference) -> Judged:
+    saved = walk.around("after", launch.name, var)
+    if not _escapes(graph, launch, var):
+        return Judged("unjudged", saved=saved, why=SCRATCH)
+    finisher = _finished_by(graph, launch, var)
+    if finisher is not None:
+        # A zero fill that a user Triton kernel or custom op then scatters into: the node's value is the buffer after
+        # the finisher, and the fill alone differs from it by design.
+        return Judged("unjudged", saved=saved, why=fact(
+            FactKind.EAGER, "{later} writes it again before any launch reads it: the value eager computes is the "
+            "one after {later}", later=kernel(finisher.name)))
+    return judge(saved, own, walk)
+
+
+def _finished_by(graph: WrapperGraph, launch: Launch, var: str) -> Optional[Launch]:
+    """The later launch that writes `var` again before any launch reads it, where there is one."""
+    storage = graph.storage(var)
+    for later in graph.launches[launch.index + 1:]:
+        if storage in later.reads:
+            return None
+        if storage in later.writes:
+            return later
+    return None
 
 
 def _escapes(graph: WrapperGraph, launch: Launch, var: str) -> bool:

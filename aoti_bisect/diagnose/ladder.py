@@ -250,6 +250,8 @@ class Ladder:
         found = crash_verdict(self.ledger, self.stages, graph)
         if found is None or not found.pinned:
             return
+        if found.kind is CulpritKind.KERNEL:
+            self._index_given(found)
         if found.kind is CulpritKind.KERNEL and self.opt.asked(StageName.INSPECT):
             self.clues.crash, self.clues.suspect, self.clues.checker = found, found.kernel, found.evidence
         else:
@@ -458,8 +460,15 @@ class Ladder:
                                             max_lines=1 << 20) if bound and graph else None
         given = bounds.index_given(bound, c.kernel, graph, checks.index_terms(found[1], bound), self.namer) \
             if found else None
-        if given is not None and given not in c.evidence:
+        if given is None:
+            return
+        # Said again at the verdict, with the user's names the hooked runs since taught the namer.
+        earlier = next((i for i, f in enumerate(c.evidence) if f == self.clues.given), None)
+        if earlier is not None:
+            c.evidence[earlier] = given
+        elif given not in c.evidence:
             c.evidence.append(given)
+        self.clues.given = given if bound.value is not None else None
 
     def _verdict_now(self, out: Findings) -> None:
         out.verdict_s = round(self.clock() - self.started, 1)

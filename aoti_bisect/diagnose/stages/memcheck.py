@@ -2,7 +2,10 @@
 an invalid access whether or not it crashed (diagnose/memcheck.py decides what its report convicts)."""
 from __future__ import annotations
 
+from typing import Optional
+
 from ...aoti import flags
+from ...aoti.wrapper import WrapperGraph, generated
 from ...run.checkers import Missing
 from ...run.types import RunResult
 from ..findings import CulpritKind, Entry, EvidenceKind, Findings, Stage, StageName
@@ -25,7 +28,10 @@ def run(ctx: StageContext, out: Findings, unmasking: bool = False) -> None:
     # A failure that another stage's flags turned into a memory fault (blocking launches make a wrong output an
     # illegal access) is checked under those flags.
     turned = ctx.ledger.memory_fault() if kind not in MEMORY_FAULTS else None
-    if not (unmasking or ctx.opt.sanitize or kind in MEMORY_FAULTS or turned):
+    # On CUDA a user Triton kernel or custom op is where values cannot look (the printer wraps neither) and where a
+    # stray store turns up as a wrong value, not a fault: compute-sanitizer costs about a plain run and sees it.
+    unseen = unwrapped(ctx.any_graph()) if cuda and not (out.culprit and out.culprit.pinned) else ()
+    if not (unmasking or ctx.opt.sanitize or kind in MEMORY_FAULTS or turned or unseen):
         ctx.skip(StageName.MEMCHECK, f"a {kind} is not a memory fault; --sanitize runs the checker anyway")
         return
     under = next((dict(s.env) for s in ctx.stages if turned and s.name == turned.stage), {})
@@ -60,8 +66,11 @@ def run(ctx: StageContext, out: Findings, unmasking: bool = False) -> None:
             found.culprit.convicted_by = (entry,)
             trace = ctx.clues.trace
             lead = out.culprit if out.culprit is not None and out.culprit.kind in LEADS else None
+            # A fault's kernel is where the walk starts; a wrong value's stray access is itself the culprit (the walk
+            # reads values, and the kernel that made the access is one the printer does not wrap).
+            faulted = kind in MEMORY_FAULTS or turned is not None
             if found.culprit.kind == CulpritKind.KERNEL and trace is not None and trace.failures and not unmasking \
-                    and lead is None:
+                    and lead is None and faulted:
                 ctx.clues.suspect = found.culprit.kernel  # the walk reads its inputs; the checker's lines stay
                 ctx.clues.checker = found.culprit.evidence
             else:
@@ -69,6 +78,12 @@ def run(ctx: StageContext, out: Findings, unmasking: bool = False) -> None:
                 if lead is not None:
                     out.culprit.evidence.extend(lead.evidence)
             return
+
+
+def unwrapped(graph: Optional[WrapperGraph]) -> tuple[str, ...]:
+    """The launches no printer wraps and a checker sees into: user Triton kernels and custom ops."""
+    return tuple(l.name for l in graph.launches if not generated(l.name) and not l.name.startswith("aoti_torch_")) \
+        if graph is not None else ()
 
 
 def goes_first(ctx: StageContext, out: Findings) -> bool:
