@@ -35,6 +35,7 @@ from .diagnose.stages import REQUESTABLE as STAGE_NAMES
 from . import stopping
 from .exits import EXIT_BROKEN_PIPE, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_USAGE, UsageFailure
 from .files import claim_out, default_out, prepare_out, release_empty_claim, report_crash
+from .report.redact import console
 from .repro import check_python_runs, repro_argv, unknown_word, validate_python
 from .stats import DEFAULT_MAX_RUNS
 from .validate import MAX_JOBS, MAX_RUNS, check_count, check_seconds, check_timeout
@@ -208,7 +209,7 @@ def _minify_after_verdict(run_dir: str, jobs: int, quiet: int, argv: list[str], 
     except Exception as exc:  # a reducer's bug must not cost the verdict already reported
         report_crash(exc, run_dir)
         return
-    print(f"aoti-bisect: minify: {result.message}", file=sys.stderr)
+    print(f"aoti-bisect: minify: {console(result.message)}", file=sys.stderr)
 
 
 def _check_sanitizer(path: Optional[str]) -> None:
@@ -330,10 +331,10 @@ def minify_cmd(run_dir, jobs, budget, max_candidates, max_runs, timeout, script,
     result = minify(run_dir, MinifyOptions(jobs, budget, max_candidates, timeout, max_runs, tuple(argv), python),
                     _say(quiet))
     if result.status is Status.NO_PROGRAM:  # cannot run here (125): one line on stderr, as every such refusal
-        print(f"aoti-bisect: minify: {result.message}", file=sys.stderr)
+        print(f"aoti-bisect: minify: {console(result.message)}", file=sys.stderr)
         sys.exit(result.exit_code)
     # The result is the command's data, on stdout: the answer, the folder to attach and the next command.
-    print(f"minify: {result.message}")
+    print(f"minify: {console(result.message)}")
     if result.repro:
         print(f"folder: {os.path.dirname(result.repro)}/ (repro.py + inputs.pt)")
         print(f"next: aoti-bisect report {shlex.quote(run_dir)} --bundle", flush=True)
@@ -399,7 +400,7 @@ Exit codes:
 
 
 def _say(quiet: int):
-    return (lambda text: None) if quiet else (lambda text: print(text, file=sys.stderr, flush=True))
+    return (lambda text: None) if quiet else (lambda text: print(console(text), file=sys.stderr, flush=True))
 
 
 def _judging_options(f):

@@ -7,6 +7,8 @@ import threading
 import time
 from typing import Callable, Optional
 
+from .report.redact import console
+
 
 def run_line(r, detail: bool = False) -> str:
     """The one line a finished run gets, wherever runs are reported (run, nightly -v, scenarios check)."""
@@ -48,7 +50,7 @@ class Progress:
         if self.verbosity >= 0 and not self.runs_only:
             with self._lock:
                 self._clear()
-                self.write(text)
+                self.write(console(text))
 
     def start(self, spec) -> None:
         with self._lock:
@@ -64,7 +66,7 @@ class Progress:
             self._running.pop(r.spec.name, None)
             if self.verbosity < 0:
                 return
-            text = self.indent + run_line(r, self.verbosity > 0)
+            text = self.indent + console(run_line(r, self.verbosity > 0))
             if self.live and self.verbosity == 0:
                 self._draw(text)
             else:

@@ -4,10 +4,13 @@ process on a hostile or received folder, and property tests (hypothesis) over ev
 import html
 import json
 import os
+import random
 import re
+import string
 import subprocess
 import sys
 import tarfile
+import time
 from collections import Counter
 
 import pytest
@@ -425,3 +428,124 @@ def test_the_minified_section_holds_no_raw_markup(tmp_path):
     section = section[:section.index("\n<details>")] if "\n<details>" in section else section
     assert "</details>" not in section.replace("`/a/</details>/`", "")
     assert live(section) == Counter({"<h2": 2}), section  # its heading, opened and closed
+
+
+# --- 5. Secrets by rule -------------------------------------------------------------------------------------------
+
+def made_up(prefix: str, n: int, alphabet: str = string.ascii_letters + string.digits, seed: int = 51) -> str:
+    """A credential-shaped string (none is real): the prefix and n characters of the alphabet."""
+    return prefix + "".join(random.Random(f"{prefix}{n}{seed}").choices(alphabet, k=n))
+
+
+HEX = "0123456789abcdef"
+B64URL = string.ascii_letters + string.digits + "_-"
+UNSIGNED_JWT = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.eyJzdWIiOiIxMjM0NTY3ODkwIiwiYWRtaW4iOnRydWV9."
+SSH2_KEY = "\n".join(["---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----", 'Comment: "rsa-key-20261127"',
+                      made_up("P2/56wAAAi4AAAA3aWYtbW9k", 40), made_up("", 64), made_up("", 30) + "==",
+                      "---- END SSH2 ENCRYPTED PRIVATE KEY ----"])
+
+# (format, the line as a log, a shell or a library prints it, the secret in it)
+FORMATS = [
+    ("redis url, empty user", "connecting to redis://:{}@cache.internal:6379/0", "R3disPassw0rd"),
+    ("redis url in Inductor's variable", "TORCHINDUCTOR_REDIS_URL=redis://:{}@10.0.0.5:6379", "R3disPassw0rd"),
+    ("cookies as a Python dict", "cookies={{'sessionid': '{}', 'csrftoken': 'abc'}}", made_up("", 32)),
+    ("a cookie jar's repr", "<RequestsCookieJar[<Cookie sessionid={} for example.com/>]>", made_up("", 32)),
+    ("cookie in lowercase JSON", '{{"cookie": "sessionid={}; theme=dark"}}', made_up("", 32)),
+    ("curl --cookie", "curl -s --cookie 'sessionid={}' https://example.com/api", made_up("", 32)),
+    ("unsigned JWT", "auth header carried {} for user 1", UNSIGNED_JWT),
+    ("RFC 4716 SSH2 private key", "key file:\n{}\ndone", SSH2_KEY),
+    ("Slack app-level token", "socket mode with {}", "xapp-1-A0123456789-1234567890123-" + made_up("", 64, HEX)),
+    ("Stripe webhook secret", "verifying with {}", made_up("whsec_", 32)),
+    ("Google OAuth client secret", "client_secret {}", made_up("GOCSPX-", 28, B64URL)),
+    ("Google OAuth access token", "gcloud token {} expires", made_up("ya29.a0", 120, B64URL)),
+    ("Azure AD client secret", "app secret {}", made_up("", 3) + "8Q~" + made_up("", 34, B64URL + "~.")),
+    ("Azure SAS signature", "GET https://acct.blob.core.windows.net/c/b.bin?sv=2022-11-02&sr=b&sp=r&sig={}",
+     made_up("", 40) + "%2B" + made_up("", 6) + "%3D"),
+    ("S3 presigned signature", "https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature={}",
+     made_up("", 64, HEX)),
+    ("S3 presigned session token", "https://b.s3.amazonaws.com/k?X-Amz-Security-Token={}&X-Amz-Expires=300",
+     made_up("IQoJb3JpZ2luX2VjE", 300, string.ascii_letters + string.digits + "%")),
+    ("AWS STS session token", "export creds {}", made_up("FwoGZXIvYXdzE", 200, string.ascii_letters + "/+")),
+    ("Groq API key", "groq client {}", made_up("gsk_", 52)),
+    ("Replicate API token", "replicate run with {}", made_up("r8_", 37)),
+    ("Bitbucket app password", "git push with {}", made_up("ATBB", 32)),
+    ("Atlassian API token", "jira token {}", made_up("ATATT3xFfGF0", 180, B64URL + "=")),
+    ("Buildkite user access token", "buildkite {}", made_up("bkua_", 40, HEX)),
+    ("Figma personal access token", "figma {}", made_up("figd_", 40, B64URL)),
+    ("Alibaba Cloud AccessKey ID", "aliyun {}", made_up("LTAI", 20)),
+    ("Tencent Cloud SecretId", "tencent {}", made_up("AKID", 32)),
+    (".pgpass line", "db.example.com:5432:appdb:alice:{}", "Pgp4ss-w0rd!"),
+    ("*_PASSPHRASE", "GPG_PASSPHRASE={}", "correct-horse-battery"),
+    ("*_PAT", "GITHUB_PAT={}", "opaque-pat-value-42"),
+    ("*_OTP", "MFA_OTP={}", "492817"),
+    ("KEY_ID", "AWS_ACCESS_KEY_ID={}", "EXAMPLEKEYID0042"),
+    ("COOKIE", "SESSION_COOKIE: {}", "s%3Aopaque.cookie"),
+    ("SESSION", "export SESSION={}", "opaque-session-17"),
+]
+
+
+@pytest.mark.parametrize("fmt, line, secret", FORMATS, ids=[f[0] for f in FORMATS])
+def test_each_format_is_masked(fmt, line, secret):
+    from aoti_bisect.report.redact import MASK, Redactor
+
+    shown = Redactor()(line.format(secret))
+    assert MASK in shown and secret not in shown, shown
+    assert not any(len(part) >= 8 and part in shown for part in re.split(r"[^A-Za-z0-9]", secret)), shown
+
+
+@pytest.mark.parametrize("line", ["session = requests.Session()", "Array cookie:            ac",
+                                  "ENABLE_COMPAT=1", "compiled /tmp/a.py:12:3: error: x", "PATH=/usr/bin:/bin"])
+def test_the_wider_name_rule_leaves_everyday_text_alone(line):
+    from aoti_bisect.report.redact import Redactor
+
+    assert Redactor()(line) == line
+
+
+def test_every_sample_detect_secrets_flags_is_masked():
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+
+    from aoti_bisect.report.redact import Redactor
+
+    detectors = [cls() for cls in get_mapping_from_secret_type_to_class().values()]
+    flagged = {}
+    for fmt, line, secret in FORMATS:
+        text = line.format(secret)
+        found = {s.secret_value for row in text.splitlines() for d in detectors
+                 for s in d.analyze_line(filename="output.log", line=row, line_number=1) if s.secret_value}
+        if found:
+            flagged[fmt] = found
+            shown = Redactor()(text)
+            assert [s for s in found if s in shown] == [], (fmt, shown)
+    assert {"unsigned JWT", "RFC 4716 SSH2 private key"} <= set(flagged)  # the two the scanner flags
+
+
+@pytest.mark.slow  # 15 s: 30 megabytes through the redactor
+def test_redaction_is_linear_on_a_megabyte_of_hostile_text():
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    from redaction_linear import SEEDS, hostile
+
+    from aoti_bisect.report.redact import Redactor
+
+    redactor = Redactor(("hunter22",))
+    # Before the bounds: 96 KB of `SECRET` took 42-65 s, and a megabyte hours. A megabyte of plain log takes about
+    # half a second on one core; 4 s leaves room for a busy machine, not for a quadratic rule.
+    for seed in ("SECRET", "-a.", "--token.", "password=\"\\\"", "-----BEGIN PRIVATE KEY-----\n", "eyJ",
+                 "PuTTY-User-Key-File-2:", "cookies={", "ATATT3", "FwoGZXIvYXdz"):
+        assert seed in SEEDS
+        for text in hostile(seed, 1 << 20):
+            start = time.perf_counter()
+            redactor(text)
+            assert time.perf_counter() - start < 4, seed
+
+
+def test_what_the_console_shows_of_a_repros_output_is_redacted(tmp_path):
+    token = made_up("ghp_", 36)
+    script = tmp_path / "leaks.py"
+    script.write_text(f"print('Authorization: Bearer {made_up('', 40)}')\n"
+                      f"raise RuntimeError('export failed: remote said bad credentials for {token}')\n")
+    proc = subprocess.run([sys.executable, "-m", "aoti_bisect", str(script), "-v", "--runs", "1", "--stages",
+                           "baseline", "--budget", "0", "--out", str(tmp_path / "run")], capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "PYTHONPATH": REPO})
+    assert proc.returncode in (0, 1, 125), proc.stderr[-2000:]
+    assert "export failed" in proc.stderr  # the message is shown (at -v), its token not
+    assert token not in proc.stderr + proc.stdout and made_up("", 40) not in proc.stderr + proc.stdout

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..files import user_name
+from ..text import printable
 from . import secret_rules
 
 MASK = "<redacted>"
@@ -20,13 +21,17 @@ MASK = "<redacted>"
 # strong word anywhere (secret_key_base). Ending, not containing: KeyError, TOKENIZERS_PARALLELISM, max_tokens
 # and KEYTIMEOUT are everyday names whose values must stay readable.
 # _PWD with its underscore (MYSQL_PWD, DB_PWD): a bare PWD (or OLDPWD) is the shell's working directory.
-SECRET_SUFFIXES = ("TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "PASS", "CREDENTIAL", "CREDENTIALS", "CREDS",
-                   "AUTH", "_PWD")
+# _PAT and _OTP with theirs too (GITHUB_PAT, MFA_OTP): COMPAT and FOOTPRINT-like words end so without one.
+SECRET_SUFFIXES = ("TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "PASS", "PASSPHRASE", "CREDENTIAL", "CREDENTIALS",
+                   "CREDS", "AUTH", "_PWD", "_PAT", "_OTP", "KEY_ID", "COOKIE", "COOKIES", "SESSION", "SESSIONID",
+                   "SESSION_ID")
 STRONG_WORDS = ("SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
 # Switch values of secret-named variables (HF_HUB_DISABLE_IMPLICIT_TOKEN=1) hide nothing and would mask every
 # "1" or "true" in a log.
 _SWITCHES = {"0", "1", "true", "false", "yes", "no", "on", "off", "none", "null"}
 _DEVICES = {"cpu", "cuda", "gpu", "xpu", "mps", "meta", "hip", "rocm", "auto"}
+# A call in a traceback's source line (`session = requests.Session()`, `key = make_key(x)`): code, not a value.
+_CALL = re.compile(r"[a-z_][\w.]{0,200}\([^()]{0,200}\)")
 # Shorter values are masked only as whole tokens, so a password "pass" cannot mangle "passed".
 ANYWHERE_LENGTH = 8
 
@@ -41,7 +46,12 @@ def _any_case(words: tuple[str, ...]) -> str:
     return f"(?=[{firsts}])(?:" + "|".join("".join(f"[{c}{c.lower()}]" for c in w) for w in words) + ")"
 
 
-_VALUE = r"\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|[^\s'\"]+"
+# Every quantifier that a match can start inside of is bounded: a regex tried at each of n positions must not
+# scan the rest of the text from each (quadratic; 96 KB of `SECRET` took a minute). A quoted value is at most
+# MAX_QUOTED characters (a longer one is left to the other rules); an unquoted one is consumed whole once matched.
+MAX_QUOTED = 512
+MAX_NAME = 64
+_VALUE = rf"\"(?:[^\"\\\n]|\\.){{0,{MAX_QUOTED}}}\"|'[^'\n]{{0,{MAX_QUOTED}}}'|[^\s'\"]+"
 
 # The token rules (detect-secrets' and gitleaks'), as data with their sources: secret_rules.py.
 _TOKEN_PATTERNS = list(zip(secret_rules.COMPILED, secret_rules.NEEDLES))
@@ -54,7 +64,8 @@ _PEM_BODY = re.compile(r"[ \t]*(?:[A-Za-z0-9+/=]{1,100}|[A-Za-z-]+: [^\n]*)[ \t]
 _ANY_ASSIGNMENT = re.compile(r"(?:(?<=[\w\"'\]])|(?<=[\w\"'\]] ))(?:=|:(?!:))[ \t]*([\"']?)"
                              rf"([A-Za-z0-9+/_-]{{{secret_rules.ENTROPY_MIN_LENGTH},}}={{0,2}})(?![\w+/=-])")
 # scheme://user:password@host keeps the user; scheme://token@host (no colon) loses it, as pip's redact_auth_from_url
-_URL_USERINFO = re.compile(r"(://)([^\s/?#@:'\"<>]+)(?::([^\s/?#@'\"<>]*))?@")
+# (An empty user with a password, `redis://:password@host`, is Redis's own form.)
+_URL_USERINFO = re.compile(r"(://)([^\s/?#@:'\"<>]*)(?::([^\s/?#@'\"<>]*))?@")
 _AUTH_HEADER = re.compile(rf"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)"
                           rf"(?:(bearer|basic|token|digest|negotiate)\s+)?({_VALUE})")
 # Cookies carry sessions: the whole header value goes, as a browser's devtools export with "sanitize" does.
@@ -63,13 +74,21 @@ _AUTH_HEADER = re.compile(rf"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"'
 _COOKIE_HEADER = re.compile(r"(?im)(?:^[ \t]*(?:[<>][ \t]*)?|(?<=[\"']))((?:set-)?cookie:\s*)([^\r\n\"']+)")
 # A .netrc entry (curl, git, pip and ftp read it): `machine HOST [login U] [account A] password P`, on one line
 # or several; `password` alone before a word is everyday prose ("password reset failed").
+# Cookies printed as a Python dict (`cookies={'sessionid': 'v'}`, requests' `dict(r.cookies)`) or by a cookie jar's
+# repr (`<Cookie sessionid=v for example.com/>`): every cookie's value goes, whatever its name. (curl's
+# `--cookie v` is a secret-named flag.)
+_COOKIE_DICT = re.compile(r"(?i)(\bcookies?[\"']?\s{0,16}[=:]\s{0,16})\{[^{}\n]{0,4096}\}")
+_COOKIE_REPR = re.compile(r"(<Cookie [^=\s>]{1,256}=)([^\s>]{0,4096})( for )")
+# A .pgpass line (libpq's password file): host:port:database:user:password, the password last.
+_PGPASS = re.compile(r"(?m)^((?:\*|[A-Za-z0-9][A-Za-z0-9.-]{0,252}):(?:\d{1,5}|\*):[^:\s]{1,256}:[^:\s]{1,256}:)(\S+)$")
 _NETRC = re.compile(r"(?i)\b((?:machine\s+\S+|default)(?:\s+(?:login|account)\s+\S+)*\s+password\s+)(\S+)")
 _AUTH_SCHEME = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{16,}")
 # A secret-named assignment, matched from the end of its name (the name's start changes nothing).
-_ASSIGNMENT = re.compile(rf"({_any_case(SECRET_SUFFIXES)}|{_any_case(STRONG_WORDS)}[\w.-]*)([\"']?)"
-                         rf"(\s*(?:=>|:=|=|:(?!:))\s*)({_VALUE})")
+_ASSIGNMENT = re.compile(rf"({_any_case(SECRET_SUFFIXES)}|{_any_case(STRONG_WORDS)}[\w.-]{{0,{MAX_NAME}}}+)([\"']?)"
+                         rf"(\s{{0,16}}(?:=>|:=|=|:(?!:))\s{{0,16}})({_VALUE})")
 # The flag and its value as separate words: `--password v`, or an argv list printed as Python or JSON.
-_FLAG_THEN_VALUE = re.compile(rf"(?i)(?<![\w-])(--?[\w.-]*?(?:{_NAME_END}))([\"']\s*,\s*|\s+)(?!-|['\"]-)({_VALUE})")
+_FLAG_THEN_VALUE = re.compile(rf"(?i)(?<![\w.-])(--?[\w.-]{{0,{MAX_NAME}}}?(?:{_NAME_END}))([\"']\s{{0,16}},\s{{0,16}}|\s{{1,16}})"
+                              rf"(?!-|['\"]-)({_VALUE})")
 
 
 def is_secret_name(name: str) -> bool:
@@ -83,9 +102,11 @@ def _is_secret_flag(arg: str) -> bool:
 
 def _not_a_secret(value: str) -> bool:
     """A secret-named assignment's value that hides nothing: a switch, a small count, a device name
-    (`"no cached package for this key": 1`, `"AOTI_DEVICE_KEY": "cpu"`)."""
+    (`"no cached package for this key": 1`, `"AOTI_DEVICE_KEY": "cpu"`), one or two characters (ASan's legend,
+    `Array cookie: ac`), a call in a traceback's source line."""
     bare = value.strip("\"'").lower()
-    return bare in _SWITCHES or bare in _DEVICES or bare.isdigit() and len(bare) <= 4
+    return (bare in _SWITCHES or bare in _DEVICES or bare.isdigit() and len(bare) <= 4 or len(bare) <= 2
+            or _CALL.fullmatch(bare) is not None)
 
 
 def _masked(value: str) -> str:
@@ -150,12 +171,14 @@ class Redactor:
                 text = pattern.sub(MASK, text)
         text = _pem_fragments(text)
         text = _ANY_ASSIGNMENT.sub(_high_entropy_assignment, text)
-        text = _URL_USERINFO.sub(lambda m: m.group(1) + (f"{m.group(2)}:{MASK}@" if m.group(3) is not None
-                                                         else f"{MASK}@"), text)
+        text = _URL_USERINFO.sub(_url_userinfo, text)
         text = _AUTH_HEADER.sub(lambda m: m.group(1) + (m.group(2) + " " if m.group(2) else "")
                                 + _masked(m.group(3)), text)
         text = _AUTH_SCHEME.sub(lambda m: f"{m.group(1)} {MASK}", text)
         text = _COOKIE_HEADER.sub(lambda m: m.group(1) + MASK, text)
+        text = _COOKIE_DICT.sub(lambda m: m.group(1) + MASK, text)
+        text = _COOKIE_REPR.sub(lambda m: m.group(1) + MASK + m.group(3), text)
+        text = _PGPASS.sub(lambda m: m.group(1) + MASK, text)
         text = _NETRC.sub(lambda m: m.group(1) + MASK, text)
         text = _ASSIGNMENT.sub(lambda m: m.group(0) if _not_a_secret(m.group(4))
                                else "".join(m.group(1, 2, 3)) + _masked(m.group(4)), text)
@@ -180,6 +203,13 @@ class Redactor:
         if isinstance(value, str):
             return self(value)
         return value
+
+
+def _url_userinfo(m: re.Match) -> str:
+    user, password = m.group(2), m.group(3)
+    if password is not None:
+        return f"{m.group(1)}{user}:{MASK}@"
+    return f"{m.group(1)}{MASK}@" if user else m.group(0)
 
 
 def shannon_entropy(value: str) -> float:
@@ -262,3 +292,10 @@ def process_redactor(redact_paths: bool = False) -> Redactor:
         _SHARED.clear()
         _SHARED[key] = Redactor.from_env(dict(os.environ), redact_paths)
     return _SHARED[key]
+
+
+def console(text: str) -> str:
+    """A line for the terminal that may quote a child (a failure's message, a minify problem, a probe's error):
+    redacted as the report is, with hidden characters shown as escapes. Every console sink calls it
+    (progress.Progress, cli)."""
+    return printable(process_redactor()(text))

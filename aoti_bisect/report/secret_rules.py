@@ -34,7 +34,9 @@ TOKEN_RULES: tuple[tuple[str, str], ...] = (
     ("gl:openai-api-key gl:anthropic-api-key ds:OpenAIDetector",
      r"sk-(?<![\w-]sk-)(?:ant-(?:api|admin)\d\d-|proj-|svcacct-|admin-|ant-)?[A-Za-z0-9_-]{20,}"),
     ("gl:gcp-api-key", r"AIza[0-9A-Za-z_-]{35}"),
-    ("gl:jwt ds:JwtTokenDetector", r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+    # An unsigned JWT (`alg: none`) ends at its second dot, with no signature: detect-secrets flags it too.
+    ("gl:jwt ds:JwtTokenDetector", r"eyJ(?<![A-Za-z0-9_-]eyJ)[A-Za-z0-9_-]{8,}={0,2}\.eyJ[A-Za-z0-9_-]{8,}={0,2}"
+                                   r"(?:\.[A-Za-z0-9_-]*={0,2})?"),
     ("gl:stripe-access-token ds:StripeDetector", r"[srp]k_(?:test|live|prod)_[A-Za-z0-9]{10,99}"),
     ("gl:npm-access-token", r"npm_[A-Za-z0-9]{36}"),
     ("ds:NpmDetector", r"//[^\s/]+/:_authToken=\s*\S+"),
@@ -55,15 +57,42 @@ TOKEN_RULES: tuple[tuple[str, str], ...] = (
     ("gl:vault-service-token", r"hvs\.[A-Za-z0-9_-]{90,120}"),
     ("gl:vault-batch-token", r"hvb\.[A-Za-z0-9_-]{138,300}"),
     ("gl:age-secret-key", r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),
+    ("gl:slack-app-token", r"xapp-\d-[A-Za-z0-9]{6,}-\d{6,}-[A-Za-z0-9]{10,}"),
+    ("gl:stripe-webhook-secret", r"whsec_[A-Za-z0-9]{24,}"),
+    ("gl:gcp-oauth-client-secret", r"GOCSPX-[A-Za-z0-9_-]{28}"),
+    ("gl:gcp-oauth-access-token", r"ya29\.[A-Za-z0-9_-]{20,}"),
+    # From its `Q~` on (led by a literal, a rule costs a fraction of a pass over a log): its first 4 of 40 stay.
+    ("gl:azure-ad-client-secret", r"Q~(?<=[A-Za-z0-9_~.]{3}\dQ~)[A-Za-z0-9_~.-]{31,34}"),
+    # A shared access signature's `sig=` (Azure) and a presigned URL's signature and session token (S3): each a
+    # credential by itself, however short the URL's life.
+    ("gl:azure-sas-signature", r"sig=(?<=[?&]sig=)[A-Za-z0-9%+/=]{16,}"),
+    ("gl:aws-presigned-signature", r"X-Amz-(?:Signature|Security-Token)=[A-Za-z0-9%+/=_-]{16,}"),
+    ("gl:aws-session-token", r"(?:FwoGZXIvYXdz|IQoJb3JpZ2lu)(?<![A-Za-z0-9/+=]FwoGZXIvYXdz)(?<![A-Za-z0-9/+=]IQoJb3JpZ2lu)"
+                             r"[A-Za-z0-9/+=]{100,}"),
+    ("gl:groq-api-key", r"gsk_[A-Za-z0-9]{48,}"),
+    ("gl:replicate-api-token", r"r8_(?<![A-Za-z0-9]r8_)[A-Za-z0-9]{37}"),
+    ("gl:bitbucket-app-password", r"ATBB[A-Za-z0-9]{32}"),
+    ("gl:atlassian-api-token", r"ATATT3(?<![A-Za-z0-9_=.-]ATATT3)[A-Za-z0-9_=.-]{60,}"),
+    ("gl:bitbucket-repository-access-token", r"ATCTT3(?<![A-Za-z0-9_=.-]ATCTT3)[A-Za-z0-9_=.-]{60,}"),
+    ("gl:buildkite-user-access-token", r"bkua_[a-f0-9]{40}"),
+    ("gl:figma-pat", r"figd_(?<![A-Za-z0-9_-]figd_)[A-Za-z0-9_-]{40,}"),
+    ("gl:alibaba-access-key-id", r"LTAI(?<![A-Za-z0-9]LTAI)[A-Za-z0-9]{20}\b"),
+    ("gl:tencent-secret-id", r"AKID(?<![A-Za-z0-9]AKID)[A-Za-z0-9]{32}\b"),
 )
 
 # ds:PrivateKeyDetector's headers, as whole PEM blocks (and PuTTY files); a fragment cut off by an excerpt or
 # a log's splice is redact.py's `_pem_fragments`.
-PEM_BEGIN = r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
-PEM_END = r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+# PEM's five dashes, and RFC 4716's four and a space (`---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----`).
+PEM_BEGIN = r"----(?:-BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----| BEGIN SSH2 [A-Z ]{0,40}PRIVATE KEY ----)"
+PEM_END = r"----(?:-END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----| END SSH2 [A-Z ]{0,40}PRIVATE KEY ----)"
+# A key file's whole block (an RSA-8192 PEM is 6.3 KB), never past the next block's start: BEGIN lines without an
+# END must not each scan the rest of a log (quadratic). A longer block is still masked by redact.py's _pem_fragments.
+MAX_KEY_BLOCK = 16384
 PRIVATE_KEY_RULES: tuple[tuple[str, str], ...] = (
-    ("ds:PrivateKeyDetector gl:private-key", PEM_BEGIN + r"[\s\S]*?" + PEM_END),
-    ("ds:PrivateKeyDetector (PuTTY)", r"PuTTY-User-Key-File-[23]:[\s\S]*?Private-MAC: *[0-9a-f]+"),
+    ("ds:PrivateKeyDetector gl:private-key",
+     PEM_BEGIN + rf"(?:(?!-{{4,5}} ?BEGIN)[\s\S]){{0,{MAX_KEY_BLOCK}}}?" + PEM_END),
+    ("ds:PrivateKeyDetector (PuTTY)",
+     rf"PuTTY-User-Key-File-[23]:(?:(?!PuTTY-User-Key-File-)[\s\S]){{0,{MAX_KEY_BLOCK}}}?Private-MAC: {{0,8}}[0-9a-f]+"),
 )
 
 COMPILED = tuple(re.compile(rx) for _, rx in PRIVATE_KEY_RULES + TOKEN_RULES)
