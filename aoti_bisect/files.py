@@ -84,10 +84,20 @@ def read_run_file(path: str, limit: int) -> str:
     regular file), at most `limit` bytes (TooLarge past it, never a truncated record read as whole), decoded as
     UTF-8 with errors replaced. Raises OSError (NotOwnFile, TooLarge, FileNotFoundError)."""
     with os.fdopen(open_own(path), "rb") as f:
-        blob = f.read(limit + 1)
-    if len(blob) > limit:
-        raise TooLarge(errno.EFBIG, f"over {limit >> 20} MiB: not read", path)
+        blob = _read_capped(f, limit, path)
     return blob.decode("utf-8", errors="replace")
+
+
+def _read_capped(f, limit: int, path: str) -> bytes:
+    """At most `limit` bytes of an open file, TooLarge past them: its size is asked first (a sparse GiB costs a
+    child nothing and would cost us a GiB), then at most one byte more is read, for a file still growing."""
+    too_large = TooLarge(errno.EFBIG, f"over {limit >> 20} MiB: not read", path)
+    if os.fstat(f.fileno()).st_size > limit:
+        raise too_large
+    blob = f.read(limit + 1)
+    if len(blob) > limit:
+        raise too_large
+    return blob
 
 
 def read_child_json(path: str, limit: int) -> object:
@@ -171,8 +181,11 @@ class RunFolder:
 
     def read_json(self, rel: str, limit: int = MAX_JSON_BYTES) -> dict:
         """A JSON object from a regular file of the folder; RunFolderError in one line for anything else."""
-        blob = self.read_bytes(rel, limit)
         where = self.path(rel)
+        try:
+            blob = self.read_bytes(rel, limit)
+        except TooLarge:
+            raise RunFolderError(f"{where} is over {limit >> 20} MiB: not a file aoti-bisect wrote")
         try:
             data = json.loads(blob.decode("utf-8"))
         except UnicodeDecodeError:
@@ -186,15 +199,14 @@ class RunFolder:
         return no_surrogates(data) if _ESCAPED_SURROGATE_BYTES.search(blob) else data
 
     def read_bytes(self, rel: str, limit: int) -> bytes:
+        """The bytes of a regular file of the folder: TooLarge over `limit` (never read past it), RunFolderError
+        for a link or a missing file."""
         try:
             fd = self._open(rel, os.O_RDONLY | os.O_NONBLOCK)
         except FileNotFoundError:
             raise RunFolderError(f"{self.path(rel)} does not exist")
         with os.fdopen(fd, "rb") as f:
-            blob = f.read(limit + 1)
-        if len(blob) > limit:
-            raise RunFolderError(f"{self.path(rel)} is over {limit >> 20} MiB: not a file aoti-bisect wrote")
-        return blob
+            return _read_capped(f, limit, self.path(rel))
 
     def is_file(self, rel: str) -> bool:
         """A regular file of the folder's own, reached through real folders (a link anywhere on the way: False)."""

@@ -549,3 +549,25 @@ def test_what_the_console_shows_of_a_repros_output_is_redacted(tmp_path):
     assert proc.returncode in (0, 1, 125), proc.stderr[-2000:]
     assert "export failed" in proc.stderr  # the message is shown (at -v), its token not
     assert token not in proc.stderr + proc.stdout and made_up("", 40) not in proc.stderr + proc.stdout
+
+
+# --- 6. A bundle reads each member with a cap -----------------------------------------------------------------------
+
+def test_a_bundle_leaves_out_a_sparse_gigabyte_without_reading_it_and_says_why(tmp_path):
+    run = run_folder(tmp_path / "run")
+    (run / "runs" / "baseline-000").mkdir(parents=True)
+    (run / "runs" / "baseline-000" / "output.log").write_text("RuntimeError: non-finite output\n")
+    (run / "minify").mkdir()
+    for name in ("runs/baseline-000/hook.json", "minify/inputs.pt"):
+        with open(run / name, "wb") as f:  # a GiB that costs the repro nothing: a hole
+            f.truncate(1 << 30)
+    (run / "minify" / "minify.json").write_text(json.dumps({"status": "verified", "message": "m"}))
+    start = time.monotonic()
+    proc = cli("report", str(run), "--bundle", str(tmp_path / "b.tar.gz"))
+    assert proc.returncode == 0 and "left out" in proc.stderr, proc.stderr
+    assert time.monotonic() - start < 30  # read whole and redacted, one GiB took minutes
+    with tarfile.open(tmp_path / "b.tar.gz") as tar:
+        names = tar.getnames()
+        left_out = tar.extractfile("run/LEFT_OUT.txt").read().decode()
+    assert "run/runs/baseline-000/hook.json" not in names and "run/minify/inputs.pt" not in names
+    assert "runs/baseline-000/hook.json: over 64 MiB" in left_out and "minify/inputs.pt: over 64 MiB" in left_out

@@ -22,8 +22,8 @@ from typing import Callable, Optional
 from ..child.contract import CRASH_FILE
 from ..exits import EXIT_INCONCLUSIVE, EXIT_USAGE, UsageFailure
 from ..run.witness import DUMP_READING
-from ..files import (DISK_FAULTS, RunFolder, RunFolderError, atomic_write, read_own_text, read_text, valid_utf8,
-                     write_file)
+from ..files import (DISK_FAULTS, MAX_LOG_READ, RunFolder, RunFolderError, TooLarge, atomic_write, read_run_file,
+                     read_text, valid_utf8, write_file)
 from .markdown import render_markdown
 from .model import MINIFY_RECORD, minified_record, redact_data
 from .record import ReportRecord
@@ -40,6 +40,9 @@ REPRO_DIR = "repro"  # the session's copy of the repro script: the one file a ma
 _MINIFIED = ("minify/repro.py", "minify/inputs.pt", MINIFY_RECORD)
 _BINARY = (".pt", ".so")
 MAX_BINARY = 64 << 20  # a ticket's attachment, not a checkpoint: GitHub takes 25 MB
+# Each text member at most (a log is capped at this on disk): a file the repro grew past it (a sparse GiB of
+# hook.json) is asked its size and left out, never read whole.
+MAX_MEMBER = MAX_LOG_READ
 
 
 def keep_repro_script(run_dir: str, argv: list[str]) -> None:
@@ -81,8 +84,8 @@ def record_secret_spans(run_dir: str, data: dict, redactor: Redactor) -> None:
     record = {}
     for name, path in bundle_files(run_dir, ReportRecord.from_json(data)):
         try:
-            text = read_own_text(path)
-        except OSError:  # a link, or gone since: bundle_files checked it a moment ago; never packed
+            text = read_run_file(path, MAX_MEMBER)
+        except OSError:  # a link, too large, or gone since bundle_files looked: never packed
             continue
         record[name] = {"sha256": _digest(text), "spans": redactor.value_spans(text)}
     atomic_write(os.path.join(run_dir, RECORD), json.dumps({"version": 1, "files": record}))
@@ -134,7 +137,7 @@ def write_bundle(run_dir: str, dest: str, data: dict, redactor: Redactor) -> lis
 def _write(run_dir: str, dest: str, data: dict, redactor: Redactor) -> list[str]:
     root = os.path.basename(os.path.abspath(run_dir)) or "aoti-bisect-run"
     record = _load_record(run_dir)
-    left_out = []
+    left_out: dict[str, str] = {}  # name in the bundle -> why it is not in it
     # O_NOFOLLOW: the default destination lies in the run directory, where a link may wait.
     fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666)
     with os.fdopen(fd, "wb") as blob, tarfile.open(fileobj=blob, mode="w:gz") as tar:
@@ -151,41 +154,45 @@ def _write(run_dir: str, dest: str, data: dict, redactor: Redactor) -> list[str]
         add("report.md", render_markdown(report, minified_record(run_dir, redactor)))
         for name, path in bundle_files(run_dir, report):
             try:
-                text = read_own_text(path)
+                text = read_run_file(path, MAX_MEMBER)
+            except TooLarge:
+                left_out[name] = f"over {MAX_MEMBER >> 20} MiB"
+                continue
             except OSError:  # replaced by a link since bundle_files looked
-                left_out.append(name)
+                left_out[name] = "a link or gone"
                 continue
             spans = _recorded_spans(record.get(name), text)
             if spans is None:
-                left_out.append(name)
+                left_out[name] = "no record of its secrets: the run recorded none, or it changed since"
                 continue
             add(name, _redact_file(name, mask_spans(text, spans), redactor))
-        left_out += _add_minified(run_dir, add, redactor)
+        left_out.update(_add_minified(run_dir, add, redactor))
         if left_out:
-            add("LEFT_OUT.txt", "Left out: files whose secrets cannot be known (the run recorded no redactions for "
-                                "them, they changed after it, or a binary file the redactor found something in, or "
-                                f"over {MAX_BINARY >> 20} MiB):\n"
-                                + "".join(f"{redactor(name)}\n" for name in left_out))
-    return left_out
+            add("LEFT_OUT.txt", "Left out: files whose secrets cannot be known, each with why:\n"
+                                + "".join(f"{redactor(name)}: {why}\n" for name, why in left_out.items()))
+    return list(left_out)
 
 
-def _add_minified(run_dir: str, add: Callable[[str, str | bytes], None], redactor: Redactor) -> list[str]:
-    """Packs the minified repro and what it needs; returns the names left out. A binary file cannot be masked
-    without breaking it: it goes in whole where the redactor finds nothing in its bytes, else not at all."""
-    left_out = []
+def _add_minified(run_dir: str, add: Callable[[str, str | bytes], None], redactor: Redactor) -> dict[str, str]:
+    """Packs the minified repro and what it needs; returns the names left out, each with why. A binary file cannot
+    be masked without breaking it: it goes in whole where the redactor finds nothing in its bytes, else not at all."""
+    left_out = {}
     folder = RunFolder(run_dir)
     for name, _ in minified_files(run_dir):
         try:
             blob = folder.read_bytes(name, MAX_BINARY)
-        except OSError:  # replaced by a link since minified_files looked, or over the cap (RunFolderError)
-            left_out.append(name)
+        except TooLarge:
+            left_out[name] = f"over {MAX_BINARY >> 20} MiB"
+            continue
+        except (RunFolderError, OSError):  # replaced by a link since minified_files looked
+            left_out[name] = "a link or gone"
             continue
         if not name.endswith(_BINARY):
             add(name, _redact_file(name, blob.decode("utf-8", "replace"), redactor))
         elif redactor(blob.decode("latin-1")) == blob.decode("latin-1"):
             add(name, blob)
         else:
-            left_out.append(name)
+            left_out[name] = "a binary file the redactor found something in"
     return left_out
 
 
@@ -196,7 +203,7 @@ def _culprit_sources(run_dir: str, report: ReportRecord) -> list[str]:
         if stage.name in ("trace", "inspect") and stage.logs:
             spec = os.path.join(os.path.dirname(stage.logs[0]), "spec.json")
             try:
-                cache = (json.loads(read_own_text(spec)).get("env_overlay") or {}).get("TORCHINDUCTOR_CACHE_DIR")
+                cache = (json.loads(read_run_file(spec, 1 << 20)).get("env_overlay") or {}).get("TORCHINDUCTOR_CACHE_DIR")
             except (OSError, ValueError, RecursionError, AttributeError):  # a link, or not the spec we wrote
                 continue
             if isinstance(cache, str):
