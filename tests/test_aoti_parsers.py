@@ -167,3 +167,14 @@ def test_read_pieces_of_a_byte_range(tmp_path):
     path.write_bytes("aé\r\nb\nc\rd\n".encode())
     assert "".join(level2_file.read_pieces(str(path), 1)) == "aé\nb\nc\nd\n"
     assert "".join(level2_file.read_pieces(str(path), 2, start=5, end=7)) == "b\n"
+
+
+def test_a_user_triton_kernel_writes_what_its_body_stores_to_whatever_its_parameters_are_called():
+    # A user kernel's parameters are the user's names: its body says which it writes. Read as a read, a user
+    # kernel's store into a buffer an Inductor kernel filled made the fill look like the producer of the result.
+    from aoti_bisect.aoti import wrapper
+    with open("tests/logs/cuda/wrapper_ima_user_triton.cpp") as f:
+        text = f.read()
+    for renamed in (text, text.replace("out_ptr", "dst").replace("table_ptr", "src")):
+        launch = wrapper.parse_wrapper(renamed, "w.cpp").by_name("gather_rows_0")[0]
+        assert launch.writes == ("buf0",) and "buf0" not in launch.reads and "arg0_1" in launch.reads

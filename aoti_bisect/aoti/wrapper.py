@@ -172,6 +172,24 @@ def _triton_params(text: str) -> dict[str, list[str]]:
     return {m["name"]: [p.strip() for p in m["params"].split(",")] for m in _TRITON_DEF.finditer(text)}
 
 
+def _triton_roles(text: str) -> dict[str, list[str]]:
+    """Each embedded Triton kernel's parameters by role. Inductor's names say it (in_ptr0, out_ptr0, in_out_ptr0); a
+    user kernel's names are the user's (`dst`, `out`), so its body says it: a pointer it `tl.store`s to is written,
+    one it `tl.load`s from is read. A user kernel launched as `k_0` is `k` here."""
+    roles = {}
+    for m in _TRITON_DEF.finditer(text):
+        end = text.find("'''", m.end())
+        body = text[m.end(): end if end > 0 else len(text)]
+        named = []
+        for p in (p.strip().split(":")[0].strip() for p in m["params"].split(",")):
+            stored = re.search(rf"tl\.(?:store|atomic_\w+)\(\s*{re.escape(p)}\b", body) if p else None
+            loaded = re.search(rf"tl\.(?:load|atomic_\w+)\(\s*{re.escape(p)}\b", body) if p else None
+            named.append(p if p.startswith(("in_ptr", "out_ptr", "in_out_ptr")) else
+                         "in_out_ptr" if stored and loaded else "out_ptr" if stored else "in_ptr" if loaded else p)
+        roles[m["name"]] = named
+    return roles
+
+
 def _cpp_params(text: str) -> dict[str, list[str]]:
     return {m["name"]: [p.split()[-1].lstrip("*&") for p in m["params"].split(",") if p.strip()]
             for m in _CPP_DECL.finditer(text)}
@@ -214,6 +232,7 @@ def parse_wrapper(text: str, path: str = "", extern_nodes: Optional[list[str]] =
     """extern_nodes: custom-op targets by proxy-executor index (the wrapper's .json), to name those calls."""
     body, offset = _run_impl(text)
     triton = _triton_params(text)
+    roles = _triton_roles(text)
     inputs = [m["name"] for m in sorted(_INPUT_NAME.finditer(text), key=lambda m: int(m["i"]))]
     constants = [m["name"] for m in _CONST_REF.finditer(body)]
     aliases: dict[str, str] = {}
@@ -247,7 +266,8 @@ def parse_wrapper(text: str, path: str = "", extern_nodes: Optional[list[str]] =
             args.extend(arrays.get(token) or _TOKEN.findall(token) + [w for w in _WORD.findall(token) if w in constants])
         made = _OUT_HANDLE.findall(raw_args)
         args += made
-        reads, writes = _roles(name, raw_args, args, graph, written, triton.get(name))
+        reads, writes = _roles(name, raw_args, args, graph, written,
+                               roles.get(name) or (None if generated(name) else roles.get(re.sub(r"_\d+$", "", name))))
         reads = [r for r in reads if r not in made]
         writes += [m for m in made if m not in writes]
         written.update(writes)

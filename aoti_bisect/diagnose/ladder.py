@@ -162,7 +162,9 @@ class Ladder:
     def _learn_names(self, stage: Stage) -> None:
         names = Names.of([self._hook(r) for s in self.stages if s.hook for r in s.results])
         graph = next((g for s in self.stages if (g := self.graph(s)) is not None), None)
-        self.namer = Namer(names.inputs, names.constants, tuple(graph.inputs) if graph else (), names.exported)
+        # In place: a walk under way holds this namer, and the runs it waits for are what teach the names.
+        self.namer.inputs, self.namer.constants = names.inputs, names.constants
+        self.namer.placeholders, self.namer.exported = tuple(graph.inputs) if graph else (), names.exported
 
     # -- the climb -------------------------------------------------------------------------------
     def run(self) -> Findings:
@@ -251,7 +253,7 @@ class Ladder:
         if found is None or not found.pinned:
             return
         if found.kind is CulpritKind.KERNEL:
-            self._index_given(found)
+            self._index_given(found, found.kernel)
         if found.kind is CulpritKind.KERNEL and self.opt.asked(StageName.INSPECT):
             self.clues.crash, self.clues.suspect, self.clues.checker = found, found.kernel, found.evidence
         else:
@@ -450,15 +452,15 @@ class Ladder:
             return dict(flags.DETERMINISM) if self.is_cuda(default=False) else {}
         return dict(flags.DETERMINISM) if det.rate.failures else {}
 
-    def _index_given(self, c: Culprit) -> None:
+    def _index_given(self, c: Culprit, faulted: str) -> None:
         """A crash on a failed index check names the model input the index is, where the kernel's source shows it
         takes the input's value as it stands: no need to wait for another crash under the printer to say so."""
         bound = next((b for s in self.stages for r in s.failures
                       if r.signature and (b := checks.index_bound(r.signature.message)) is not None), None)
         graph = self.any_graph()
-        found = self.evidence.kernel_source(c.kernel, [s.results[0] for s in self.stages if s.results],
+        found = self.evidence.kernel_source(faulted, [s.results[0] for s in self.stages if s.results],
                                             max_lines=1 << 20) if bound and graph else None
-        given = bounds.index_given(bound, c.kernel, graph, checks.index_terms(found[1], bound), self.namer) \
+        given = bounds.index_given(bound, faulted, graph, checks.index_terms(found[1], bound), self.namer) \
             if found else None
         if given is None:
             return
@@ -484,7 +486,9 @@ class Ladder:
                 out.next_steps = next_steps(self.argv, out.signature, None, self.is_cuda())
             return
         if c.kind is CulpritKind.KERNEL and c.from_crash:
-            self._index_given(c)
+            self._index_given(c, c.kernel)
+        elif self.clues.given is not None and self.clues.crash is not None:
+            self._index_given(c, self.clues.crash.kernel)  # the walk moved on from the kernel: names, said again
         if c.kernel:
             out.source = self.evidence.kernel_source(c.kernel, [s.results[0] for s in self.stages if s.results])
             graph = self.graph(self.clues.trace)

@@ -24,6 +24,11 @@ from .witness import assert_site
 MAX_KERNEL_SOURCE = 1 << 20  # a generated Triton kernel's file is a few KiB
 
 
+# A compile for a later stage runs beside the runs the verdict waits on: on a host shared by several bisections it
+# takes the cores they leave (measured on an H100 host: docs/benchmarks.md, "Time to verdict on one H100").
+AHEAD_NICENESS = 10
+
+
 class Harness:
     def __init__(self, run_dir: str, base_env: Optional[dict[str, str]] = None, jobs: int = 1,
                  limits: process.OutputLimits = process.OutputLimits(),
@@ -48,7 +53,7 @@ class Harness:
                 problem = f"cannot set up {run_path}: {exc}"
             exit = (ProcessExit(None, None, False, 0.0, 0, launch_error=problem) if problem else
                     process.execute(list(spec.argv), env, os.path.join(run_path, "cwd"), log_path, spec.timeout,
-                                    self.limits, cancel or self.cancel))
+                                    self.limits, cancel or self.cancel, AHEAD_NICENESS if spec.compile_only else 0))
             if exit.launch_error != "cancelled" and self.scheduler.jobs > 1:
                 self.layout.snapshot_if_first(spec, slot)
         text = "" if exit.launch_error else read_log(log_path)

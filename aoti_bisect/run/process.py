@@ -9,6 +9,7 @@ process (watchdog.py) kills every marked process once we die, even of SIGKILL.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import itertools
 import os
@@ -337,12 +338,16 @@ def _tell_watchdog(line: str) -> None:
         pass
 
 
-def _start(argv: list[str], env: dict[str, str], cwd: str, fd: int) -> subprocess.Popen:
+def _start(argv: list[str], env: dict[str, str], cwd: str, fd: int, niceness: int = 0) -> subprocess.Popen:
     with _lock:
         _contain()
     child = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
                              start_new_session=True, close_fds=True)
     _tell_watchdog(f"+{child.pid}\n")
+    if niceness:
+        # Set before the interpreter has imported torch, so the compilers it starts inherit it.
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, child.pid, niceness)
     return child
 
 
@@ -354,8 +359,10 @@ def execute(
     timeout: float,
     limits: OutputLimits = OutputLimits(),
     cancel: Optional[Cancel] = None,
+    niceness: int = 0,
 ) -> ProcessExit:
-    """Run argv to completion (or timeout/cancel) with stdout+stderr in log_path; nothing of it outlives this."""
+    """Run argv to completion (or timeout/cancel) with stdout+stderr in log_path; nothing of it outlives this.
+    `niceness`: a lower CPU priority for work nobody waits on yet (a compile ahead)."""
     # A new file, never an old one truncated: a link planted at log_path (symbolic, or hard: O_NOFOLLOW does
     # not see that one) would have the child's output written over its target, a file of the user's.
     unlink_stale(log_path)
@@ -365,7 +372,7 @@ def execute(
     try:
         try:
             create_checker_log(argv, cwd)
-            child = _start(argv, {**env, RUN_MARK: token}, cwd, fd)
+            child = _start(argv, {**env, RUN_MARK: token}, cwd, fd, niceness)
         except OSError as exc:
             return ProcessExit(None, None, False, 0.0, 0, launch_error=f"{argv[0]}: {exc.strerror or exc}")
         log = _CappedLog(fd, limits)
