@@ -58,10 +58,12 @@ _MD_PUNCT = re.compile(r"[\\`*~|$]|(?<=\])\(|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])"
 # reads and matches none of GitHub's filters (Renovate does the same for mentions). ASCII classes: GitHub's filters
 # are Ruby regexes, whose \w is ASCII (`é@user` is a mention there).
 _LIVE = re.compile(r"@|#(?=\d)|(?i:GH-)(?=\d)|://|(?i:www)(?=\.)")
-# A word that opens a block where it starts a line: a heading, a list item, a quote, a thematic break or setext
-# underline. Layouts wrap md_cell's text at any space, so every word is made safe at a line's start; `[` only as
-# the first (a reference definition, `[x]: url`, cannot interrupt a paragraph).
-_BLOCK_WORD = re.compile(r"#{1,6}|[-+]|-+|=+|\d{1,9}[.)]|>.*")
+# A word that opens a block where it starts a line: a heading, a list item, a quote. Layouts wrap md_cell's text at
+# any space, so every such word is made safe at a line's start; a run of `-` or `=` only where it could stand alone
+# on a line, as the last word (a thematic break or setext underline); `[` only as the first (a reference
+# definition, `[x]: url`, cannot interrupt a paragraph).
+_BLOCK_WORD = re.compile(r"#{1,6}|[-+]|\d{1,9}[.)]|>.*")
+_LAST_WORD = re.compile(r"-+|=+")
 
 
 def md_cell(text: object) -> str:
@@ -73,12 +75,12 @@ def md_cell(text: object) -> str:
     pass redacted text: the report's data goes through the redactor before any renderer sees it (report/model.py,
     redact_data)."""
     words = printable(" ".join(str(text if text is not None else "").split())).split(" ")
-    return " ".join(_md_word(w, first=i == 0) for i, w in enumerate(words))
+    return " ".join(_md_word(w, first=i == 0, last=i == len(words) - 1) for i, w in enumerate(words))
 
 
-def _md_word(word: str, first: bool) -> str:
+def _md_word(word: str, first: bool, last: bool) -> str:
     s = _MD_PUNCT.sub(lambda m: "\\" + m.group(), word.replace("&", "&amp;").replace("<", "&lt;"))
-    if _BLOCK_WORD.fullmatch(s) or (first and s.startswith("[")):
+    if _BLOCK_WORD.fullmatch(s) or (first and s.startswith("[")) or (last and _LAST_WORD.fullmatch(s)):
         s = s[:-1] + "\\" + s[-1] if s[0].isdigit() else "\\" + s
     return _not_live(s)
 
