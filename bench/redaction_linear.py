@@ -15,6 +15,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from _common import machine  # noqa: E402
 from aoti_bisect.report import secret_rules  # noqa: E402
 from aoti_bisect.report.redact import Redactor  # noqa: E402
 
@@ -45,6 +46,7 @@ def main() -> int:
             redactor(text)
             rows.append((time.perf_counter() - start, seed))
     rows.sort(reverse=True)
+    print(machine())
     print(f"redactor on {size >> 10} KB of hostile text, {len(rows)} texts: slowest {rows[0][0]:.2f} s "
           f"({rows[0][1]!r}), total {sum(t for t, _ in rows):.1f} s")
     for took, seed in rows[:10]:
