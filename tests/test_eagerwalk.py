@@ -240,3 +240,19 @@ def test_a_kernel_whose_output_a_later_launch_writes_again_is_not_held_to_the_no
     culprit = walk_eager(graph, read_eager_walk(DATA), nodes_of(graph))
     assert culprit.kernel != "cpp_fused__softmax_add_mul_sum_1"
     assert "scatter_rows_0 writes it again before any launch reads it" in " ".join(render_all(culprit.evidence))
+
+
+def test_on_a_gpu_a_kernel_followed_by_a_launch_no_printer_wraps_is_a_lead_not_a_culprit():
+    # scatter_rows_oob_write on an H100: a user kernel's stray row store changed a correct gelu's output, which the
+    # walk then held against eager. A launch no printer wraps after the kernel could have written what it made.
+    import dataclasses
+    graph = real_graph()
+    user = wrapper.Launch(3, "scatter_rows_0", graph.launches[-1].line + 1, ("buf9",), (), ("buf9",))
+    on_gpu = dataclasses.replace(graph, launches=[*graph.launches, user], cuda=True)
+    culprit = walk_eager(on_gpu, read_eager_walk(DATA), nodes_of(on_gpu))
+    assert culprit.kind == "unknown"
+    said = render(culprit.evidence[0])
+    assert said.startswith("cpp_fused__softmax_add_mul_sum_1's output") and "scatter_rows_0 ran after it" in said
+    # On the CPU the launches are synchronous and the control is the same graph: the kernel is convicted.
+    on_cpu = dataclasses.replace(on_gpu, cuda=False)
+    assert walk_eager(on_cpu, read_eager_walk(DATA), nodes_of(on_cpu)).kernel == "cpp_fused__softmax_add_mul_sum_1"

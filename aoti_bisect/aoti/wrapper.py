@@ -95,6 +95,11 @@ class WrapperGraph:
     def by_name(self, name: str) -> list[Launch]:
         return [launch for launch in self.launches if launch.name.lower() == name.lower()]
 
+    def unwrapped(self, after: int = -1) -> tuple[Launch, ...]:
+        """The launches (after index `after`) no printer wraps: user Triton kernels and custom ops. Their stores are
+        seen by no printer, and one that strays lands in whatever buffer lies there."""
+        return tuple(l for l in self.launches[after + 1:] if not generated(l.name) and not l.name.startswith("aoti_torch_"))
+
     def producer(self, var: str, before: int) -> Optional[Launch]:
         """The last launch before index `before` that wrote var's storage (None: a model input or constant)."""
         s = self.storage(var)

@@ -194,6 +194,9 @@ def walk_eager(graph: WrapperGraph, walk: EagerWalk, nodes_of: Callable[[Launch]
         gaps += [_gap(launch, v, j, namer) for v, j in made.items()
                  if j.pair is not None or (j.why is not None and j.why is not SCRATCH)]
         bad = [v for v in writes if made[v].state == "differs"]
+        later = graph.unwrapped(launch.index) if graph.cuda else ()
+        if bad and later:
+            return _ended(_lead(launch, bad, made, later, head, namer), gaps)
         if bad:
             return _ended(_bad_kernel(launch, bad, made, seen, head, namer), gaps)
     return _ended(Culprit(CulpritKind.UNKNOWN, evidence=[*head, *_shaky(walk), note(
@@ -294,6 +297,19 @@ def _bad_kernel(launch: Launch, bad: list[str], made: dict[str, Judged], seen: d
         c.evidence.append(fact(FactKind.UNVERIFIED, "unverified: {kernel} also read {unseen:, }", kernel=k,
                                unseen=unseen))
     return c
+
+
+def _lead(launch: Launch, bad: list[str], made: dict[str, Judged], later: tuple[Launch, ...], head: list[Fact],
+          namer: Namer) -> Culprit:
+    """A kernel's output differs, but launches no printer wraps ran after it on the GPU: a stray store of theirs
+    into that buffer looks exactly like a wrong kernel (seen on an H100: a user kernel's row store 1 MiB past its
+    own tensor changed a correct gelu's output). Where the gap appears, said; nothing convicted."""
+    k = kernel(launch.name)
+    return Culprit(CulpritKind.UNKNOWN, evidence=[fact(
+        FactKind.UNVERIFIED, "{kernel}'s output {output}, but {later:, } ran after it, which no printer wraps (a user "
+        "Triton kernel or custom op): a stray store of theirs into that buffer would look exactly like this, so it "
+        "is where the gap appears, not a conviction", kernel=k, output=made[bad[0]].describe(namer.var(bad[0])),
+        later=tuple(kernel(l.name) for l in later)), *head])
 
 
 def _bad_read(graph: WrapperGraph, launch: Launch, var: str, j: Judged, head: list[Fact], namer: Namer) -> Culprit:

@@ -2,10 +2,7 @@
 an invalid access whether or not it crashed (diagnose/memcheck.py decides what its report convicts)."""
 from __future__ import annotations
 
-from typing import Optional
-
 from ...aoti import flags
-from ...aoti.wrapper import WrapperGraph, generated
 from ...run.checkers import Missing
 from ...run.types import RunResult
 from ..findings import CulpritKind, Entry, EvidenceKind, Findings, Stage, StageName
@@ -30,7 +27,8 @@ def run(ctx: StageContext, out: Findings, unmasking: bool = False) -> None:
     turned = ctx.ledger.memory_fault() if kind not in MEMORY_FAULTS else None
     # On CUDA a user Triton kernel or custom op is where values cannot look (the printer wraps neither) and where a
     # stray store turns up as a wrong value, not a fault: compute-sanitizer costs about a plain run and sees it.
-    unseen = unwrapped(ctx.any_graph()) if cuda and not (out.culprit and out.culprit.pinned) else ()
+    graph = ctx.any_graph()
+    unseen = graph.unwrapped() if graph is not None and cuda and not (out.culprit and out.culprit.pinned) else ()
     if not (unmasking or ctx.opt.sanitize or kind in MEMORY_FAULTS or turned or unseen):
         ctx.skip(StageName.MEMCHECK, f"a {kind} is not a memory fault; --sanitize runs the checker anyway")
         return
@@ -78,12 +76,6 @@ def run(ctx: StageContext, out: Findings, unmasking: bool = False) -> None:
                 if lead is not None:
                     out.culprit.evidence.extend(lead.evidence)
             return
-
-
-def unwrapped(graph: Optional[WrapperGraph]) -> tuple[str, ...]:
-    """The launches no printer wraps and a checker sees into: user Triton kernels and custom ops."""
-    return tuple(l.name for l in graph.launches if not generated(l.name) and not l.name.startswith("aoti_torch_")) \
-        if graph is not None else ()
 
 
 def goes_first(ctx: StageContext, out: Findings) -> bool:
