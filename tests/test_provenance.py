@@ -149,7 +149,7 @@ def test_the_verdict_and_each_step_of_the_walk_name_the_line():
                                      "code": "y = torch.sqrt(x - 0.5)  # BUG: NaN wherever x < 0.5"}]
     assert f"(from {SCENARIO}:14)" in report.headline()
     md = render_markdown(report.data)
-    assert f"- **Source**: line 14 of {SCENARIO}: \\`y = torch.sqrt(x - 0.5) # BUG: NaN wherever x &lt;" in md
+    assert f"- **Source**: line 14 of {SCENARIO}: `y = torch.sqrt(x - 0.5) # BUG: NaN wherever x < 0.5`" in md
 
 
 def test_without_provenance_the_culprit_says_it_has_no_line():

@@ -245,7 +245,8 @@ def test_with_no_torch_the_baseline_stops_at_once_and_says_it_could_not_run(tmp_
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     assert report["reproduction"]["runs"] == 0 and report["reproduction"]["could_not_run"]
     assert len(os.listdir(tmp_path / "r" / "runs")) <= 2
-    assert b"could not run" in proc.stderr and b"0/20" not in proc.stderr
+    said = proc.stdout + proc.stderr  # the answer on stdout, the progress on stderr
+    assert b"could not run" in said and b"0/20" not in said
 
 
 # --- Wrong verdicts: a checker's report comes from its own channel ---------------------------------------------
