@@ -292,6 +292,10 @@ def test_a_failing_output_check_walks_back_from_the_graph_outputs():
     assert "walk starts at the graph's outputs" in render(stage(out, "trace").finding)
     assert out.culprit.kind == "kernel" and out.culprit.kernel == "cpp_fused_add_log_mul_relu_sub_0"
     assert len(seen.filters) == 1  # the whole three-kernel chain in one filtered compile
+    # The walk's conviction is on the ledger with the run whose printed values it read.
+    (entry,) = out.culprit.convicted_by
+    assert (entry.kind, entry.stage, entry.names) == ("walk", "inspect", "cpp_fused_add_log_mul_relu_sub_0")
+    assert entry.run.startswith("inspect-") and entry in out.ledger
 
 
 EAGER_DATA = "tests/data/eagerwalk/"
@@ -315,6 +319,7 @@ def test_a_wrong_but_finite_output_is_walked_against_eager_to_the_kernel_that_fi
     assert eager.env == flags.EAGER and eager.recompiled and len(world.ran("eager")) == 1
     assert out.culprit.kind == "kernel" and out.culprit.kernel == "cpp_fused__softmax_add_mul_sum_1"
     assert render(out.culprit.summary) == render(eager.finding) and "from inputs that agree with eager" in render(eager.finding)
+    assert [(e.kind, e.stage, e.run) for e in out.culprit.convicted_by] == [("walk", "eager", eager.results[0].spec.name)]
 
 
 def test_a_wrong_value_is_walked_against_eager_before_the_inspect_stage_which_then_has_nothing_to_add():

@@ -45,6 +45,7 @@ class EvidenceKind(enum.StrEnum):
     CONTRADICTION = "contradiction"  # accounts that cannot all be true: none of them convicts
     KIND_CHANGE = "kind_change"  # a flag set turned the failure into another kind
     CHECKER = "checker"  # a memory checker's report
+    WALK = "walk"  # values a run printed or saved: the walk back from a bad value, or the comparison with eager
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,12 @@ class Ledger:
                 for entry in run_entries(str(s.name), r, graph, base):
                     self.add(entry)
 
+    def walked(self, stage: str, run: str, culprit: Culprit) -> None:
+        """A walk convicted from the values run `run` printed or saved: on the ledger, and among what convicted."""
+        entry = Entry(EvidenceKind.WALK, stage, run, culprit.kernel or culprit.input_name, culprit.headline)
+        self.add(entry)
+        culprit.convicted_by = (*culprit.convicted_by, entry)
+
     def named(self, what: Optional[str]) -> list[Entry]:
         """The entries that name `what` (a kernel or op), in the order they came."""
         if not what:

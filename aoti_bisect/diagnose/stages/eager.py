@@ -35,7 +35,8 @@ def run(ctx: StageContext, out: Findings) -> None:
         ctx.skip(StageName.EAGER, why)
         return
     stage = ctx.until_seen(Stage(StageName.EAGER, dict(flags.EAGER)))
-    walks = [ctx.evidence.eager_walk(r) for r in stage.failures or stage.results]
+    runs = stage.failures or stage.results
+    walks = [ctx.evidence.eager_walk(r) for r in runs]
     seen = next((w for w in walks if w.status == "differs"), walks[0])
     ctx.clues.eager_walked = seen.status in WALKED
     compiled = ctx.graph(stage) or graph
@@ -43,6 +44,8 @@ def run(ctx: StageContext, out: Findings) -> None:
     culprit = walk_eager(compiled, seen, lambda l: sources.origin(l.name, l.handle, l.source_nodes).nodes,
                          ctx.namer)
     stage.finding = culprit.headline
+    if culprit.pinned and culprit.headline is not None:
+        ctx.ledger.walked(StageName.EAGER, runs[walks.index(seen)].spec.name, culprit)
     if not culprit.pinned and out.culprit is not None:
         out.culprit.evidence.extend(culprit.evidence)
         return

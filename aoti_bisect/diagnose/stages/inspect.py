@@ -61,6 +61,9 @@ def run(ctx: StageContext, out: Findings) -> None:
 
     culprit = walk(graph, observe, suspect, crashed, bound, ctx.opt.inspect_cap, ctx.namer, source)
     culprit.evidence[:0] = ctx.clues.checker
+    read = probes[-1].failures or probes[-1].results if probes else []
+    if culprit.pinned and read and culprit.headline is not None:
+        ctx.ledger.walked(StageName.INSPECT, read[0].spec.name, culprit)
     if not culprit.pinned and crash is not None:
         # The walk could not convict anything further back: the crash's own word stands.
         culprit = crash
