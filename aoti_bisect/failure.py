@@ -30,3 +30,7 @@ class Phase(enum.StrEnum):
     RUN = "run"
     UNKNOWN = "unknown"
 
+
+# A failure in these phases happened before any kernel of the model ran (the load doctor's, not the runtime ladder's).
+BEFORE_RUN = frozenset({Phase.EXPORT, Phase.COMPILE, Phase.LOAD})
+

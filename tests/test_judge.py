@@ -42,7 +42,7 @@ def _run(stage: str, crash=None, kind="device_assert", also=None, failed=True) -
 def _judge(stages, graph):
     ledger = Ledger()
     ledger.add_runs(stages, graph)
-    return ledger, crash_verdict(ledger, stages, graph)
+    return ledger, crash_verdict(ledger, graph)
 
 
 def _cpu_abort_site(tmp_path) -> CrashSite:
@@ -93,7 +93,7 @@ def test_a_crash_in_a_later_stage_convicts_and_says_which_run(tmp_path):
     assert "1/1 crashed run(s) faulted in SIGABRT in cpp_fused_embedding_relu_0" in said
     assert f"first: {sanity.results[0].spec.name}, sanity stage" in said
     assert [e.kind for e in ledger.entries] == [EvidenceKind.CRASH]
-    assert ledger.named("cpp_fused_embedding_relu_0")[0].run == sanity.results[0].spec.name
+    assert (ledger.entries[0].names, ledger.entries[0].run) == ("cpp_fused_embedding_relu_0", sanity.results[0].spec.name)
 
 
 def test_the_crash_names_the_model_input_its_index_is_read_from():

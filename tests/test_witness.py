@@ -119,7 +119,7 @@ def crash_culprit(results: list[RunResult], graph):
     stage = Stage("baseline", {}, results=list(results))
     ledger = Ledger()
     ledger.add_runs([stage], graph)
-    return crash_verdict(ledger, [stage], graph)
+    return crash_verdict(ledger, graph)
 
 
 BOOM = """

@@ -9,7 +9,7 @@ from typing import Optional
 
 from ..aoti import flags
 from ..aoti.provenance import Origin
-from ..run.types import RunResult, Signature
+from ..run.types import CrashSite, RunResult, Signature
 from ..stats import Rate
 from ..verdict import Verdict
 from .facts import Fact, FactKind
@@ -56,6 +56,7 @@ class Entry:
     run: str  # the run's folder under runs/; "" for a reading over a stage's runs
     names: Optional[str]  # the kernel, op or function it names, as the wrapper launches it where it maps
     fact: Fact
+    site: Optional[CrashSite] = None  # a crash's: where the run's accounts agree it faulted (judge.account)
 
 
     def to_json(self) -> dict:

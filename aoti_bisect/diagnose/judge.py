@@ -14,14 +14,11 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 from ..aoti.wrapper import WrapperGraph, generated, spelling
+from ..failure import BEFORE_RUN
 from ..run.types import CrashSite, RunResult
 from .facts import Fact, FactKind, fact, kernel
 from .findings import Culprit, CulpritKind, Entry, EvidenceKind, Stage
 from .memcheck import MEMORY_FAULTS, convict_function, launch_for
-
-# A crash in these phases is the load doctor's: no kernel of the model ran.
-BEFORE_RUN = frozenset({"export", "compile", "load"})
-
 
 @dataclass
 class Ledger:
@@ -51,12 +48,6 @@ class Ledger:
         self.add(entry)
         culprit.convicted_by = (*culprit.convicted_by, entry)
 
-    def named(self, what: Optional[str]) -> list[Entry]:
-        """The entries that name `what` (a kernel or op), in the order they came."""
-        if not what:
-            return []
-        return [e for e in self.entries if e.names and spelling(e.names) == spelling(what)]
-
     def crashes(self) -> list[Entry]:
         return [e for e in self.entries if e.kind is EvidenceKind.CRASH]
 
@@ -83,37 +74,35 @@ def run_entries(stage: str, r: RunResult, graph: Optional[WrapperGraph], base: O
     elif site is not None:
         found.append(Entry(EvidenceKind.CRASH, stage, r.spec.name, _launched(site.function, graph), fact(
             FactKind.CRASH, "{run} faulted in {site}, by the run's own {source}", run=r.spec.name,
-            site=site.describe(), source=site.source)))
+            site=site.describe(), source=site.source), site))
     return found
 
 
 def account(r: RunResult, graph: Optional[WrapperGraph]) -> tuple[Optional[CrashSite], Optional[Fact]]:
     """(the crash site a run's accounts agree on, None) or (None, why they cannot be believed)."""
     sites = [s for s in (r.crash, r.crash_also) if s is not None]
-    if graph is not None:
-        mapped = [s for s in sites if launch_for(bare(s.function), graph) is not None]
-        unknown = [s for s in sites if s.on_device and generated(bare(s.function)) and s not in mapped]
-        if len(mapped) > 1 and len({spelling(launch_for(bare(s.function), graph).name) for s in mapped}) > 1:
-            return None, fact(FactKind.CRASH, "{run}'s accounts disagree: its {a} names {fa}, its {b} names {fb}; "
-                              "both are launches of the wrapper, so neither convicts", run=r.spec.name,
-                              a=mapped[0].source, fa=kernel(mapped[0].function), b=mapped[1].source,
-                              fb=kernel(mapped[1].function))
-        if mapped:
-            return mapped[0], None
-        if unknown:
-            return None, fact(FactKind.CRASH, "{run}'s {source} names {function}, a generated kernel the wrapper never "
-                              "launches: not believed", run=r.spec.name, source=unknown[0].source,
-                              function=kernel(unknown[0].function))
+    if graph is None:
+        return (sites[0] if sites else None), None
+    mapped = [(s, launch) for s in sites if (launch := launch_for(bare(s.function), graph)) is not None]
+    if len({spelling(launch.name) for _, launch in mapped}) > 1:
+        (a, _), (b, _) = mapped[:2]
+        return None, fact(FactKind.CRASH, "{run}'s accounts disagree: its {a} names {fa}, its {b} names {fb}; both "
+                          "are launches of the wrapper, so neither convicts", run=r.spec.name, a=a.source,
+                          fa=kernel(a.function), b=b.source, fb=kernel(b.function))
+    if mapped:
+        return mapped[0][0], None
+    unknown = [s for s in sites if s.on_device and generated(bare(s.function))]
+    if unknown:
+        return None, fact(FactKind.CRASH, "{run}'s {source} names {function}, a generated kernel the wrapper never "
+                          "launches: not believed", run=r.spec.name, source=unknown[0].source,
+                          function=kernel(unknown[0].function))
     return (sites[0] if sites else None), None
 
 
-def crash_verdict(ledger: Ledger, stages: list[Stage], graph: Optional[WrapperGraph]) -> Optional[Culprit]:
+def crash_verdict(ledger: Ledger, graph: Optional[WrapperGraph]) -> Optional[Culprit]:
     """The culprit the crashed runs of every stage name, when any could tell where it faulted: the site most of them
     name, a device's account before a host's (an abort as a CUDA error unwinds is where it was reported)."""
-    by_run = {r.spec.name: r for s in stages for r in s.results}
-    crashed = [(e, by_run[e.run]) for e in ledger.crashes() if e.run in by_run]
-    sites = [(e, account(r, graph)[0]) for e, r in crashed]
-    sites = [(e, s) for e, s in sites if s is not None]
+    sites = [(e, e.site) for e in ledger.crashes() if e.site is not None]
     sites = [(e, s) for e, s in sites if s.on_device] or sites
     if not sites:
         return None

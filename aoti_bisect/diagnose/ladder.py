@@ -14,6 +14,7 @@ from typing import Callable, Optional
 
 from ..aoti import checks, flags, reinstrument, wrapper
 from ..aoti.hook_record import HookRecord, Names, PackageEvent
+from ..failure import BEFORE_RUN
 from ..run.checkers import Missing
 from ..run.types import RunBatch, RunResult, RunSpec
 from ..stats import Rate, runs_to_observe
@@ -24,7 +25,7 @@ from .context import Clues, Options
 from .evidence import Evidence
 from .facts import FactKind, Namer, Subject, SubjectKind, fact, joined
 from .findings import Culprit, CulpritKind, Findings, Stage, StageName, dominant
-from .judge import BEFORE_RUN, Ledger, crash_verdict
+from .judge import Ledger, crash_verdict
 from .memcheck import MEMORY_FAULTS
 from .no_aoti import without_aoti
 from .stages import AHEAD, LATER, baseline, eager, unmask
@@ -249,7 +250,7 @@ class Ladder:
         self.ledger.add_runs(self.stages, graph)
         if self.clues.crash is not None or (out.culprit is not None and out.culprit.pinned):
             return
-        found = crash_verdict(self.ledger, self.stages, graph)
+        found = crash_verdict(self.ledger, graph)
         if found is None or not found.pinned:
             return
         if found.kind is CulpritKind.KERNEL:

@@ -50,7 +50,7 @@ def run(ctx: StageContext, out: Findings, unmasking: bool = False) -> None:
         # A checker sees an invalid access whether or not it crashed, so a low crash rate does not matter.
         ctx.run_stage(stage, min(CHECKED_RUNS, ctx.opt.max_runs), lambda rs: any(report(r).errors for r in rs),
                          checker.prefix, checker.slowdown)
-        found = memcheck_culprit([report(r) for r in stage.results], ctx.any_graph(), ctx.clues.suspect)
+        found = memcheck_culprit([report(r) for r in stage.results], graph, ctx.clues.suspect)
         stage.finding = found.finding
         if found.culprit is not None and not found.culprit.pinned:
             # An error that names no kernel (a device assert stops in the runtime's __assertfail) is a lead, never a
