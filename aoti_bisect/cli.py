@@ -29,10 +29,10 @@ from typing import Optional
 
 import click
 
+from . import stopping
 from .aoti.flags import REUSE_MODES
 from .child.contract import DB_ENV
 from .diagnose.stages import REQUESTABLE as STAGE_NAMES
-from . import stopping
 from .exits import EXIT_BROKEN_PIPE, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_USAGE, UsageFailure
 from .files import claim_out, default_out, prepare_out, release_empty_claim, report_crash
 from .report.redact import console
@@ -165,9 +165,9 @@ def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, cach
         check_python_runs(python, run_dir)
     # psutil, the harness and the ladder load only for a real run
     from .config import RunConfig
-    from .session import Session
     from .progress import Progress
     from .run.probe import interpreter_of
+    from .session import Session
 
     config = RunConfig(run_dir, argv, jobs=jobs, runs=runs, max_runs=max_runs, timeout=timeout,
                        stages=("baseline", *wanted), python_script=cmd is None, redact_paths=redact_paths,
@@ -476,8 +476,8 @@ def nightly_cmd(set_path, only, runs, until_confident, precision, min_runs, jobs
     ctx = click.get_current_context()
     check_option_combinations({p for p in ctx.params if ctx.get_parameter_source(p).name != "DEFAULT"}, ctx.params)
 
-    for name, value, high in (("--runs", runs, MAX_RUNS), ("--jobs", jobs, MAX_JOBS), ("--min-runs", min_runs, MAX_RUNS),
-                              ("--shards", shards, MAX_JOBS)):
+    for name, value, high in (("--runs", runs, MAX_RUNS), ("--jobs", jobs, MAX_JOBS),
+                              ("--min-runs", min_runs, MAX_RUNS), ("--shards", shards, MAX_JOBS)):
         check_count(name, value, high)
     check_count("--gpus-per-shard", gpus_per_shard, MAX_JOBS, low=0)
     check_timeout("--timeout", timeout)

@@ -5,7 +5,8 @@ import shutil
 import sys
 import threading
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
+from typing import Optional
 
 from .report.redact import console
 

@@ -180,7 +180,8 @@ def run_setup(s: Scenario, folder: str, headers: Optional[str] = None) -> Option
         os.makedirs(headers, exist_ok=True)
         os.symlink(headers, link)
     argv = [sys.executable, os.path.join(SCENARIO_DIR, s.setup[0]), *in_setup(s.setup[1:], folder)]
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(folder, "inductor"), "TMPDIR": os.path.join(folder, "tmp")}
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(folder, "inductor"),
+           "TMPDIR": os.path.join(folder, "tmp")}
     log = os.path.join(folder, "setup.log")
     exit = process.execute(argv, env, folder, log, s.timeout)
     if exit.launch_error or exit.returncode != 0:
@@ -191,8 +192,8 @@ def run_setup(s: Scenario, folder: str, headers: Optional[str] = None) -> Option
 def check(scenarios: list[Scenario], run_dir: str, jobs: int = 1, stages: tuple[str, ...] = (),
           device: str = "auto", reuse: str = "hooked", ahead: bool = True) -> bool:
     from .config import RunConfig
-    from .session import Session
     from .progress import Progress
+    from .session import Session
 
     has_cuda = device == "cuda" or (device == "auto" and cuda_visible(run_dir))
     rows, results, ok = [], [], True

@@ -9,10 +9,10 @@ from typing import Optional
 from .aoti.hook_record import ahead_row, compile_counts, package_rows
 from .config import RunConfig
 from .diagnose.constants import convict_constants
+from .diagnose.context import Options
 from .diagnose.evidence import RunEvidence
 from .diagnose.facts import note
 from .diagnose.findings import Findings
-from .diagnose.context import Options
 from .diagnose.ladder import Ladder
 from .diagnose.source import locate_findings, source_map, walked_graph
 from .exits import EXIT_INCONCLUSIVE, UsageFailure

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..child import contract
-from .fakecheck import differing_outputs
 from ..files import loads_child_json, read_run_file
+from .fakecheck import differing_outputs
 
 MAX_BYTES = 32 << 20
 
@@ -77,7 +77,8 @@ def parse(text: str) -> EagerWalk:
                 tuple(int(s) for s in d.get("shape") or ()), str(d.get("dtype")), float(d.get("rtol") or 0.0),
                 float(d.get("atol") or 0.0), pairs, int(d.get("pairs_dropped") or 0), d.get("problem"))
         return EagerWalk(str(data["status"]), data.get("call"), int(data.get("calls") or 0), data.get("problem"),
-                         differing_outputs({"problem": data.get("outputs_problem"), "outputs": data.get("outputs") or []}),
+                         differing_outputs({"problem": data.get("outputs_problem"),
+                                            "outputs": data.get("outputs") or []}),
                          float(data.get("factor") or 1.0), saved,
                          {str(k): str(v) for k, v in (data.get("targets") or {}).items()},
                          {str(k): _number(v) for k, v in (data.get("unstable") or {}).items()},

@@ -176,7 +176,7 @@ class Names:
     exported: dict[tuple[str, int], tuple[Optional[int], Optional[int]]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, records: list[HookRecord]) -> "Names":
+    def of(cls, records: list[HookRecord]) -> Names:
         programs = {(e.inputs, e.constants) for r in records for e in r.events
                     if e.compiled and e.status == "returned" and (e.inputs or e.constants)}
         # No compile seen: a prebuilt package's names as the hook read them at load (keyword inputs, FQNs).
@@ -248,7 +248,8 @@ def describe_counts(row: dict) -> str:
         return (f"{row['stage']}: {row['runs']} run(s) without the hook, each compiling as the script does "
                 "(no reuse)")
     none = row["runs"] - row["compiled"] - row["reused"]
-    text = f"{row['stage']}: {row['compiled']} of {row['runs']} run(s) compiled, {row['reused']} reused the flag set's package"
+    text = (f"{row['stage']}: {row['compiled']} of {row['runs']} run(s) compiled, "
+            f"{row['reused']} reused the flag set's package")
     if row.get("unhooked"):
         text = (f"{row['stage']}: {row['unhooked']} run(s) without the hook, each compiling as the script does; of the "
                 f"{row['runs']} with it, {row['compiled']} compiled, {row['reused']} reused the flag set's package")

@@ -7,9 +7,10 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from itertools import repeat
-from typing import Iterator, Optional
+from typing import Optional
 
 from ..files import NotOwnFile, open_own
 from .printer import (

@@ -7,8 +7,9 @@ import functools
 import math
 import re
 import sys
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Generator, Iterable, Iterator, NamedTuple, Optional
+from typing import NamedTuple, Optional
 
 _LAUNCH = re.compile(r"^\[ (?P<when>before|after)_launch: (?P<kernel>[^\]\s]+) \]\s*$")
 # The header may follow a scalar's text on the same line: scalars are printed with a literal "\n".
@@ -93,7 +94,7 @@ class TensorStats(NamedTuple):
                 "device": self.device}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _is_float_dtype(dtype: str) -> bool:
     return any(t in dtype for t in ("float", "half", "double", "bfloat"))
 
@@ -129,9 +130,10 @@ _FIELDS = {"Number of elements": ("numel", _count), "Dtype": ("dtype", str), "Me
 _TRAILER = "\n".join(f"{name}: ([^\n]*)" for name in _FIELDS)
 _TRAILER_RE = re.compile(_TRAILER)
 # A whole regular block, from the line end before its header (a header after other text on its line is
-# irregular, and one at a piece's start is read line by line) to its trailer's end: the header's groups, then the rest of the header line and the value lines,
-# then the trailer's. The lazy value lines stop at a line that starts with a mark: a block without a trailer
-# must not send the search on to a later block's trailer (rescanning the rest of the piece from each such one).
+# irregular, and one at a piece's start is read line by line) to its trailer's end: the header's groups, then the
+# rest of the header line and the value lines, then the trailer's. The lazy value lines stop at a line that starts
+# with a mark: a block without a trailer must not send the search on to a later block's trailer (rescanning the rest
+# of the piece from each such one).
 _WHOLE = re.compile(r"\n" + BLOCK_HEADER.pattern + r"(?P<values>[^\n]*\n(?:(?!\[  )[^\n]*\n)*?)" + _TRAILER)
 _MARK = "[  "  # every header and scalar starts so; value and field lines never hold it
 

@@ -16,6 +16,7 @@ import os
 import re
 from dataclasses import dataclass
 from typing import Optional
+
 from ..files import loads_child_json, read_run_file
 
 KERNEL_INFORMATION = "kernel_information.json"

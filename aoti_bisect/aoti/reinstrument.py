@@ -17,8 +17,9 @@ import re
 import shlex
 import struct
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Optional
 
 from .wrapper import _CALL, split_args
 

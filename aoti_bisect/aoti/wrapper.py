@@ -98,7 +98,8 @@ class WrapperGraph:
     def unwrapped(self, after: int = -1) -> tuple[Launch, ...]:
         """The launches (after index `after`) no printer wraps: user Triton kernels and custom ops. Their stores are
         seen by no printer, and one that strays lands in whatever buffer lies there."""
-        return tuple(l for l in self.launches[after + 1:] if not generated(l.name) and not l.name.startswith("aoti_torch_"))
+        return tuple(l for l in self.launches[after + 1:]
+                     if not generated(l.name) and not l.name.startswith("aoti_torch_"))
 
     def producer(self, var: str, before: int) -> Optional[Launch]:
         """The last launch before index `before` that wrote var's storage (None: a model input or constant)."""
@@ -268,7 +269,8 @@ def parse_wrapper(text: str, path: str = "", extern_nodes: Optional[list[str]] =
         call_args = split_args(raw_args)
         args: list[str] = []
         for token in call_args:
-            args.extend(arrays.get(token) or _TOKEN.findall(token) + [w for w in _WORD.findall(token) if w in constants])
+            args.extend(arrays.get(token)
+                        or _TOKEN.findall(token) + [w for w in _WORD.findall(token) if w in constants])
         made = _OUT_HANDLE.findall(raw_args)
         args += made
         reads, writes = _roles(name, raw_args, args, graph, written,

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Optional
 
 from ..aoti.checks import DimRejected, IndexBound, Term
 from ..aoti.printer import TensorStats
@@ -75,8 +76,8 @@ def index_given(bound: IndexBound, kernel_name: str, graph: WrapperGraph, terms:
     storage = graph.storage(var)
     who = namer.input(graph.inputs.index(storage), storage)
     return fact(FactKind.INDEX, "{kernel} checks {input:phrase} as the model was given it against the bound {bound}, "
-                "computing nothing from it: the value past the bound came in with that input", kernel=kernel(kernel_name),
-                input=who, bound=bound.bound)
+                "computing nothing from it: the value past the bound came in with that input",
+                kernel=kernel(kernel_name), input=who, bound=bound.bound)
 
 
 def bound_dims(bound: IndexBound, kernel: str, graph: WrapperGraph) -> list[DimRef]:

@@ -20,8 +20,9 @@ A false conviction is worse than none, so a tensor is convicted only against the
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Optional
 
 from ..aoti.eagerwalk import EagerWalk, Pair, Saved
 from ..aoti.wrapper import Launch, WrapperGraph

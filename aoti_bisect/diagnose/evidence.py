@@ -12,23 +12,23 @@ import json
 import os
 import re
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Protocol
+from typing import Optional, Protocol
 
 from ..aoti import checks, level2_file, printer, reinstrument, sanitizer, wrapper
 from ..aoti.eagerwalk import EagerWalk, read_eager_walk
 from ..aoti.fakecheck import FakeCheck, read_fakecheck
 from ..aoti.hook_record import HookRecord, PackageEvent, read_hook
-from ..child.contract import REDIRECT_ENV
-from ..files import RunFolder, RunFolderError, atomic_write, read_log, read_own_text
 from ..aoti.package import PackageFacts, read_package
 from ..aoti.provenance import KernelInfo, read_kernel_information
+from ..child.contract import REDIRECT_ENV
+from ..files import RunFolder, RunFolderError, atomic_write, read_log, read_own_text
 from ..run import process, rebuild
 from ..run.registry import native_backtrace
 from ..run.toolchains import Experiment
 from ..run.types import RunResult
-
 
 # The kernels a walk's first compile prints, picked from a launch graph (diagnose/walk.py, first_probe).
 Probe = Callable[[wrapper.WrapperGraph], tuple[str, ...]]

@@ -8,8 +8,9 @@ wording changes a template, never whether a name is shown.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Mapping, Optional, Union
+from typing import Optional, Union
 
 from ..aoti.printer import TensorStats
 from ..aoti.provenance import Origin
@@ -102,7 +103,7 @@ class Fact:
                     out += item.tensors()
         return out
 
-    def told(self, kernel: str, origin: Origin) -> "Fact":
+    def told(self, kernel: str, origin: Origin) -> Fact:
         return replace(self, origins=(*self.origins, (kernel, origin)))
 
 

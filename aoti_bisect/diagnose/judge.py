@@ -10,8 +10,9 @@ kernel the wrapper never launches, are stated and convict nothing. Pure: no proc
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable, Optional
+from typing import Optional
 
 from ..aoti.wrapper import WrapperGraph, generated, spelling
 from ..failure import BEFORE_RUN
@@ -19,6 +20,7 @@ from ..run.types import CrashSite, RunResult
 from .facts import Fact, FactKind, fact, kernel
 from .findings import Culprit, CulpritKind, Entry, EvidenceKind, Stage
 from .memcheck import MEMORY_FAULTS, convict_function, launch_for
+
 
 @dataclass
 class Ledger:

@@ -56,8 +56,8 @@ def locate_findings(out: Findings, graph: Optional[WrapperGraph], sources: Sourc
     if c.kernel and c.kernel in origins:
         c.origin = origins[c.kernel]
         if c.origin.how == "none":
-            c.evidence.append(fact(FactKind.SOURCE, "no source line for {kernel}: the compile the walk read recorded no "
-                                   "provenance (a prebuilt package, or a torch without INDUCTOR_PROVENANCE)",
+            c.evidence.append(fact(FactKind.SOURCE, "no source line for {kernel}: the compile the walk read recorded "
+                                   "no provenance (a prebuilt package, or a torch without INDUCTOR_PROVENANCE)",
                                    kernel=kernel(c.kernel)))
         elif not c.origin.lines:
             c.evidence.append(fact(FactKind.SOURCE, "no source line for {kernel}: the compile recorded only its FX "

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Callable, Optional
+from collections.abc import Callable
+from typing import Optional
 
 from ..aoti.checks import IndexBound, index_operands, index_terms
 from ..aoti.printer import KernelView, Observation, TensorStats, is_bad
@@ -124,9 +125,9 @@ class _Walk:
         found = []
         for s in inputs:
             if not s.is_float and s.scalar is None and s.numel and (s.max >= max(dims) or s.min < 0):
-                found.append(self.note(fact(FactKind.INDEX, "{arg} of {kernel} holds values up to {max:.6g} (min {min:.6g}), "
-                               "past every dimension of its tensors (largest {largest}): a likely out-of-range "
-                               "index", arg=self.namer.var(s.arg), kernel=kernel(launch.name), max=s.max,
+                found.append(self.note(fact(FactKind.INDEX, "{arg} of {kernel} holds values up to "
+                               "{max:.6g} (min {min:.6g}), past every dimension of its tensors (largest {largest}): "
+                               "a likely out-of-range index", arg=self.namer.var(s.arg), kernel=kernel(launch.name), max=s.max,
                                min=s.min, largest=max(dims))))
         return found
 

@@ -20,14 +20,15 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Optional
 
 from ..child.contract import CAPTURE_DIR, CAPTURE_ENV, CAPTURE_LIBS, CAPTURE_RECORD
 from ..files import RunFolder, RunFolderError, read_log
-from ..stats import runs_to_observe
 from ..report.model import Report, rewrite_markdown
 from ..run.layout import HEADERS_ENV, headers_folder
+from ..stats import runs_to_observe
 from ..verdict import Verdict
 from .ddmin import ddmin, shrink_sizes, simplify_each
 from .graph import PACKAGE, Candidate, Check, Graph
@@ -235,7 +236,8 @@ def _fresh_folder(run: RunFolder) -> str:
     out = run.folder("minify")
     run.folder("minify/cache")  # where every child's TMPDIR and caches go: a link planted there stops minify first
     for stale in ("candidates", "repro.py", "inputs.pt", PACKAGE, RESULT, "graph.json", "values.pt", DEFINITIONS,
-                  "extract.log", "verify.log", *(os.path.basename(p) for p in glob.glob(os.path.join(glob.escape(out), "*.so")))):
+                  "extract.log", "verify.log",
+                  *(os.path.basename(p) for p in glob.glob(os.path.join(glob.escape(out), "*.so")))):
         run.remove(f"minify/{stale}")
     return out
 

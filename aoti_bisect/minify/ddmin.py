@@ -7,7 +7,8 @@ same whatever the number of jobs.
 """
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Optional, TypeVar
 
 T = TypeVar("T")
 

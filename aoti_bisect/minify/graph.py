@@ -12,8 +12,9 @@ from __future__ import annotations
 import enum
 import keyword
 import textwrap
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 # Namespaces whose ops the minified file can call with only torch imported; any other is a custom op.
 BUILTIN_NAMESPACES = ("aten", "prims", "operator")
@@ -64,7 +65,7 @@ class Graph:
     _by_name: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def from_json(cls, doc: dict) -> "Graph":
+    def from_json(cls, doc: dict) -> Graph:
         nodes = tuple(Node(n["name"], n["target"], n["args"], n.get("kwargs") or {}, n["value"], n.get("fake"))
                       for n in doc["nodes"])
         graph = cls({p["name"]: p["value"] for p in doc["placeholders"]}, nodes, doc["output"],
@@ -151,7 +152,7 @@ class Candidate:
     # (input, shape) where an input is cut to the leading part of each dimension (a zeros input: made smaller)
     sizes: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
-    def shape(self, graph: "Graph", name: str) -> list[int]:
+    def shape(self, graph: Graph, name: str) -> list[int]:
         return list(dict(self.sizes).get(name, graph.value(name)["shape"]))
 
 

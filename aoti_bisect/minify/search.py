@@ -65,7 +65,7 @@ def differing_output(log: str) -> Optional[str]:
     return found[-1] if found else None
 
 
-def same_failure(graph: Graph, kept: tuple[str, ...], expected: "Expected", signature, log: str) -> bool:
+def same_failure(graph: Graph, kept: tuple[str, ...], expected: Expected, signature, log: str) -> bool:
     """Whether one run failed as the run did: its kind and phase, and for wrong values an output that differs
     from eager and reads an op of the culprit kernel (another wrong output is another bug). Pure."""
     if signature is None or signature.kind != expected.kind or signature.phase != expected.phase:
@@ -331,7 +331,7 @@ class Trials:
             else:
                 done = [self._execute(fresh, 0, 0), *self._waves(fresh, list(range(self.jobs)), 1, n)]
             for run, (exit, text) in enumerate(done):
-                outcome, signature = classify(text, exit)
+                _, signature = classify(text, exit)
                 if run == 0:
                     write_file(os.path.join(out, "verify.log"), text)
                 if signature is not None:

@@ -6,8 +6,9 @@ import contextlib
 import dataclasses
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Optional
 
 from ..exits import EXIT_INCOMPLETE, EXIT_INTERRUPTED, UsageFailure
 from ..files import default_out, out_lock, prepare_out
@@ -231,8 +232,8 @@ def _not_judged(problems: list[str], redo: list[str], finished: list[str], batch
 def _bisect(night, names: list[str], out: str, jobs: Optional[int], say: Say) -> dict[str, str]:
     """The full ladder on each changed repro; returns report.md paths, relative to out."""
     from ..config import RunConfig
-    from ..session import Session
     from ..progress import Progress
+    from ..session import Session
 
     reports = {}
     for name in names:

@@ -7,8 +7,9 @@ import os
 import sqlite3
 import time
 import urllib.parse
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator, Optional
+from typing import Optional
 
 from ..exits import UsageFailure
 from ..run.types import Outcome

@@ -2,9 +2,10 @@
 Night.
 
 A night is written as record files: a header with the host's environment, one line per repro, one line per
-run, one line per checked run (`--sanitize`: the repro under a memory checker), and an end line. One unsharded night writes one file; `--shard i/N` writes its part, and `merge` folds
-the parts. Everything after the runs (history, change detection, summaries) reads only these files, so a
-sharded night and an unsharded one are judged by the same code.
+run, one line per checked run (`--sanitize`: the repro under a memory checker), and an end line. One unsharded
+night writes one file; `--shard i/N` writes its part, and `merge` folds the parts. Everything after the runs
+(history, change detection, summaries) reads only these files, so a sharded night and an unsharded one are judged
+by the same code.
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ class RecordError(UsageFailure):
 _TEXT = (lambda v: isinstance(v, str), "a string")
 _MAYBE_TEXT = (lambda v: v is None or isinstance(v, str), "a string or null")
 _INDEX = (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a whole number")
-_SECONDS = (lambda v: v is None or isinstance(v, (int, float)) and not isinstance(v, bool), "a number or null")
+_SECONDS = (lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)), "a number or null")
 _OBJECT = (lambda v: isinstance(v, dict), "an object")
 _FLAG = (lambda v: isinstance(v, bool), "true or false")
 _ARGV = (lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v), "a list of strings")
@@ -87,7 +88,7 @@ def iso(t: _dt.datetime) -> str:
 
 
 def now_iso() -> str:
-    return iso(_dt.datetime.now(_dt.timezone.utc))
+    return iso(_dt.datetime.now(_dt.UTC))
 
 
 def records_dir(out: str) -> str:
@@ -139,7 +140,7 @@ class RecordWriter:
     def run(self, repro: Repro, r: RunResult) -> None:
         sig = r.signature
         # A result lands as its run ends, so the start is now minus the run's duration.
-        started = _dt.datetime.now(_dt.timezone.utc) - _dt.timedelta(seconds=r.exit.duration)
+        started = _dt.datetime.now(_dt.UTC) - _dt.timedelta(seconds=r.exit.duration)
         self._write({"type": "run", "repro": repro.name, "index": r.spec.index, "started": iso(started),
                      "outcome": r.outcome.value, "duration_s": round(r.exit.duration, 3),
                      "kind": sig.kind if sig else None, "phase": sig.phase if sig else None,

@@ -11,9 +11,9 @@ from collections import Counter
 from tabulate import tabulate
 
 from ..files import atomic_write, valid_utf8
+from ..report.markdown import md_cell, md_code, rate_cell
 from ..report.redact import process_redactor
 from ..text import printable
-from ..report.markdown import md_cell, md_code, rate_cell
 from .judge import Change, signature_label
 
 
@@ -150,7 +150,8 @@ def render_history(rows: list[dict]) -> str:
     # A shared database is anyone's to write: its text reaches the terminal only with controls made visible.
     return tabulate([tuple(printable(c) if isinstance(c, str) else c for c in (
                          r["repro"], r["started"][:16].replace("T", " "), r["batch"], r["torch"],
-                         (r["torch_git"] or "")[:10], r["gpu"] or "-", rate_cell(r), r["signatures"], r["infra_errors"]))
+                         (r["torch_git"] or "")[:10], r["gpu"] or "-", rate_cell(r), r["signatures"],
+                         r["infra_errors"]))
                      for r in rows],
                     headers=["repro", "night (UTC)", "batch", "torch", "git", "gpu", "failed (rate, 95% CI)",
                              "signatures", "infra"])

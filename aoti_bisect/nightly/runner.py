@@ -6,7 +6,8 @@ import json
 import os
 import re
 import socket
-from typing import Callable, Optional
+from collections.abc import Callable
+from typing import Optional
 
 from ..files import read_log
 from ..run import checkers, process
@@ -18,6 +19,7 @@ from ..stats import wilson
 from .plan import Plan
 from .records import RecordWriter, now_iso, record_path, records_dir
 from .sets import Repro
+
 Say = Callable[[str], None]
 
 
@@ -102,7 +104,7 @@ def run_set(repros: list[Repro], plan: Plan, run_batch: RunBatch, writer: Record
                  for i in plan.shard.indices(plan.runs)]
         results: list[RunResult] = []
 
-        def keep(r: RunResult, repro=repro) -> None:
+        def keep(r: RunResult, repro=repro, results=results) -> None:
             results.append(r)
             writer.run(repro, r)
 

@@ -45,7 +45,7 @@ def gpus_offered(partition: Optional[str]) -> tuple[str, int]:
         raise UsageFailure(f"cannot ask Slurm which GPUs it has: sinfo: {exc}")
     if got.returncode != 0:
         raise UsageFailure("cannot ask Slurm which GPUs it has: sinfo: "
-                           + (got.stderr.strip().splitlines() or ["exit %d" % got.returncode])[0])
+                           + (got.stderr.strip().splitlines() or [f"exit {got.returncode}"])[0])
     name, gpus = partition_gpus(got.stdout, partition)
     if name is None:
         raise UsageFailure(f"Slurm has no partition {partition}" if partition else

@@ -17,13 +17,24 @@ import json
 import os
 import stat
 import tarfile
-from typing import Callable, Optional
+from collections.abc import Callable
+from typing import Optional
 
 from ..child.contract import CRASH_FILE
 from ..exits import EXIT_INCONCLUSIVE, EXIT_USAGE, UsageFailure
+from ..files import (
+    DISK_FAULTS,
+    MAX_LOG_READ,
+    RunFolder,
+    RunFolderError,
+    TooLarge,
+    atomic_write,
+    read_run_file,
+    read_text,
+    valid_utf8,
+    write_file,
+)
 from ..run.witness import DUMP_READING
-from ..files import (DISK_FAULTS, MAX_LOG_READ, RunFolder, RunFolderError, TooLarge, atomic_write, read_run_file,
-                     read_text, valid_utf8, write_file)
 from .markdown import render_markdown
 from .model import MINIFY_RECORD, minified_record, redact_data
 from .record import ReportRecord
@@ -203,7 +214,8 @@ def _culprit_sources(run_dir: str, report: ReportRecord) -> list[str]:
         if stage.name in ("trace", "inspect") and stage.logs:
             spec = os.path.join(os.path.dirname(stage.logs[0]), "spec.json")
             try:
-                cache = (json.loads(read_run_file(spec, 1 << 20)).get("env_overlay") or {}).get("TORCHINDUCTOR_CACHE_DIR")
+                overlay = json.loads(read_run_file(spec, 1 << 20)).get("env_overlay") or {}
+                cache = overlay.get("TORCHINDUCTOR_CACHE_DIR")
             except (OSError, ValueError, RecursionError, AttributeError):  # a link, or not the spec we wrote
                 continue
             if isinstance(cache, str):

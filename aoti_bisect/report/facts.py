@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 import string
-from typing import Iterable, Optional, Union
+from collections.abc import Iterable
+from typing import Optional, Union
 
 from ..diagnose.facts import Fact, Subject, SubjectKind, Tensor
 

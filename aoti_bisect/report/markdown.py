@@ -1,19 +1,22 @@
-"""report.md: the report's JSON rendered as GitHub-flavoured Markdown, and the escaping every Markdown page here uses."""
+"""report.md: the report's JSON rendered as GitHub-flavoured Markdown, and the escaping every Markdown page here
+uses."""
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shlex
 import sys
 import textwrap
 import urllib.parse
-from typing import Mapping, Optional
+from collections.abc import Mapping
+from typing import Optional
 
 from tabulate import tabulate
 
 from ..aoti.hook_record import describe_counts
-from ..text import html_text, longest_backtick_run, md_cell, md_code, printable
 from ..diagnose.findings import CulpritKind
+from ..text import html_text, longest_backtick_run, md_cell, md_code, printable
 from ..verdict import Verdict
 from .record import Culprit, Environment, Minified, ReportRecord, Stage, TensorStat
 
@@ -242,8 +245,9 @@ def _evidence(r: ReportRecord) -> list[str]:
 
 
 def _folded(summary: str, lines: list[str]) -> list[str]:
-    """A <details> block: on GitHub a closed line the reader opens; `summary` is HTML, where Markdown is not read. The blank line after its summary lets the
-    Markdown inside render; `</details>` needs none before it, since a closing tag starts an HTML block anywhere."""
+    """A <details> block: on GitHub a closed line the reader opens; `summary` is HTML, where Markdown is not read.
+    The blank line after its summary lets the Markdown inside render; `</details>` needs none before it, since a
+    closing tag starts an HTML block anywhere."""
     return ["", f"<details><summary>{summary}</summary>", "", *lines, "</details>"] if lines else []
 
 
@@ -252,7 +256,7 @@ def _stages(r: ReportRecord) -> list[str]:
     Rerun command (its rerun.sh, linked, is the run exactly) and the finding the table cut."""
     rows, full = [], {}  # a stage's full text -> the stages it is said of (skipped for one reason: said once)
     for s in r.stages:
-        finding = s.skipped and f"skipped: {s.skipped}" or s.finding
+        finding = (s.skipped and f"skipped: {s.skipped}") or s.finding
         cell, was_cut = _short(finding, FINDING_CELL)
         rows.append((md_cell(s.name), "yes" if s.recompiled else "no", s.runs, s.failures, md_cell(cell)))
         link = _run_link(s.rerun[0], r.run_dir) if s.rerun_script and s.rerun else None
@@ -306,7 +310,8 @@ def _packages(r: ReportRecord) -> list[str]:
              md_cell(", ".join(f"{action} {n}" for action, n in g["actions"].items())),
              ("yes" if g["built_here"] else "no") + (f" ({_REDIRECTS[g['redirect']]})" if g["redirect"] in _REDIRECTS
                                                      else "")) for g in groups]
-    table = [_table(rows, headers=["stage", "package", "sha256", "runs that did it", "built by the run"])] if rows else []
+    headers = ["stage", "package", "sha256", "runs that did it", "built by the run"]
+    table = [_table(rows, headers=headers)] if rows else []
     return _folded(f"Compiles (--reuse {html_text(r.reuse or 'hooked')}) and packages",
                    compiles + ([""] if compiles and table else []) + table)
 
@@ -398,7 +403,8 @@ def _with_logs(text: str, r: ReportRecord) -> str:
     excerpts, the logs themselves in the bundle."""
     message = (r.signature.message,) if r.signature else ()
     blocks = [(s.name, printable(f"- {md_cell(s.name)}: {md_cell(os.path.basename(os.path.dirname(s.excerpt.log)))} "
-                                 f"({s.excerpt.bytes} bytes):\n\n{_code(chr(10).join(s.excerpt.key_lines), 'text')}\n\n"))
+                                 f"({s.excerpt.bytes} bytes):\n\n"
+                                 f"{_code(chr(10).join(s.excerpt.key_lines), 'text')}\n\n"))
               for i, s in enumerate(r.stages) if s.excerpt and s.excerpt.key_lines and (i == 0 or s.tool)
               and s.excerpt.key_lines != message]
     if blocks:
@@ -454,13 +460,13 @@ def kernel_chain(c: Culprit) -> str | None:
     edges = []
     for k in kernels:
         wrote = [s for s in stats if s.kernel == k and s.when.startswith("after")]
-        label = k + "".join(f"<br/>wrote {s.arg}: {_range(s)}" for s in dict((s.arg, s) for s in wrote).values())
+        label = k + "".join(f"<br/>wrote {s.arg}: {_range(s)}" for s in {s.arg: s for s in wrote}.values())
         lines.append(f"  {ids[k]}[\"{_mermaid(label)}\"]" + (":::culprit" if k == culprit else ""))
         if k == culprit:
             for j, s in enumerate(s for s in stats if s.kernel == k and s.when.startswith("before")):
                 lines.append(f"  in{j}[\"{_mermaid(s.arg + ': ' + _range(s))}\"]:::good")
                 edges.append(f"in{j} --> {ids[k]}")
-    edges += [f"{ids[a]} --> {ids[b]}" for a, b in zip(kernels, kernels[1:])]
+    edges += [f"{ids[a]} --> {ids[b]}" for a, b in itertools.pairwise(kernels)]
     return _code("\n".join(lines + [f"  {e}" for e in edges]), "mermaid")
 
 
@@ -503,7 +509,8 @@ def _environment(env: Environment | Mapping, tool_version: str | None) -> list[s
         out += ["", "Variables that change AOTI, Inductor or CUDA:", "",
                 _code("\n".join(f"{k}={v}" for k, v in env.env.items()), "sh")]
     if env.collect_env:
-        out += ["", "`python -m torch.utils.collect_env`, whole: report.json's `environment.collect_env` and the bundle."]
+        out += ["", "`python -m torch.utils.collect_env`, whole: report.json's `environment.collect_env` and the "
+                "bundle."]
     return out
 
 

@@ -10,8 +10,6 @@ from typing import Optional
 
 from .. import __version__
 from ..diagnose.findings import CulpritKind
-from ..failure import FailureKind
-from ..verdict import Verdict
 from ..exits import (
     EXIT_INCONCLUSIVE,
     EXIT_INTERRUPTED,
@@ -19,8 +17,10 @@ from ..exits import (
     EXIT_REPRODUCED,
     UsageFailure,
 )
+from ..failure import FailureKind
 from ..files import NotOwnFile, RunFolder, RunFolderError, atomic_write, read_own_text, valid_utf8
 from ..text import printable
+from ..verdict import Verdict
 from .excerpt import log_excerpt
 from .facts import fact_json, render, tensor_json
 from .markdown import minify_step, render_markdown, verdict_words
@@ -73,7 +73,7 @@ class Report:
     @classmethod
     def from_findings(cls, run_dir: str, command: list[str], outcome, environment: Optional[dict] = None,
                       redactor: Redactor = Redactor(), packages: tuple[dict, ...] = (), compiles: tuple[dict, ...] = (),
-                      reuse: Optional[str] = None, ahead: tuple[dict, ...] = ()) -> "Report":
+                      reuse: Optional[str] = None, ahead: tuple[dict, ...] = ()) -> Report:
         """`packages`: aoti/hook_record.package_rows of each stage, what the hooked runs compiled and loaded;
         `compiles`: aoti/hook_record.compile_counts of each stage, in order; `reuse`: the harness's reuse mode;
         `ahead`: aoti/hook_record.ahead_row of each compile-only run."""
@@ -97,7 +97,7 @@ class Report:
             "schema_version": SCHEMA_VERSION,
             "tool": "aoti-bisect",
             "tool_version": __version__,
-            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "command": command,
             "verdict": outcome.verdict.value,
             "complete": not outcome.interrupted,
@@ -126,7 +126,7 @@ class Report:
         return cls(run_dir, command, redact_data(data, redactor))
 
     @classmethod
-    def load(cls, run_dir: str) -> "Report":
+    def load(cls, run_dir: str) -> Report:
         """The run's report.json, checked against the schema; anything else is one line (UsageFailure)."""
         path = os.path.join(run_dir, "report.json")
         if not os.path.lexists(path):

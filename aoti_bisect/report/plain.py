@@ -11,8 +11,7 @@ from typing import Optional
 from tabulate import tabulate
 
 from ..text import printable
-from .markdown import (WRAP, c_lines, evidence_chain, first_screen, next_commands, next_steps, verdict_words,
-                       _short)
+from .markdown import WRAP, _short, c_lines, evidence_chain, first_screen, next_commands, next_steps, verdict_words
 from .record import Minified, ReportRecord
 
 FINDING_WIDTH = 64  # a terminal's 100 columns less the stage table's other columns (at most 36)
@@ -35,8 +34,9 @@ def render_text(r: ReportRecord, minified: Optional[Minified] = None) -> str:
         out += _wrapped(value, f"{key + ':':<{width}}", " " * width)
     chain = evidence_chain(r.culprit)
     if chain:
-        out += ["", "Evidence chain:"] + [line for i, e in enumerate(chain, 1) for line in _wrapped(e, f"{i:>2}. ", "    ")]
-    rows = [(s.name, s.runs, s.failures, _short(s.skipped and f"skipped: {s.skipped}" or s.finding, FINDING_WIDTH)[0])
+        out += ["", "Evidence chain:"]
+        out += [line for i, e in enumerate(chain, 1) for line in _wrapped(e, f"{i:>2}. ", "    ")]
+    rows = [(s.name, s.runs, s.failures, _short((s.skipped and f"skipped: {s.skipped}") or s.finding, FINDING_WIDTH)[0])
             for s in r.stages]
     out += ["", tabulate(rows, headers=["stage", "runs", "failures", "finding"], tablefmt="simple",
                          disable_numparse=True)]

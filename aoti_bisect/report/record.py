@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, Optional, TypeVar
+from typing import Any, Optional, TypeVar
 
 from ..diagnose.findings import CulpritKind
 from ..failure import FailureKind, Phase
@@ -89,7 +90,7 @@ class Rate:
     could_not_run: bool = False
 
     @classmethod
-    def from_json(cls, d: Mapping, where: str) -> "Rate":
+    def from_json(cls, d: Mapping, where: str) -> Rate:
         ci95 = _take(d, "ci95", list, where)
         if len(ci95) != 2 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in ci95):
             raise Malformed(f"{where}ci95 is not a list of 2 numbers")
@@ -107,7 +108,7 @@ class Signature:
     kernel: Optional[str]
 
     @classmethod
-    def from_json(cls, d: Mapping, where: str) -> "Signature":
+    def from_json(cls, d: Mapping, where: str) -> Signature:
         return cls(_enum(FailureKind, _take(d, "kind", str, where), f"{where}kind"),
                    _enum(Phase, _take(d, "phase", str, where), f"{where}phase"),
                    _take(d, "message", str, where, ""), _take(d, "kernel", str, where, None))
@@ -122,7 +123,7 @@ class Excerpt:
     tail: str
 
     @classmethod
-    def from_json(cls, d: Mapping, where: str) -> "Excerpt":
+    def from_json(cls, d: Mapping, where: str) -> Excerpt:
         return cls(_take(d, "log", str, where), _take(d, "bytes", int, where), _strings(d, "key_lines", where),
                    _take(d, "head", str, where), _take(d, "tail", str, where))
 
@@ -144,7 +145,7 @@ class Stage:
     compiles: Optional[Mapping]  # aoti/hook_record.compile_counts
 
     @classmethod
-    def from_json(cls, d: Any, where: str) -> "Stage":
+    def from_json(cls, d: Any, where: str) -> Stage:
         d = _mapping(d, where)
         excerpt = _object(d, "excerpt", where)
         return cls(_take(d, "name", str, where), MappingProxyType(_take(d, "env", dict, where)),
@@ -163,7 +164,7 @@ class SourceLine:
     code: Optional[str]
 
     @classmethod
-    def from_json(cls, d: Any, where: str) -> "SourceLine":
+    def from_json(cls, d: Any, where: str) -> SourceLine:
         d = _mapping(d, where)
         return cls(_take(d, "path", str, where), _take(d, "line", int, where), _take(d, "code", str, where, None))
 
@@ -175,7 +176,7 @@ class Origin:
     nodes: tuple[str, ...]
 
     @classmethod
-    def from_json(cls, d: Mapping, where: str) -> "Origin":
+    def from_json(cls, d: Mapping, where: str) -> Origin:
         return cls(_each(d, "lines", where, SourceLine.from_json), _strings(d, "nodes", where))
 
 
@@ -192,7 +193,7 @@ class TensorStat:
     device: Optional[str]
 
     @classmethod
-    def from_json(cls, d: Any, where: str) -> "TensorStat":
+    def from_json(cls, d: Any, where: str) -> TensorStat:
         d = _mapping(d, where)
         return cls(_take(d, "kernel", str, where, None), _take(d, "when", str, where, ""),
                    _take(d, "arg", str, where, "?"), _take(d, "dtype", str, where, None), d.get("size", ""),
@@ -209,7 +210,7 @@ class LedgerEntry:
     text: str
 
     @classmethod
-    def from_json(cls, d: Any, where: str) -> "LedgerEntry":
+    def from_json(cls, d: Any, where: str) -> LedgerEntry:
         d = _mapping(d, where)
         return cls(_take(d, "kind", str, where), _take(d, "stage", str, where, ""), _take(d, "run", str, where, ""),
                    _take(d, "names", str, where, None), _take(d, "text", str, where, ""))
@@ -222,7 +223,7 @@ class Fact:
     tensors: tuple[tuple[Optional[str], str, str], ...]  # (kernel, arg, when) of each
 
     @classmethod
-    def from_json(cls, d: Any, where: str) -> "Fact":
+    def from_json(cls, d: Any, where: str) -> Fact:
         d = _mapping(d, where)
         tensors = _each(d, "tensors", where, lambda t, at: _mapping(t, at))
         return cls(_take(d, "kind", str, where, ""), tuple((t.get("kernel"), str(t.get("arg")), str(t.get("when")))
@@ -254,7 +255,7 @@ class Culprit:
     convicted_by: tuple[LedgerEntry, ...] = ()  # the ledger's entries the judge convicted from, each with its run
 
     @classmethod
-    def from_json(cls, d: Mapping, where: str) -> "Culprit":
+    def from_json(cls, d: Mapping, where: str) -> Culprit:
         origin, source = _object(d, "origin", where), _object(d, "source", where)
         summary = _take(d, "summary", str, where, "")
         nodes, kind = d.get("source_nodes"), _take(d, "kind", str, where, None)
@@ -290,7 +291,7 @@ class Package:
     runs: int
 
     @classmethod
-    def from_json(cls, d: Any, where: str) -> "Package":
+    def from_json(cls, d: Any, where: str) -> Package:
         d = _mapping(d, where)
         return cls(_take(d, "stage", str, where), _take(d, "action", str, where), _take(d, "path", str, where, None),
                    _take(d, "sha256", str, where, None), _take(d, "built_here", bool, where, False),
@@ -305,7 +306,7 @@ class Constants:
     not_read: tuple[str, ...]
 
     @classmethod
-    def from_json(cls, d: Mapping, where: str) -> "Constants":
+    def from_json(cls, d: Mapping, where: str) -> Constants:
         def finding(row: Any, at: str) -> str:
             return _take(_mapping(row, at), "finding", str, at)
         groups = {key: _each(d, key, where, finding) for key in ("nonfinite", "outside_domain", "stale")}
@@ -344,7 +345,7 @@ class Environment:
         return found.group(1).strip() if found else self.platform
 
     @classmethod
-    def from_json(cls, d: Mapping, where: str) -> "Environment":
+    def from_json(cls, d: Mapping, where: str) -> Environment:
         texts = ("torch", "torch_git", "cuda_runtime", "python", "executable", "platform", "cxx_version", "libstdcxx",
                  "bytecode_cache", "collect_env", "torch_error", "probe_error", "collect_env_error")
         gpu = d.get("gpu")
@@ -363,10 +364,10 @@ class Minified:
     None where minify wrote no repro (it said why in `message`)."""
     message: str
     repro: Optional[str]
-    reduced: Optional["Reduction"]
+    reduced: Optional[Reduction]
 
     @classmethod
-    def from_json(cls, d: Any) -> "Minified":
+    def from_json(cls, d: Any) -> Minified:
         d = _mapping(d, "minify.json ")
         repro = _take(d, "repro", str, "", None)
         reduced = Reduction.from_json(d) if "nodes_after" in d else None
@@ -383,7 +384,7 @@ class Reduction:
     verified: bool
 
     @classmethod
-    def from_json(cls, d: Mapping) -> "Reduction":
+    def from_json(cls, d: Mapping) -> Reduction:
         return cls((_take(d, "nodes_before", int, "", None), _take(d, "nodes_after", int, "")),
                    _strings(d, "ops_after", ""),
                    (_take(d, "lines_before", int, "", None), _take(d, "lines_after", int, "", None)),
@@ -417,7 +418,7 @@ class ReportRecord:
     ledger: tuple[LedgerEntry, ...] = ()  # every run's evidence, whichever stage ran it
 
     @classmethod
-    def from_json(cls, d: Any) -> "ReportRecord":
+    def from_json(cls, d: Any) -> ReportRecord:
         if not isinstance(d, dict):
             raise Malformed(f"the report is {type(d).__name__}, not object")
         version = _take(d, "schema_version", int, "")

@@ -87,8 +87,8 @@ _AUTH_SCHEME = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{16,}")
 _ASSIGNMENT = re.compile(rf"({_any_case(SECRET_SUFFIXES)}|{_any_case(STRONG_WORDS)}[\w.-]{{0,{MAX_NAME}}}+)([\"']?)"
                          rf"(\s{{0,16}}(?:=>|:=|=|:(?!:))\s{{0,16}})({_VALUE})")
 # The flag and its value as separate words: `--password v`, or an argv list printed as Python or JSON.
-_FLAG_THEN_VALUE = re.compile(rf"(?i)(?<![\w.-])(--?[\w.-]{{0,{MAX_NAME}}}?(?:{_NAME_END}))([\"']\s{{0,16}},\s{{0,16}}|\s{{1,16}})"
-                              rf"(?!-|['\"]-)({_VALUE})")
+_FLAG_THEN_VALUE = re.compile(rf"(?i)(?<![\w.-])(--?[\w.-]{{0,{MAX_NAME}}}?(?:{_NAME_END}))"
+                              rf"([\"']\s{{0,16}},\s{{0,16}}|\s{{1,16}})(?!-|['\"]-)({_VALUE})")
 
 
 def is_secret_name(name: str) -> bool:
@@ -105,7 +105,7 @@ def _not_a_secret(value: str) -> bool:
     (`"no cached package for this key": 1`, `"AOTI_DEVICE_KEY": "cpu"`), one or two characters (ASan's legend,
     `Array cookie: ac`), a call in a traceback's source line."""
     bare = value.strip("\"'").lower()
-    return (bare in _SWITCHES or bare in _DEVICES or bare.isdigit() and len(bare) <= 4 or len(bare) <= 2
+    return (bare in _SWITCHES or bare in _DEVICES or (bare.isdigit() and len(bare) <= 4) or len(bare) <= 2
             or _CALL.fullmatch(bare) is not None)
 
 
@@ -146,7 +146,7 @@ class Redactor:
         object.__setattr__(self, "_values", _value_pattern(self.secret_values))
 
     @classmethod
-    def from_env(cls, env: dict[str, str], redact_paths: bool = False) -> "Redactor":
+    def from_env(cls, env: dict[str, str], redact_paths: bool = False) -> Redactor:
         values = tuple(sorted({v for k, v in env.items()
                                if is_secret_name(k) and len(v) > 1 and v.lower() not in _SWITCHES}))
         paths: list[tuple[str, str]] = []
@@ -280,7 +280,7 @@ def mask_spans(text: str, spans: list[tuple[int, int]]) -> str:
     return "".join(out) + text[last:]
 
 
-_SHARED: dict[tuple[bool, tuple], "Redactor"] = {}
+_SHARED: dict[tuple[bool, tuple], Redactor] = {}
 
 
 def process_redactor(redact_paths: bool = False) -> Redactor:

@@ -67,8 +67,8 @@ TOKEN_RULES: tuple[tuple[str, str], ...] = (
     # credential by itself, however short the URL's life.
     ("gl:azure-sas-signature", r"sig=(?<=[?&]sig=)[A-Za-z0-9%+/=]{16,}"),
     ("gl:aws-presigned-signature", r"X-Amz-(?:Signature|Security-Token)=[A-Za-z0-9%+/=_-]{16,}"),
-    ("gl:aws-session-token", r"(?:FwoGZXIvYXdz|IQoJb3JpZ2lu)(?<![A-Za-z0-9/+=]FwoGZXIvYXdz)(?<![A-Za-z0-9/+=]IQoJb3JpZ2lu)"
-                             r"[A-Za-z0-9/+=]{100,}"),
+    ("gl:aws-session-token", r"(?:FwoGZXIvYXdz|IQoJb3JpZ2lu)(?<![A-Za-z0-9/+=]FwoGZXIvYXdz)"
+                             r"(?<![A-Za-z0-9/+=]IQoJb3JpZ2lu)[A-Za-z0-9/+=]{100,}"),
     ("gl:groq-api-key", r"gsk_[A-Za-z0-9]{48,}"),
     ("gl:replicate-api-token", r"r8_(?<![A-Za-z0-9]r8_)[A-Za-z0-9]{37}"),
     ("gl:bitbucket-app-password", r"ATBB[A-Za-z0-9]{32}"),
@@ -92,7 +92,8 @@ PRIVATE_KEY_RULES: tuple[tuple[str, str], ...] = (
     ("ds:PrivateKeyDetector gl:private-key",
      PEM_BEGIN + rf"(?:(?!-{{4,5}} ?BEGIN)[\s\S]){{0,{MAX_KEY_BLOCK}}}?" + PEM_END),
     ("ds:PrivateKeyDetector (PuTTY)",
-     rf"PuTTY-User-Key-File-[23]:(?:(?!PuTTY-User-Key-File-)[\s\S]){{0,{MAX_KEY_BLOCK}}}?Private-MAC: {{0,8}}[0-9a-f]+"),
+     rf"PuTTY-User-Key-File-[23]:(?:(?!PuTTY-User-Key-File-)[\s\S]){{0,{MAX_KEY_BLOCK}}}?"
+     r"Private-MAC: {0,8}[0-9a-f]+"),
 )
 
 COMPILED = tuple(re.compile(rx) for _, rx in PRIVATE_KEY_RULES + TOKEN_RULES)

@@ -4,8 +4,9 @@ from __future__ import annotations
 import hashlib
 import re
 import signal as _signal
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Optional
 
 from ..aoti.printer import parse_trace
 from ..text import printable
@@ -14,7 +15,8 @@ from .types import Outcome, ProcessExit, Signature
 _TB_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d{1,9}),? in (?P<func>\S+)')
 _FINAL_EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failed|Fault))(?:: (?P<msg>.*))?$")
 _THREAD_SPAM = re.compile(r"block: \[[\d,]+\], thread: \[[\d,]+\]")
-_TRITON_ASSERT = re.compile(r"^(?P<path>/\S+\.py):(?P<line>\d{1,9}): \S+: block: \[(?P<block>\d{1,9}(?:,\d{1,9}){0,2})\], "
+_TRITON_ASSERT = re.compile(r"^(?P<path>/\S+\.py):(?P<line>\d{1,9}): \S+: "
+                            r"block: \[(?P<block>\d{1,9}(?:,\d{1,9}){0,2})\], "
                             r"thread: \[(?P<thread>\d{1,9}(?:,\d{1,9}){0,2})\].*Assertion `(?P<cond>.*)` failed", re.M)
 _CPP_KERNEL = re.compile(r"Exception raised from (?P<kernel>(?:cpp_fused|triton|cpp)_\w+) at (?P<path>\S+?)"
                          r"(?::(?P<line>\d{1,9}))? ")
@@ -29,8 +31,8 @@ _CPP_TRACE_LINE = re.compile(r"^\s*(?:#\d+ .* from \S+$|frame #\d+: |C\+\+ Captu
 # (kind, regex over the whole log); first match wins, so the most specific come first.
 _TEXT_KINDS: list[tuple[str, re.Pattern]] = [
     ("illegal_memory_access", re.compile(
-        r"illegal memory access|illegal address|misaligned address|operation not supported on global/shared address space",
-        re.I)),
+        r"illegal memory access|illegal address|misaligned address"
+        r"|operation not supported on global/shared address space", re.I)),
     ("device_assert", re.compile(r"device-side assert triggered|^\S+\.py:\d+: \S+: block: \[.*Assertion", re.M)),
     ("index_out_of_bounds", re.compile(r"index out of bounds|IndexError: index -?\d+ is out of bounds")),
     ("device_mismatch", re.compile(

@@ -138,7 +138,7 @@ class Environment:
         return {NO_BYTECODE: "", PYCACHE_PREFIX: os.path.join(self.layout.cache_root, "pycache")}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def torch_bytecode_missing() -> bool:
     """Whether torch, as this interpreter finds it, has no cached bytecode beside its sources (the repro's
     interpreter is this one unless --python names another). Finding the spec imports nothing."""

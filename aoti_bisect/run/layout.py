@@ -24,7 +24,6 @@ from ..child.contract import HEADERS_ENV
 from ..files import RunFolder, RunFolderError, user_name, write_new
 from .types import RunResult, RunSpec
 
-
 # HEADERS_ENV: a folder of precompiled headers shared beyond one cache root (several bisections or a test session
 # on one machine), where the environment names one; else each cache root keeps its own (precompiled-headers/).
 

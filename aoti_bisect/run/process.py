@@ -50,7 +50,7 @@ class Cancel:
     """Shared by every running child: set once, everything still running is killed. A child Cancel is set with
     its parent, and can also be set alone."""
 
-    def __init__(self, parent: Optional["Cancel"] = None) -> None:
+    def __init__(self, parent: Optional[Cancel] = None) -> None:
         self._event = threading.Event()
         self._parent = parent
 

@@ -7,8 +7,9 @@ import contextlib
 import dataclasses
 import queue
 import threading
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from typing import Callable, Iterable, Iterator, Optional
+from typing import Optional
 
 from . import process
 from .layout import Layout, warm_key

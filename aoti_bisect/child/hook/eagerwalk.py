@@ -210,6 +210,7 @@ def _unstable(values, ep, positional, budget):
 def _record(torch, ep, positional, dtype, device, budget):
     """The program run again with its parameters and inputs in `dtype` and/or on `device`: its recorder."""
     import copy
+
     import torch.utils._pytree as pytree
 
     def move(t):

@@ -109,9 +109,9 @@ def _error(exc):
 
 def _mode_class():
     import torch
+    import torch.utils._pytree as pytree
     from torch._subclasses.fake_tensor import FakeTensorMode, UnsupportedOperatorException
     from torch.utils._python_dispatch import TorchDispatchMode
-    import torch.utils._pytree as pytree
 
     class CrossCheck(TorchDispatchMode):
         def __init__(self, wanted, doc, path):

@@ -20,6 +20,7 @@ import warnings
 import zipfile
 
 from . import atomic, contract, vecisa
+
 # What Inductor's build reads from the environment outside its config: the compiler (a package built by another
 # g++ may not even load; see docs/aoti-facts.md).
 _TOOLCHAIN_ENV = ("CXX", "CC", "CUDA_HOME", "TORCH_CUDA_ARCH_LIST", "ATEN_CPU_CAPABILITY")

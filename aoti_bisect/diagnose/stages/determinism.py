@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ...aoti import flags
 from ...stats import fisher_exact
-from ..facts import FactKind, fact, joined
 from ..context import StageContext
+from ..facts import FactKind, fact, joined
 from ..findings import Findings, Stage, StageName, dominant
 from .rung import Rung
 

@@ -2,9 +2,9 @@
 the cheap experiments (diagnose/loaddoctor.py decides what they show)."""
 from __future__ import annotations
 
+from ..context import StageContext
 from ..facts import joined
 from ..findings import Findings, Stage, StageName
-from ..context import StageContext
 from ..loaddoctor import CRASHES, diagnose_load
 from .rung import Rung
 

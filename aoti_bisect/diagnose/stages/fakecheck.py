@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from ...aoti import flags
 from ...aoti.fakecheck import no_mismatch
-from ..facts import FactKind, fact, kernel, note
 from ..context import StageContext
+from ..facts import FactKind, fact, kernel, note
 from ..findings import Culprit, CulpritKind, Findings, Stage, StageName
 from .rung import Rung
 

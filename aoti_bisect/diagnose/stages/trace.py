@@ -6,8 +6,8 @@ from collections import Counter
 from typing import Optional
 
 from ...aoti import flags, reinstrument
-from ..facts import FactKind, fact, joined, kernel
 from ..context import StageContext
+from ..facts import FactKind, fact, joined, kernel
 from ..findings import Culprit, CulpritKind, Findings, Stage, StageName, dominant
 from .rung import Rung
 

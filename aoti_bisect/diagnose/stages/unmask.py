@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from ...aoti import flags
 from ...verdict import Verdict
-from ..facts import FactKind, fact
 from ..context import StageContext
+from ..facts import FactKind, fact
 from ..findings import Findings, StageName, dominant
 from . import determinism, memcheck
 
@@ -28,7 +28,7 @@ def run(ctx: StageContext, out: Findings) -> bool:
             ctx.clues.estimate = max(det.rate.ci95[0], 1e-9)
             ctx.clues.likely = det.rate.value
             return True
-    if not ctx.opt.asked(StageName.MEMCHECK) and not ctx.opt.sanitize or ctx.ran(StageName.MEMCHECK):
+    if (not ctx.opt.asked(StageName.MEMCHECK) and not ctx.opt.sanitize) or ctx.ran(StageName.MEMCHECK):
         return False  # not asked for, or it checked already, after the baseline's first run, and found nothing
     memcheck.run(ctx, out, unmasking=True)
     if out.culprit is not None:  # the checker saw errors, whether or not it could name their kernel
