@@ -127,8 +127,8 @@ class _Walk:
             if not s.is_float and s.scalar is None and s.numel and (s.max >= max(dims) or s.min < 0):
                 found.append(self.note(fact(FactKind.INDEX, "{arg} of {kernel} holds values up to "
                                "{max:.6g} (min {min:.6g}), past every dimension of its tensors (largest {largest}): "
-                               "a likely out-of-range index", arg=self.namer.var(s.arg), kernel=kernel(launch.name), max=s.max,
-                               min=s.min, largest=max(dims))))
+                               "a likely out-of-range index", arg=self.namer.var(s.arg), kernel=kernel(launch.name),
+                               max=s.max, min=s.min, largest=max(dims))))
         return found
 
     def explain_bound(self, launch: Launch) -> Optional[str]:
