@@ -16,7 +16,8 @@ import stat
 import sys
 import tempfile
 import traceback
-from typing import Optional
+from collections.abc import Iterator
+from typing import Any, BinaryIO, Optional
 
 from .exits import EXIT_INCONCLUSIVE, EXIT_INTERNAL, EXIT_USAGE, UsageFailure
 from .text import printable
@@ -88,7 +89,7 @@ def read_run_file(path: str, limit: int) -> str:
     return blob.decode("utf-8", errors="replace")
 
 
-def _read_capped(f, limit: int, path: str) -> bytes:
+def _read_capped(f: BinaryIO, limit: int, path: str) -> bytes:
     """At most `limit` bytes of an open file, TooLarge past them: its size is asked first (a sparse GiB costs a
     child nothing and would cost us a GiB), then at most one byte more is read, for a file still growing."""
     too_large = TooLarge(errno.EFBIG, f"over {limit >> 20} MiB: not read", path)
@@ -100,7 +101,7 @@ def _read_capped(f, limit: int, path: str) -> bytes:
     return blob
 
 
-def read_child_json(path: str, limit: int) -> object:
+def read_child_json(path: str, limit: int) -> Any:
     """read_run_file's JSON (loads_child_json): OSError for a file that cannot be read, ValueError for one that
     is no JSON aoti-bisect's child writes."""
     return loads_child_json(read_run_file(path, limit))
@@ -290,7 +291,7 @@ class RunFolder:
             fd = child
         return fd
 
-    def _refused(self, rel: str, exc: OSError) -> OSError:
+    def _refused(self, rel: str, exc: OSError) -> Exception:
         """A link or a file where a folder or a file of ours should be is the folder's content (2), one line;
         a missing file stays FileNotFoundError; the disk's faults stay what they are."""
         if exc.errno == errno.ELOOP:
@@ -432,7 +433,7 @@ def write_new(path: str, text: str, executable: bool = False) -> None:
     _write(path, text, os.O_EXCL, executable)
 
 
-def loads_child_json(text: str) -> object:
+def loads_child_json(text: str) -> Any:
     """JSON a child wrote (the hook's records): ValueError, as for any malformed JSON, for JSON nested past
     MAX_JSON_DEPTH or past the interpreter's recursion (json.loads raises RecursionError there), so the reader's
     one problem line for a damaged file covers it too and the repro cannot end a bisection with 255."""
@@ -451,7 +452,7 @@ _ESCAPED_SURROGATE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def no_surrogates(value: object) -> object:
+def no_surrogates(value: Any) -> Any:
     """JSON's `\\ud800` escape decodes to a lone surrogate, which no terminal, file or renderer can encode (print
     raised): at the boundary each becomes U+FFFD, in keys and values. Called on data nested at most
     MAX_JSON_DEPTH deep (checked first), so the recursion is bounded."""
@@ -469,7 +470,8 @@ class OutInUse(UsageFailure):
 
 
 @contextlib.contextmanager
-def out_lock(folder: str, name: str, shared: bool = False, holder: str = "another aoti-bisect process"):
+def out_lock(folder: str, name: str, shared: bool = False,
+             holder: str = "another aoti-bisect process") -> Iterator[None]:
     """Holds an advisory lock (flock) on `folder/name` while the block runs; another process holding it (or,
     for `shared`, holding it exclusively) is refused at once with OutInUse, naming `holder`.
 

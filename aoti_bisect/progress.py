@@ -5,13 +5,14 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Optional
 
 from .report.redact import console
+from .run.types import RunResult, RunSpec
 
 
-def run_line(r, detail: bool = False) -> str:
+def run_line(r: RunResult, detail: bool = False) -> str:
     """The one line a finished run gets, wherever runs are reported (run, nightly -v, scenarios check)."""
     sig = r.signature
     text = f"[{r.spec.name}] {r.outcome.value} in {r.exit.duration:.1f}s"
@@ -41,7 +42,7 @@ class Progress:
         self._running: dict[str, float] = {}  # run name -> start (monotonic)
         self._ticker: Optional[threading.Thread] = None
 
-    def batch(self, specs) -> None:
+    def batch(self, specs: Sequence[RunSpec]) -> None:
         """Names each run's place in its batch: the live line says `run i/n`."""
         for i, spec in enumerate(specs, 1):
             at, of = spec.place if spec.place[1] else (i, len(specs))
@@ -53,7 +54,7 @@ class Progress:
                 self._clear()
                 self.write(console(text))
 
-    def start(self, spec) -> None:
+    def start(self, spec: RunSpec) -> None:
         with self._lock:
             self._running[spec.name] = time.monotonic()
         if self.verbosity > 0 and not self.live:
@@ -62,7 +63,7 @@ class Progress:
             self._ticker = threading.Thread(target=self._tick, daemon=True)
             self._ticker.start()
 
-    def run(self, r) -> None:
+    def run(self, r: RunResult) -> None:
         with self._lock:
             self._running.pop(r.spec.name, None)
             if self.verbosity < 0:

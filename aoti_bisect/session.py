@@ -4,18 +4,20 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
-from typing import Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
-from .aoti.hook_record import ahead_row, compile_counts, package_rows
+from .aoti.hook_record import HookRecord, ahead_row, compile_counts, package_rows
 from .config import RunConfig
 from .diagnose.constants import convict_constants
 from .diagnose.context import Options
 from .diagnose.evidence import RunEvidence
 from .diagnose.facts import note
-from .diagnose.findings import Findings
+from .diagnose.findings import Findings, Stage
 from .diagnose.ladder import Ladder
 from .diagnose.source import locate_findings, source_map, walked_graph
 from .exits import EXIT_INCONCLUSIVE, UsageFailure
+from .progress import Progress
 from .report.bundle import keep_repro_script, record_secret_spans
 from .report.facts import render
 from .report.model import Report
@@ -26,7 +28,7 @@ from .run.harness import Harness
 from .run.layout import compile_key
 from .run.probe import interpreter_of, probe_environment, relevant_env
 from .run.registry import debugger, fresh_process
-from .run.types import Outcome, RunResult
+from .run.types import Outcome, RunResult, RunSpec
 from .stats import Rate
 from .text import printable
 from .verdict import Verdict
@@ -41,7 +43,7 @@ HOOK_ABSENT = ("no run's Python loaded aoti-bisect's in-process hook (it ignores
 
 
 class Session:
-    def __init__(self, config: RunConfig, progress) -> None:
+    def __init__(self, config: RunConfig, progress: Progress) -> None:
         self.config = config
         self.run_dir = config.run_dir
         self.argv = list(config.argv)
@@ -84,7 +86,8 @@ class Session:
                if self.harness.environment.hooked(r.spec) and r.outcome is not Outcome.INFRA_ERROR]
         return bool(ran) and not any(h.loaded for h in ran)
 
-    def _run_batch(self, specs, on_result, stop) -> None:
+    def _run_batch(self, specs: list[RunSpec], on_result: Callable[[RunResult], None],
+                   stop: Callable[[list[RunResult]], bool]) -> None:
         def landed(r: RunResult) -> None:
             on_result(r)
             self.progress.run(r)
@@ -107,7 +110,7 @@ class Session:
         self._probed.wait(PROBE_WAIT_S)
         return bool(self._probe.get("problem"))
 
-    def _compiles(self, stage, records: list) -> dict:
+    def _compiles(self, stage: Stage, records: list[HookRecord]) -> dict:
         """compile_counts of a stage: an unhooked stage whose later runs took the stored package (the baseline's,
         under reuse) is counted over those runs, its first wave's said apart."""
         env = self.harness.environment
@@ -156,7 +159,8 @@ class Session:
             except OSError as exc:  # the bundle goes without it; the runs do not need it
                 self.progress.say(f"aoti-bisect: cannot keep a copy of the repro script: {exc.strerror or exc}")
         # The probe runs beside the baseline, not before it.
-        probe = self._probe = {}
+        probe: dict[str, Any] = {}
+        self._probe = probe
         self._probed = threading.Event()
         thread = threading.Thread(target=self._probe_beside, daemon=True)
         thread.start()

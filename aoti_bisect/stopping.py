@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from types import FrameType
+from typing import Optional
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 terminal_fds: tuple[int, ...] = ()
 
 
-def _stop(signum, frame):
+def _stop(signum: int, frame: Optional[FrameType]) -> None:
     for sig in STOP_SIGNALS:
         if signal.getsignal(sig) is _stop:
             signal.signal(sig, _stop_again)
@@ -18,7 +20,7 @@ def _stop(signum, frame):
     raise KeyboardInterrupt
 
 
-def _stop_again(signum, frame):
+def _stop_again(signum: int, frame: Optional[FrameType]) -> None:
     """A second signal must not abandon the kill under way (TERM-ignoring repros would outlive us): it only
     cuts the SIGTERM grace short."""
     _leave_dead_terminal(signum)
@@ -40,7 +42,7 @@ def _leave_dead_terminal(signum: int) -> None:
         os.close(devnull)
 
 
-def _still_ignored(signum, frame):
+def _still_ignored(signum: int, frame: Optional[FrameType]) -> None:
     """Stands for SIG_IGN in this process: an ignored disposition survives exec, a handler does not."""
 
 

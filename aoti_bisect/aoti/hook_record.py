@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import glob
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 from ..child import contract
 from ..files import NotOwnFile, loads_child_json, open_own
@@ -217,8 +218,8 @@ def compile_counts(stage: str, records: list[HookRecord], hooked: bool, unhooked
     compile, and why the ones under reuse compiled. `hooked` False: the runs ran without the hook, as the
     user's script runs, and compiled whenever the script does (nothing is known of them here). `unhooked`: runs
     of a hooked row that ran so beside `records` (the baseline's first wave, before its runs took the package)."""
-    row = {"stage": stage, "hooked": hooked, "runs": len(records), "compiled": 0, "reused": 0, "reasons": {},
-           "unhooked": unhooked}
+    row: dict[str, Any] = {"stage": stage, "hooked": hooked, "runs": len(records), "compiled": 0, "reused": 0,
+                           "reasons": {}, "unhooked": unhooked}
     for record in records:
         compiles = [e for e in record.events if e.compiled]
         if not compiles:
@@ -242,7 +243,7 @@ def ahead_row(stage: str, record: HookRecord, seconds: float, cancelled: bool) -
                       "stopped before its first package load" if stopped else "ran to its end")}
 
 
-def describe_counts(row: dict) -> str:
+def describe_counts(row: Mapping) -> str:
     """One line for report.md."""
     if not row["hooked"]:
         return (f"{row['stage']}: {row['runs']} run(s) without the hook, each compiling as the script does "

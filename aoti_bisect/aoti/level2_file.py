@@ -34,7 +34,7 @@ def read_pieces(path: str, size: int = 1 << 20, start: int = 0, end: Optional[in
     with os.fdopen(fd, "rb") as f:
         f.seek(start)
         left = math.inf if end is None else end - start
-        while left > 0 and (piece := f.read(min(size, left))):
+        while left > 0 and (piece := f.read(int(min(size, left)))):
             if not piece.endswith(b"\n") and len(piece) < left:
                 piece += f.readline()
             left -= len(piece)

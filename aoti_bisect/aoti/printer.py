@@ -7,7 +7,7 @@ import functools
 import math
 import re
 import sys
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
@@ -121,9 +121,10 @@ def _count(text: str) -> int:
 
 
 # The block's fields in print order: printed name -> (TensorStats field, parser).
-_FIELDS = {"Number of elements": ("numel", _count), "Dtype": ("dtype", str), "Mean value": ("mean", _num),
-           "Min value": ("min", _num), "Max value": ("max", _num), "Device": ("device", str),
-           "Size": ("size", str), "Stride": ("stride", str)}
+_FIELDS: dict[str, tuple[str, Callable[[str], object]]] = {
+    "Number of elements": ("numel", _count), "Dtype": ("dtype", str), "Mean value": ("mean", _num),
+    "Min value": ("min", _num), "Max value": ("max", _num), "Device": ("device", str),
+    "Size": ("size", str), "Stride": ("stride", str)}
 
 
 # The fields as every capture prints them (CPU and CUDA, torch 2.11-2.13): read with one match per block.
@@ -289,7 +290,7 @@ def _interned(s: TensorStats) -> TensorStats:
     """s with its strings interned. A big log's views keep tens of thousands of entries that repeat a few
     names, dtypes, devices and shapes; shared strings make them a third of the size, here and in the
     pickles that read_level2's workers send."""
-    return TensorStats(*(sys.intern(v) if type(v) is str else v for v in s))
+    return TensorStats._make(sys.intern(v) if type(v) is str else v for v in s)
 
 
 def is_bad(s: TensorStats, bound: Optional[int]) -> bool:

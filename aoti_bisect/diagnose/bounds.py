@@ -15,7 +15,7 @@ from ..aoti.checks import DimRejected, IndexBound, Term
 from ..aoti.printer import TensorStats
 from ..aoti.provenance import source_nodes
 from ..aoti.wrapper import Launch, WrapperGraph
-from .facts import Fact, FactKind, Namer, Subject, fact, kernel
+from .facts import Arg, Fact, FactKind, Namer, Subject, fact, kernel
 
 _WORD = re.compile(r"\b[A-Za-z_]\w*\b")
 _VAR = re.compile(r"\b(buf\d+|arg\d+_\d+)\b")
@@ -203,8 +203,10 @@ def index_sum(terms: tuple[Addend, ...], graph: WrapperGraph, printed: list[Tens
         label = fact(FactKind.INDEX, "{n:g}", n=who) if t.var is None else \
             fact(FactKind.INDEX, "{who:quoted}", who=who) if t.scale == 1 else \
             fact(FactKind.INDEX, "{scale} × {who:quoted}", scale=t.scale, who=who)
-        lo_t, hi_t = (who, who) if t.var is None else \
-            sorted((t.scale * s.min, t.scale * s.max)) if s else (math.nan, math.nan)
+        if t.var is not None:
+            lo_t, hi_t = sorted((t.scale * s.min, t.scale * s.max)) if s else (math.nan, math.nan)
+        else:
+            lo_t = hi_t = t.scale * t.literal
         ranges.append(label if t.var is None else fact(FactKind.INDEX, "{label} {lo:g}..{hi:g}", label=label,
                                                          lo=lo_t, hi=hi_t) if s else
                       fact(FactKind.INDEX, "{label} (not printed)", label=label))
@@ -214,8 +216,8 @@ def index_sum(terms: tuple[Addend, ...], graph: WrapperGraph, printed: list[Tens
         hi += hi_t
         if out is None and value is not None and hi >= value:
             out = label
-    told = dict(kernel=k, target=target, shown=tuple(shown), ranges=tuple(ranges), addends=tuple(subjects),
-                scales=tuple(t.scale for t in order), highs=tuple(highs))
+    told: dict[str, Arg] = dict(kernel=k, target=target, shown=tuple(shown), ranges=tuple(ranges),
+                                addends=tuple(subjects), scales=tuple(t.scale for t in order), highs=tuple(highs))
     head = "{kernel} computes the index into {target} as {shown: + }: {ranges: plus }"
     if out is None:
         return fact(FactKind.INDEX, head + (" stays below the bound" if not math.isnan(hi) else
@@ -250,7 +252,7 @@ def _came_from(graph: WrapperGraph, kernel_name: str, operands: tuple[str, ...],
     maker = o.maker or launch
     nodes = ", ".join(source_nodes(maker.source_nodes))
     held = tuple(namer.var(c) for c in o.sources if graph.is_constant(c))  # what the op holds it against
-    args = dict(input=namer.var(source), maker=kernel(maker.name), nodes=nodes,
+    args: dict[str, Arg] = dict(input=namer.var(source), maker=kernel(maker.name), nodes=nodes,
                 bound="?" if value is None else value, constants=held)
     op = "{maker} ({nodes})" if nodes else "{maker}"  # the FX nodes it computes, where the wrapper names them
     also = ", and from {constants:quoted}" if held else ""
@@ -330,7 +332,7 @@ def rejected_dim(rejected: DimRejected, var: str, graph: Optional[WrapperGraph],
                  namer: Optional[Namer] = None) -> Fact:
     """An input check's refusal of one dimension, in the user's terms, naming the cause it is."""
     namer = namer or Namer(placeholders=tuple(graph.inputs) if graph else ())
-    who = dict(dim=rejected.dim, input=namer.var(var), got=rejected.got)
+    who: dict[str, Arg] = dict(dim=rejected.dim, input=namer.var(var), got=rejected.got)
     lo, hi = graph.ranges.get((var, rejected.dim), (None, None)) if graph else (None, None)
     zero = " (a zero-size dimension at run time)" if rejected.got == 0 else ""
     head = "dim {dim} of {input:quoted} is {got} at run time"

@@ -258,7 +258,7 @@ def _custom_lines(graph: Graph, kept: tuple[str, ...]) -> list[str]:
     if len(python) < len(set(custom)):
         lines += ["# The custom ops' shared libraries, copied from the repro's process (its code built them)"]
         lines += [f'torch.ops.load_library(os.path.join(HERE, "{lib}"))' for lib in graph.libraries]
-    fakes = {}
+    fakes: dict[str, dict] = {}
     for name in kept:
         node = graph.node(name)
         if node.custom and node.fake:

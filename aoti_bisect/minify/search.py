@@ -24,6 +24,7 @@ from typing import Optional
 from ..files import RunFolder, read_log, user_name, write_file
 from ..run import process
 from ..run.classify import classify
+from ..run.types import Outcome, Signature
 from ..stats import Rate
 from .graph import PACKAGE, Candidate, Check, Graph, Source, render
 
@@ -137,7 +138,7 @@ class Trials:
         self.trials: list[Trial] = []
         self.refused = 0
         self._lock = threading.Lock()
-        self._values = None
+        self._values: Optional[dict] = None  # values.pt, loaded by the first candidate with inputs
         self._durations: tuple[list[float], list[float]] = ([], [])  # candidates' first runs, their later runs
         self._slots: queue.Queue = queue.Queue()
         for slot in range(self.jobs):
@@ -211,7 +212,7 @@ class Trials:
         os.makedirs(folder, exist_ok=True)
         self._write(candidate, folder)
         slots = [self._slots.get()]
-        seconds, runs = 0.0, []
+        seconds, runs = 0.0, list[tuple[Outcome, Optional[Signature], bool]]()
         try:
             while len(runs) < self.runs:
                 if runs:
@@ -236,7 +237,7 @@ class Trials:
             for slot in slots:
                 self._slots.put(slot)
         outcome, signature, interesting = runs[-1]
-        trial = Trial(number, folder, signature and signature.kind, signature and signature.phase,
+        trial = Trial(number, folder, signature.kind if signature else None, signature.phase if signature else None,
                       round(seconds, 1), interesting, len(runs))
         write_file(os.path.join(folder, "trial.json"), json.dumps(
             {"kept": list(candidate.kept), "zeros": list(candidate.zeros), "sizes": dict(candidate.sizes),
@@ -256,7 +257,7 @@ class Trials:
         return interesting
 
     def _idle_slots(self, n: int) -> list[int]:
-        taken = []
+        taken: list[int] = []
         while len(taken) < n:
             try:
                 taken.append(self._slots.get_nowait())

@@ -22,7 +22,8 @@ def plot_trend(rows: list[dict], path: str) -> None:
         when = [_dt.datetime.fromisoformat(r["started"].replace("Z", "+00:00")) for r in mine]
         rate = [r["rate"] for r in mine]
         err = [[r["rate"] - r["ci95"][0] for r in mine], [r["ci95"][1] - r["rate"] for r in mine]]
-        ax.errorbar(when, rate, yerr=err, marker="o", capsize=3, label=repro)
+        # matplotlib's date converter takes datetimes, which its stubs do not say
+        ax.errorbar(when, rate, yerr=err, marker="o", capsize=3, label=repro)  # type: ignore[arg-type]
     ax.set_ylim(-0.02, 1.02)
     ax.set_ylabel("failure rate (95% Wilson interval)")
     ax.set_title("aoti-bisect nightly history")

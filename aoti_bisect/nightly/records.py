@@ -194,7 +194,12 @@ def read_records(paths: list[str]) -> Night:
     """Folds record files into one night; shard files of one batch may come in any order."""
     if not paths:
         raise RecordError("no record files given")
-    headers, repros, runs, problems, ends, memchecks = [], {}, [], [], {}, {}
+    headers: list[dict] = []
+    repros: dict[str, dict] = {}
+    runs: list[dict] = []
+    problems: list[str] = []
+    ends: dict[str, dict] = {}
+    memchecks: dict[str, dict] = {}
     redactor = process_redactor()
     unfinished, finished_files = set(), []
     for path in paths:

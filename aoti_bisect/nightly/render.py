@@ -92,7 +92,7 @@ def render_junit(data: dict) -> str:
     props = ET.SubElement(suite, "properties")
     for key in ("batch", "set", "db", "alpha", "window"):
         ET.SubElement(props, "property", name=key, value=_x(data[key]))
-    counts = Counter()
+    counts: Counter[str] = Counter()
     for r in data["repros"]:
         case = ET.SubElement(suite, "testcase", name=_x(r["name"]), classname="aoti_bisect.nightly",
                              time=f"{r['duration_s']:.3f}")

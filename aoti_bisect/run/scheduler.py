@@ -8,7 +8,7 @@ import dataclasses
 import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Optional
 
 from . import process
@@ -59,7 +59,7 @@ class Scheduler:
         pending = list(specs)
         results: list[RunResult] = []
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
-            running = set()
+            running: set[Future] = set()
             try:
                 self._drive(pool, pending, running, results, on_result, stop, on_start)
             except BaseException:
