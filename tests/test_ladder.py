@@ -798,7 +798,8 @@ def test_a_failure_that_blocking_launches_turn_into_a_memory_fault_is_checked_an
 def test_a_wrong_value_with_a_user_kernel_in_the_graph_is_checked_and_the_checker_convicts_that_kernel():
     # scatter_rows_oob_write's shape: the script's own check fails (no fault), the graph launches a user Triton kernel
     # the printer does not wrap; compute-sanitizer sees its stray access, which convicts it before any value is
-    # compared with eager (where the zero fill it scatters into would look wrong).
+    # compared with eager (where the zero fill it scatters into would look wrong). The walk then reads that kernel's
+    # inputs after the verdict, for the operand that carried the stray address, as after a crash.
     checked = sig("python_exception", "run", "1 output rows were never written")
     world = World(lambda spec: checked)
     seen = Seen("cuda/wrapper_ima_user_triton.cpp", memcheck_log="cuda/compute-sanitizer-memcheck-user-triton-oob.log")
@@ -806,4 +807,6 @@ def test_a_wrong_value_with_a_user_kernel_in_the_graph_is_checked_and_the_checke
     assert not stage(out, "memcheck").skipped
     assert out.culprit.kind == "kernel" and out.culprit.kernel == "gather_rows_0"
     assert out.culprit.convicted_by[0].kind == "checker"
-    assert not world.ran("eager") and not world.ran("inspect")
+    assert not world.ran("eager") and world.ran("inspect")
+    assert "which the memory checker's report gave" in render(stage(out, "inspect").finding)
+    assert "the memory checker named the faulting kernel" in stage(out, "eager").skipped

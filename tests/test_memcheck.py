@@ -1,4 +1,6 @@
 """compute-sanitizer reports, parsed from real captured logs (H100, torch 2.11.0+cu130), and what they convict."""
+import sys
+
 import pytest
 from conftest import log
 
@@ -6,6 +8,7 @@ from aoti_bisect.report.facts import render, render_all
 from aoti_bisect.aoti import wrapper
 from aoti_bisect.aoti.sanitizer import parse, parse_compute_sanitizer
 from aoti_bisect.diagnose.memcheck import launch_for, memcheck_culprit
+from aoti_bisect.run.checkers import MEMCHECK_PADDING, compute_sanitizer
 
 
 def test_an_invalid_read_is_one_finding_with_its_count_kernel_line_and_distance():
@@ -64,6 +67,19 @@ def test_an_invalid_write_in_a_user_kernel_is_named_with_its_distance():
     e = r.errors[0]
     assert (e.kind, e.function, e.size, e.block) == ("Invalid __global__ write", "scatter_rows", 4, "3,0,0")
     assert r.total == 130 and "925,953 bytes after the nearest allocation" in e.where
+
+
+def test_a_store_into_a_neighbours_allocation_is_seen_only_with_padding_after_each_allocation():
+    # scenarios/cuda/scatter_rows_oob_write.py under compute-sanitizer memcheck, PYTORCH_NO_CUDA_MEMORY_CACHING=1, on an
+    # H100 (torch 2.11.0+cu130, 2026-11-28): its user kernel stores one row 1 MiB past its 2 MiB output. Unpadded, the
+    # row lands in the next live tensor and the checker reports nothing; with --padding 4 MiB it lands in the gap.
+    assert parse_compute_sanitizer(log("cuda/memcheck_unpadded_user_kernel_write_into_neighbour.log")).clean
+    r = parse_compute_sanitizer(log("cuda/memcheck_padded_user_kernel_write_into_neighbour.log"))
+    e = r.errors[0]
+    assert r.total == 130 and (e.kind, e.function, e.block) == ("Invalid __global__ write", "scatter_rows", "11,0,0")
+    assert "1,048,833 bytes after the nearest allocation" in e.where
+    checker = compute_sanitizer(path=sys.executable)[0]
+    assert checker.prefix[checker.prefix.index("--padding") + 1] == str(MEMCHECK_PADDING) and MEMCHECK_PADDING > 1 << 20
 
 
 def test_a_device_assert_under_the_checker_names_no_kernel_and_convicts_nothing_by_itself():

@@ -114,7 +114,7 @@ def test_the_checker_goes_first_only_while_nothing_is_pinned():
     ctx = Context(always(sig("segfault")), Seen())
     ctx.run_stage(Stage(StageName.BASELINE, {}), 1)
     assert memcheck.goes_first(ctx, findings())
-    ctx.clues.crash = Culprit(CulpritKind.KERNEL, kernel="cpp_fused_0")
+    ctx.clues.named = Culprit(CulpritKind.KERNEL, kernel="cpp_fused_0")
     assert not memcheck.goes_first(ctx, findings())
 
 

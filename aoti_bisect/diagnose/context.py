@@ -5,8 +5,9 @@ so a stage's test hands it a fake.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Protocol
+from typing import Optional, Protocol
 
 from ..aoti.hook_record import PackageEvent
 from ..aoti.wrapper import WrapperGraph
@@ -54,9 +55,10 @@ class Clues:
     checker: list[Fact] = field(default_factory=list)  # a memory checker's lines, ahead of the walk's
     prebuilt: Optional[list[PackageEvent]] = None  # what the failing hooked runs loaded but did not build
     rate_left: int = 0  # baseline runs of an explicit --runs left for after the verdict (a checker or crash went first)
-    # A generated kernel a crashed run named (diagnose/judge.py): the walk starts there, and is the culprit unless
-    # the walk finds where its bad inputs came from.
-    crash: Optional[Culprit] = None
+    # A kernel a run's own evidence named: a crashed run's account of its fault (diagnose/judge.py), or a checker's
+    # invalid access behind a wrong value (stages/memcheck.py). The walk starts there, after the verdict, and it is
+    # the culprit unless the walk finds where its bad inputs came from.
+    named: Optional[Culprit] = None
     # The crash's kernel checks a model input's value as given against a bound fixed at export (bounds.index_given):
     # no size of an input explains that fault.
     given: Optional[Fact] = None

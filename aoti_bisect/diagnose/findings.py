@@ -75,7 +75,7 @@ class Culprit:
     summary: Optional[Fact] = None  # the one fact that convicts; the evidence list is the whole chain
     op: Optional[str] = None  # a custom op (`mylib::scale`) the package needs and the loading process lacks
     origin: Optional[Origin] = None  # the culprit kernel's source lines (diagnose/source.py)
-    convicted_by: tuple["Entry", ...] = ()  # the ledger's entries the judge convicted from, each with its run
+    convicted_by: tuple[Entry, ...] = ()  # the ledger's entries the judge convicted from, each with its run
 
     @property
     def headline(self) -> Optional[Fact]:
@@ -89,6 +89,11 @@ class Culprit:
     def from_crash(self) -> bool:
         """Whether a crashed run's own account of its fault named it (diagnose/judge.py)."""
         return self.headline is not None and self.headline.kind is FactKind.CRASH
+
+    @property
+    def named_by(self) -> str:
+        """Who named it, in a sentence: a crashed run's account, else the memory checker's report."""
+        return "the crashed run" if self.from_crash else "the memory checker"
 
 
 # Stages whose failure rates are compared (with the baseline's, by Fisher's test) run exactly as the user runs

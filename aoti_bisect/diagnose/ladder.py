@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 import re
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
+from typing import Optional
 
 from ..aoti import checks, flags, reinstrument, wrapper
 from ..aoti.hook_record import HookRecord, Names, PackageEvent
@@ -202,8 +203,8 @@ class Ladder:
                 # A wrong value the input and NaN checks did not explain: the eager stage's compile overlaps the
                 # one-run stages before it, instead of following them.
                 self.ahead([self._ahead_spec(StageName.EAGER, flags.EAGER)], True)
-        if (out.culprit is None or not out.culprit.pinned) and self.clues.crash is not None:
-            out.culprit = self.clues.crash  # no walk ran (yet, or at all): the crash's word stands
+        if (out.culprit is None or not out.culprit.pinned) and self.clues.named is not None:
+            out.culprit = self.clues.named  # no walk ran (yet, or at all): the crash's or checker's word stands
         self.finish(out)
         if after is not None:
             self._walk_after_verdict(after, out)
@@ -220,7 +221,7 @@ class Ladder:
         """Whether the walk goes after the verdict: a crashed run named the faulting kernel, which convicts. The walk
         costs a compile of its own, and where some runs pass it waits for another crash (1/rate runs) to read the
         kernel's inputs; the verdict waits for neither."""
-        return rung.name == StageName.INSPECT and self.clues.crash is not None
+        return rung.name == StageName.INSPECT and self.clues.named is not None
 
     def _walk_after_verdict(self, rung: Rung, out: Findings) -> None:
         """The walk from the kernel the crash named, after the verdict: it keeps the culprit (adding what its inputs
@@ -230,16 +231,19 @@ class Ladder:
         self.on_walk(out)
         rung.run(self, out)
         moved = out.culprit is None or (_identity(out.culprit) != _identity(named) and not _told(named, out.culprit))
-        if out.culprit is not None and named is not None and not moved and not out.culprit.convicted_by:
-            out.culprit.convicted_by = named.convicted_by  # the crash named it; the walk only read its inputs
+        if out.culprit is not None and named is not None and not moved:
+            # The crash or checker named the kernel; the walk read its inputs (and may have named the operand).
+            out.culprit.convicted_by = (*named.convicted_by,
+                                        *(e for e in out.culprit.convicted_by if e not in named.convicted_by))
         self.finish(out)
         if not moved:
             out.verdict_s, out.verdict_runs = said
         walked = [s for s in self.stages if s.name == rung.name]
         if walked:
             walked[-1].finding = joined(walked[-1].finding, fact(
-                FactKind.NOTE, "the walk ran after the verdict, which the crashed run's own account of its fault "
-                "gave at {at:g} s; it {how}", at=said[0],
+                FactKind.NOTE, "the walk ran after the verdict, which {who} gave at {at:g} s; it {how}",
+                who="the crashed run's own account of its fault" if named is None or named.from_crash
+                else "the memory checker's report", at=said[0],
                 how="moved the culprit to an earlier producer" if moved else "kept the culprit"))
 
     def judge(self, out: Findings) -> None:
@@ -248,7 +252,7 @@ class Ladder:
         first bad producer); an op or function outside the kernels, which no printer reads, is the culprit."""
         graph = self.any_graph()
         self.ledger.add_runs(self.stages, graph)
-        if self.clues.crash is not None or (out.culprit is not None and out.culprit.pinned):
+        if self.clues.named is not None or (out.culprit is not None and out.culprit.pinned):
             return
         found = crash_verdict(self.ledger, graph)
         if found is None or not found.pinned:
@@ -256,7 +260,7 @@ class Ladder:
         if found.kind is CulpritKind.KERNEL:
             self._index_given(found, found.kernel)
         if found.kind is CulpritKind.KERNEL and self.opt.asked(StageName.INSPECT):
-            self.clues.crash, self.clues.suspect, self.clues.checker = found, found.kernel, found.evidence
+            self.clues.named, self.clues.suspect, self.clues.checker = found, found.kernel, found.evidence
         else:
             out.culprit = found
 
@@ -312,7 +316,7 @@ class Ladder:
             out.masked = fact(FactKind.CHECKER, "passes at baseline ({base}); {found}", base=base.rate.describe(),
                               found=out.culprit.headline)
             out.summary = out.masked
-        why = ("its 95% interval is within ±{:.0f} points".format(HONEST_HALF_WIDTH * 100) if _honest(base.results)
+        why = (f"its 95% interval is within ±{HONEST_HALF_WIDTH * 100:.0f} points" if _honest(base.results)
                else f"the budget of {self.opt.budget:.0f} s ran out" if self.clock() > deadline
                else f"its {base.rate.runs} runs are all the rate may take (twice --max-runs, or --runs)")
         base.finding = joined(base.finding, fact(
@@ -332,9 +336,10 @@ class Ladder:
             if c.from_crash:
                 return "culprit already pinned: the crashed run's own stack named where it faulted"
             return "culprit already pinned"
-        if rung.refinds and self.clues.crash is not None:
-            return (f"the crashed run named the faulting kernel, {self.clues.crash.kernel}: this stage would only "
-                    "find it again (the walk reads its inputs)")
+        if rung.refinds and self.clues.named is not None:
+            named = self.clues.named
+            return (f"{named.named_by} named the faulting kernel, {named.kernel}: this stage would only find it "
+                    "again (the walk reads its inputs)")
         return None
 
     def partial(self) -> Findings:
@@ -488,8 +493,8 @@ class Ladder:
             return
         if c.kind is CulpritKind.KERNEL and c.from_crash:
             self._index_given(c, c.kernel)
-        elif self.clues.given is not None and self.clues.crash is not None:
-            self._index_given(c, self.clues.crash.kernel)  # the walk moved on from the kernel: names, said again
+        elif self.clues.given is not None and self.clues.named is not None:
+            self._index_given(c, self.clues.named.kernel)  # the walk moved on from the kernel: names, said again
         if c.kernel:
             out.source = self.evidence.kernel_source(c.kernel, [s.results[0] for s in self.stages if s.results])
             graph = self.graph(self.clues.trace)

@@ -6,8 +6,8 @@ from typing import Optional
 from ...run.types import RunResult
 from ...stats import Rate, baseline_should_stop, fisher_exact
 from ...verdict import Verdict
-from ..facts import Fact, FactKind, fact, joined
 from ..context import StageContext
+from ..facts import Fact, FactKind, fact, joined
 from ..findings import Findings, Stage, StageName, dominant
 from . import memcheck
 
@@ -32,7 +32,7 @@ def run(ctx: StageContext) -> tuple[Findings, Optional[str]]:
     # The verdict does not wait for the rate when a checker convicted, when a crashed run told where it faulted,
     # or when a flaky memory fault's checker is cheaper than waiting for crashes: the rest of the baseline runs on
     # after the verdict (Ladder.rate_after_verdict).
-    if not _pinned(out) and ctx.clues.crash is None:
+    if not _pinned(out) and ctx.clues.named is None:
         def stop(rs: list[RunResult]) -> bool:
             if opt.runs is not None:
                 return False
@@ -48,7 +48,7 @@ def run(ctx: StageContext) -> tuple[Findings, Optional[str]]:
     ctx.clues.estimate = max(rate.ci95[0], 1e-9)
     ctx.clues.likely = rate.value
     out.signature, out.baseline = sig, rate
-    named = out.culprit if _pinned(out) else ctx.clues.crash
+    named = out.culprit if _pinned(out) else ctx.clues.named
     if named is not None:
         stage.finding = joined(fact(FactKind.REPRODUCTION, "{rate} before the {who} named the culprit",
                                     rate=rate.describe(),

@@ -8,8 +8,8 @@ from typing import Optional
 from ...aoti import flags
 from ...aoti.provenance import SourceMap
 from ...run.types import Signature
-from ..eagerwalk import walk_eager
 from ..context import StageContext
+from ..eagerwalk import walk_eager
 from ..findings import Findings, Stage, StageName
 from .rung import Rung
 from .trace import FAULT_KINDS
@@ -56,11 +56,13 @@ def goes_first(ctx: StageContext, out: Findings) -> bool:
     """A wrong value (likely) goes before the inspect stage: this stage's walk compares every tensor the package
     saved on the failing call with eager, so level 2's view of a few of them (a NaN, an index past a bound) adds
     nothing where it ran, and the inspect stage then runs only if it could not."""
-    return out.culprit is None and ctx.clues.crash is None and likely(out.signature)
+    return out.culprit is None and ctx.clues.named is None and likely(out.signature)
 
 
 # What the walk's outcome says of its run: it compared the failing call's tensors (the inspect stage need not look).
 WALKED = ("differs", "agree")
-RUNG = Rung(StageName.EAGER, run)
+# Once a crash or the checker named the kernel, the walk after the verdict reads its inputs: comparing every tensor
+# with eager would only find the values that kernel's fault left (a stray store's victim), not who made them.
+RUNG = Rung(StageName.EAGER, run, refinds=True)
 # The same stage ahead of the inspect stage, where goes_first says so; the ladder then passes over RUNG, as it ran.
 FIRST = Rung(StageName.EAGER, run, applies=goes_first, requestable=False)

@@ -5,16 +5,16 @@ from __future__ import annotations
 from typing import Optional
 
 from ...aoti import checks, flags, reinstrument
+from ..context import StageContext
 from ..facts import FactKind, fact, joined, kernel
 from ..findings import CulpritKind, Findings, Stage, StageName
-from ..context import StageContext
 from ..walk import walk
 from .rung import Rung
 
 
 def run(ctx: StageContext, out: Findings) -> None:
     trace = ctx.clues.trace
-    crash = ctx.clues.crash  # a crashed run named the kernel: no trace ran, the walk starts from its word
+    crash = ctx.clues.named  # a crashed run or the checker named the kernel: the walk starts from its word
     graph = ctx.graph(trace) if crash is None else ctx.any_graph()
     if graph is None or (crash is None and not trace.failures) or ctx.clues.eager_walked:
         ctx.skip(StageName.INSPECT, "no generated wrapper to read the launch graph from" if graph is None else
@@ -65,19 +65,22 @@ def run(ctx: StageContext, out: Findings) -> None:
     if culprit.pinned and read and culprit.headline is not None:
         ctx.ledger.walked(StageName.INSPECT, read[0].spec.name, culprit)
     if not culprit.pinned and crash is not None:
-        # The walk could not convict anything further back: the crash's own word stands.
+        # The walk could not convict anything further back: the crash's (or the checker's) own word stands.
         culprit = crash
         culprit.evidence.append(fact(FactKind.NOTE, "inspection could not read past {kernel}'s inputs, so this rests "
-                                     "on the crash alone", kernel=kernel(suspect)))
+                                     "on {who} alone", kernel=kernel(suspect),
+                                     who="the crash" if crash.from_crash else "the memory checker's report"))
     elif not culprit.pinned and crashed and suspect:
         # The level-2 view could not convict anything, but the trace did name the faulting launch.
         culprit.kind, culprit.kernel = CulpritKind.KERNEL, suspect
         culprit.evidence.insert(0, fact(FactKind.LAUNCH, "the trace shows {kernel} never finished; inspection could "
-                                        "not read its inputs, so this rests on the trace alone", kernel=kernel(suspect)))
+                                        "not read its inputs, so this rests on the trace alone",
+                                        kernel=kernel(suspect)))
     if probes:
         probes[-1].finding = joined(probes[-1].finding, culprit.evidence[-1] if culprit.evidence else None)
     if out.culprit is not None and not out.culprit.pinned:
-        culprit.evidence.extend(out.culprit.evidence)  # what an earlier stage learnt without convicting (the eager walk)
+        # what an earlier stage learnt without convicting (the eager walk)
+        culprit.evidence.extend(out.culprit.evidence)
     out.culprit = culprit
 
 

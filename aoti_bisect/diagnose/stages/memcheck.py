@@ -5,8 +5,8 @@ from __future__ import annotations
 from ...aoti import flags
 from ...run.checkers import Missing
 from ...run.types import RunResult
-from ..findings import CulpritKind, Entry, EvidenceKind, Findings, Stage, StageName
 from ..context import StageContext
+from ..findings import CulpritKind, Entry, EvidenceKind, Findings, Stage, StageName
 from ..memcheck import MEMORY_FAULTS, memcheck_culprit
 from .rung import Rung
 
@@ -42,7 +42,7 @@ def run(ctx: StageContext, out: Findings, unmasking: bool = False) -> None:
         stage = Stage(StageName.MEMCHECK, env, tool=" ".join(checker.prefix))
         reports: dict[int, object] = {}
 
-        def report(r: RunResult, tool: str = checker.tool):
+        def report(r: RunResult, tool: str = checker.tool, reports: dict[int, object] = reports):
             if r.spec.index not in reports:
                 reports[r.spec.index] = ctx.evidence.memcheck(r, tool)
             return reports[r.spec.index]
@@ -67,10 +67,15 @@ def run(ctx: StageContext, out: Findings, unmasking: bool = False) -> None:
             # A fault's kernel is where the walk starts; a wrong value's stray access is itself the culprit (the walk
             # reads values, and the kernel that made the access is one the printer does not wrap).
             faulted = kind in MEMORY_FAULTS or turned is not None
-            if found.culprit.kind == CulpritKind.KERNEL and trace is not None and trace.failures and not unmasking \
-                    and lead is None and faulted:
+            walkable = found.culprit.kind == CulpritKind.KERNEL and not unmasking and lead is None
+            if walkable and trace is not None and trace.failures and faulted:
                 ctx.clues.suspect = found.culprit.kernel  # the walk reads its inputs; the checker's lines stay
                 ctx.clues.checker = found.culprit.evidence
+            elif walkable and not faulted and ctx.opt.asked(StageName.INSPECT):
+                # The access convicts, as a crash's account does; the walk after the verdict reads the kernel's
+                # inputs for the operand that carried the stray address (an index past every dimension).
+                ctx.clues.named, ctx.clues.suspect, ctx.clues.checker = (found.culprit, found.culprit.kernel,
+                                                                         found.culprit.evidence)
             else:
                 out.culprit = found.culprit  # the checker saw the access: it outweighs the trace's inference
                 if lead is not None:
@@ -81,7 +86,7 @@ def run(ctx: StageContext, out: Findings, unmasking: bool = False) -> None:
 def goes_first(ctx: StageContext, out: Findings) -> bool:
     """A flaky memory fault whose checker costs less than waiting for crashes (StageContext.check_first): the checker
     sees the access in any run, crashed or not, so it goes before the stages that wait for a crash."""
-    return out.culprit is None and ctx.clues.crash is None and ctx.check_first(ctx.stages[0].results)
+    return out.culprit is None and ctx.clues.named is None and ctx.check_first(ctx.stages[0].results)
 
 
 # The trace's "outside the instrumented kernels" is inferred from launches that finished, not seen: a user kernel or

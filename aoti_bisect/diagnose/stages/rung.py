@@ -2,8 +2,8 @@
 the registry (stages/__init__.py) places it in the climb."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..context import StageContext
 from ..findings import CulpritKind, Findings
@@ -17,7 +17,7 @@ class Rung:
     runtime: bool = True  # needs kernels to run: skipped for failures in the export, compile or load phase
     requestable: bool = True  # offered by --stages
     after: frozenset[CulpritKind] = frozenset()  # pinned culprits it still runs after (a wrong fake explains them)
-    # Only finds the faulting kernel again: skipped once a crashed run named it (Clues.crash).
+    # Only finds the faulting kernel again: skipped once a run's own evidence named it (Clues.named).
     refinds: bool = False
     # Culprits it still runs after where an earlier stage inferred them and no crash named them: leads to confirm.
     leads: frozenset[CulpritKind] = frozenset()

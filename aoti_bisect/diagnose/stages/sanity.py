@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from ...aoti import flags
 from ...aoti.checks import InputRejected
+from ..context import StageContext
 from ..facts import FactKind, fact
 from ..findings import Findings, Stage, StageName
-from ..context import StageContext
 from ..sanity import sanity_culprit
 from .rung import Rung
 
 
 def run(ctx: StageContext, out: Findings) -> None:
-    if ctx.clues.crash is not None and ctx.clues.given is not None:
+    if ctx.clues.named is not None and ctx.clues.given is not None:
         ctx.skip(StageName.SANITY, "the crashed run's kernel checks a model input's value as given against a bound "
                  "fixed at export: no input's size or dtype explains that fault")
         return
-    if ctx.clues.crash is not None:
+    if ctx.clues.named is not None:
         _input_check_once(ctx, out)
         return
     stage = ctx.until_seen(Stage(StageName.SANITY, dict(flags.SANITY)))
