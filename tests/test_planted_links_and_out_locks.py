@@ -1,7 +1,7 @@
-"""Issue #38, what was left: the newest code read and wrote run folders without the guards the rest has. One
-process per --out (nightly), a hook record no JSON can crash, logs and run files never written through a planted
-link (symbolic or hard), a run's folders made without following one, the redirect mapping read through
-RunFolder, and the hook's temporary files new (O_EXCL|O_NOFOLLOW, a random name). Each test plants what a
+"""Run folders read and written with the guards (issue #38, what was left): one process per --out (nightly), a
+hook record no JSON can crash, logs and run files never written through a planted link (symbolic or hard), a run's
+folders made without following one, the redirect mapping read through RunFolder, and the hook's temporary files
+new (O_EXCL|O_NOFOLLOW, a random name). Each test plants what a
 hostile repro would, and fails on the code before the fix."""
 import json
 import os

@@ -1,4 +1,4 @@
-"""Issue #51, "Trust, round 4": a received run folder is data, never code; every parser total; paths are paths;
+"""A received run folder is data, never code (issue #51); every parser total; paths are paths;
 Markdown and secrets by rule. Each class is proved where a user meets it: the `aoti-bisect` CLI in a real
 process on a hostile or received folder, and property tests (hypothesis) over every parser of child output."""
 import html

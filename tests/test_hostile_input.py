@@ -1,5 +1,7 @@
-"""Issue #30, "Trust, round 2": one or more adversarial tests per defect class (secrets, wrong verdicts,
-crashes, small faults, the `git bisect run` contract). Cheap scripts, no torch."""
+"""What a hostile or broken repro, environment or input cannot do: leak a secret (through an excerpt's edge, a linked
+log, a nightly file), turn a usage error or a skip into a verdict, or crash aoti-bisect (a deleted run folder, a
+full disk, a hand-edited report); one or more adversarial tests per defect class (issue #30). Cheap scripts, no
+torch."""
 import json
 import os
 import random

@@ -1,5 +1,5 @@
-"""Issue #38, "Trust, round 3: safe by construction": each class of defect is closed where the code makes it
-impossible, and tested there: one Markdown writer (report/markdown.py md_cell), one guarded reader and writer of
+"""Safe by construction (issue #38): each class of defect is closed where the code makes it impossible, and tested
+there: one Markdown writer (report/markdown.py md_cell), one guarded reader and writer of
 a run folder (files.RunFolder), no pickle from a run folder, secrets in names and two more formats, small faults.
 Property tests (hypothesis) drive hostile text through the writer and hostile JSON through the reader."""
 import html
@@ -147,7 +147,7 @@ def victim(tmp_path):
 
 def named_repro(tmp_path) -> tuple[str, ...]:
     """minify's options naming a repro: without them a folder with no capture is refused before minify/ is
-    touched (tests/test_trust4.py), so the folder's own guards are reached only with them."""
+    touched (tests/test_received_folders_and_total_parsers.py), so the folder's own guards are reached only with them."""
     (tmp_path / "repro.py").write_text("print('ok')\n")
     return ("--script", str(tmp_path / "repro.py"))
 
