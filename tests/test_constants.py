@@ -354,7 +354,7 @@ def test_with_nothing_pinned_a_wrong_output_convicts_the_stale_buffer():
     out = findings(Culprit("unknown", evidence=[note("the eager run agrees with the package")]), "python_exception")
     convict_constants(out, [HookRecord(events)], None, ["python", "repro.py"])
     c = out.culprit
-    assert (c.kind, c.input_name, c.user_name) == ("constant", "scale", "scale")
+    assert (c.kind, c.input_name, c.user_name) == ("stale_constant", "scale", "scale")
     assert render(c.summary) == ("constant `scale` is stale in the package: changed on the module after the build, 63 of "
                                  "64 elements differ by up to 0.5 (first [0]: 1 packaged, 0.5 in the module now); no "
                                  "launch in the wrapper reads it by name")
@@ -415,6 +415,73 @@ def test_a_parameter_updated_in_place_after_the_export_is_stale_by_its_attribute
     assert stale["head.weight"]["differ"] == 4 and stale["head.weight"]["index"] == [2, 0]
 
 
+def test_a_parameter_replaced_after_the_export_is_found_in_the_module_by_its_attribute_path():
+    # load_state_dict(assign=True) gives the module new parameter objects: the exported program keeps the old ones,
+    # so only the module the hook saw exported, looked up by FQN, shows the package's copy is stale.
+    torch = pytest.importorskip("torch")
+    from aoti_bisect.child.hook import recorder
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3))
+    ep = torch.export.export(model, (torch.randn(2, 4),))
+    recorder._remember_module(ep, model)
+    packaged = {fqn: t.detach().clone() for fqn, t in ep.state_dict.items()}
+    tuned = {k: v.clone() for k, v in model.state_dict().items()}
+    tuned["0.weight"][2] += 0.25
+    model.load_state_dict(tuned, assign=True)
+    assert torch.equal(ep.state_dict["0.weight"], packaged["0.weight"])  # the program never sees it
+    rows = hook_constants._rows(torch, {"w": "0.weight", "b": "0.bias"}, packaged, recorder.live_state(ep))
+    stale = {r["fqn"]: r.get("stale") for r in rows["constants"]}
+    assert stale["0.bias"] is None and stale["0.weight"]["differ"] == 4 and stale["0.weight"]["index"] == [2, 0]
+
+
+def test_a_buffer_folded_into_the_code_is_compared_with_the_value_the_compile_kept():
+    torch = pytest.importorskip("torch")
+    from aoti_bisect.child.hook import recorder
+
+    class Scorer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("temperature", torch.tensor(2.0))
+            self.register_buffer("bias", torch.zeros(3))
+
+        def forward(self, x):
+            return x / self.temperature + self.bias
+
+    model = Scorer()
+    ep = torch.export.export(model, (torch.randn(2, 3),))
+    # the wrapper lists `bias` (a placeholder) and not `temperature` (folded into the kernel as a literal)
+    kept = recorder._folded_values(ep, [{"fqn": "temperature", "placeholder": None},
+                                        {"fqn": "bias", "placeholder": "bias"}])
+    assert set(kept) == {"temperature"}
+    assert hook_constants.folded(torch, kept, recorder.live_state(ep)) == []
+    model.temperature.fill_(0.5)  # calibrated after the build: the same object, so only the kept copy tells
+    assert hook_constants.folded(torch, kept, recorder.live_state(ep)) == [
+        {"fqn": "temperature", "stale": {"differ": 1, "max_abs_diff": 1.5, "index": [], "package": 2.0,
+                                         "module": 0.5}}]
+
+
+def test_a_stale_buffer_folded_into_the_softmax_kernel_is_convicted_as_folded():
+    # The records of scenario folded_temperature's eager run (torch 2.13.0+cpu, 2026-11-28), unchanged but for the
+    # run folder: the compile's program lists `temperature` with no placeholder (a literal of the softmax kernel;
+    # `proj.bias` is folded too, into cpp_fused_0, and unchanged) and the load found it changed since the build.
+    from aoti_bisect.diagnose.facts import note
+    record = parse(open(os.path.join(DATA, "folded_temperature.hook.json")).read())
+    with open(os.path.join(DATA, "folded_temperature.wrapper.cpp")) as f:
+        g = wrapper.parse_wrapper(f.read(), "folded_temperature.wrapper.cpp")
+    kernel = "cpp_fused__softmax_abs_all_amax_div_eq_ge_mul_ne_neg_scalar_tensor_sub_where_1"
+    assert [l.name for l in g.launches] == ["cpp_fused_0", "aoti_torch_cpu_addmm_out", kernel]
+    out = findings(Culprit("kernel", kernel=kernel, evidence=[note(f"{kernel}'s output differs from eager")]),
+                   "python_exception")
+    convict_constants(out, [record], g, ["python", "repro.py"])
+    c = out.culprit
+    assert (c.kind, c.user_name) == ("folded_constant", "temperature")
+    assert render(c.summary) == (
+        "buffer `temperature` is folded into the generated code (the package lists no constant of that name) and "
+        "stale there: changed on the module after the build, 1 of 1 elements differ by up to 1.5 (first []: 2 "
+        f"packaged, 0.5 in the module now); read by {kernel}")
+    assert out.constants["stale"][0]["folded"] is True
+
+
 def test_a_constant_the_eager_walk_convicted_is_told_by_what_is_wrong_with_it():
     # On CUDA the level-1 wrapper may save the stale buffer a Triton kernel reads: the eager walk then convicts the
     # constant itself ("read it otherwise than the program"), and the stale comparison says why.
@@ -429,6 +496,6 @@ def test_a_constant_the_eager_walk_convicted_is_told_by_what_is_wrong_with_it():
     out = findings(Culprit("constant", input_name="shift", user_name="shift", evidence=[walked]), "python_exception")
     convict_constants(out, [HookRecord(events)], None, ["python", "repro.py"])
     c = out.culprit
-    assert (c.kind, c.input_name) == ("constant", "shift") and render_all(c.evidence)[0] == render(walked)
+    assert (c.kind, c.input_name) == ("stale_constant", "shift") and render_all(c.evidence)[0] == render(walked)
     assert render(c.summary).startswith("constant `shift` is stale in the package: changed on the module after the "
                                         "build, 32 of 32 elements differ by up to 0.5")

@@ -186,8 +186,9 @@ def test_the_float64_run_marks_a_cancelling_node_unstable_and_leaves_the_users_m
     ep = torch.export.export(model, (h,))
     recorder = eagerwalk._interpreter_class()(ep.module(), 1 << 20)
     eagerwalk._run(torch, recorder, [h])
-    unstable, problem = eagerwalk._unstable(recorder.values, ep, [h], 1 << 20)
+    wide, unstable, errors, problem = eagerwalk._unstable(recorder.values, ep, [h], 1 << 20)
     assert problem is None and "sub" in unstable and unstable["sub"] > 0.01 and "mul_2" not in unstable
+    assert wide["sub"].dtype == torch.float64 and errors["sub"][0] == unstable["sub"] and errors["mul_2"] == [0, 0]
     assert model.scale.dtype == torch.float32  # the float64 run converted a copy, not the module's parameter
 
 

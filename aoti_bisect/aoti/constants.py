@@ -79,6 +79,9 @@ class ConstantValues:
     values: tuple[ConstantValue, ...] = ()
     skipped: Optional[str] = None
     left_out: int = 0  # constants past the hook's row limit
+    # (FQN, how it differs) of each constant folded into the generated code whose module tensor changed since the
+    # build: the hook kept the compiled value, since the package holds none to read.
+    folded: tuple[tuple[str, Stale], ...] = ()
 
 
 def _count(raw: dict, key: str) -> int:
@@ -117,6 +120,8 @@ def parse_values(raw: object) -> Optional[ConstantValues]:
         return None
     try:
         return ConstantValues(raw.get("so"), tuple(parse_value(r) for r in raw.get("constants") or ()),
-                              raw.get("skipped"), _count(raw, "left_out"))
+                              raw.get("skipped"), _count(raw, "left_out"),
+                              tuple((str(r["fqn"]), _stale(r["stale"])) for r in raw.get("folded") or ()
+                                    if r.get("stale")))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         return ConstantValues(skipped=f"the hook's constant values are damaged: {type(exc).__name__}: {exc}"[:300])

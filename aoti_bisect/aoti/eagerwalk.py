@@ -20,6 +20,9 @@ class Pair:
     max_abs: Optional[float]  # over the elements finite in both; None where none is
     close: bool  # within the saved tensor's tolerance, NaNs equal
     max_rel: Optional[float] = None  # |saved - eager| / |eager| over the elements eager holds away from zero
+    # The saved tensor against the node run in float64 (max abs, RMSE); None: no float64 value (schema < 3)
+    f64_abs: Optional[float] = None
+    f64_rmse: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,8 @@ class EagerWalk:
     # node -> how far its float32 eager value is from the program run in float64, where beyond the tolerance
     unstable: dict[str, Optional[float]] = field(default_factory=dict)
     stability_problem: Optional[str] = None  # why the float64 run was not made or failed
+    # node -> eager's own (max abs, RMSE) against the program run in float64
+    float64: dict[str, tuple[Optional[float], Optional[float]]] = field(default_factory=dict)
 
     def op(self, node: str) -> Optional[str]:
         """The aten op of a node (`linear` for aten.linear.default); None for a placeholder or a part."""
@@ -82,7 +87,8 @@ def parse(text: str) -> EagerWalk:
                          float(data.get("factor") or 1.0), saved,
                          {str(k): str(v) for k, v in (data.get("targets") or {}).items()},
                          {str(k): _number(v) for k, v in (data.get("unstable") or {}).items()},
-                         data.get("stability_problem"))
+                         data.get("stability_problem"),
+                         {str(k): (_number(v[0]), _number(v[1])) for k, v in (data.get("float64") or {}).items()})
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         problem = f"{contract.EAGER_WALK_RESULT} is damaged: {type(exc).__name__}: {exc}"
         return EagerWalk("missing", problem=problem[:300])
@@ -92,9 +98,9 @@ def _number(v) -> Optional[float]:
     return None if v is None else float(v)
 
 
-def _pair(node, max_abs, close, max_rel=None) -> Pair:
-    """A row of `pairs`; schema 1 rows have no relative difference."""
-    return Pair(str(node), _number(max_abs), bool(close), _number(max_rel))
+def _pair(node, max_abs, close, max_rel=None, f64_abs=None, f64_rmse=None) -> Pair:
+    """A row of `pairs`; schema 1 rows have no relative difference, schema 2 rows no float64 error."""
+    return Pair(str(node), _number(max_abs), bool(close), _number(max_rel), _number(f64_abs), _number(f64_rmse))
 
 
 def read_eager_walk(run_dir: str) -> EagerWalk:

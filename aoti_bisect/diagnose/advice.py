@@ -21,6 +21,18 @@ def next_steps(argv: list[str], sig: Optional[Signature], c: Optional[Culprit], 
         steps.append(f"Find where `{name}` got its non-finite values (the checkpoint or state_dict the package "
                      f"was built from: torch.isfinite(model.get_parameter('{name}')).all(), or get_buffer), then "
                      "rebuild the package; nothing in the generated code needs fixing")
+    if c and c.kind in ("stale_constant", "folded_constant"):
+        name = c.user_name or c.input_name
+        steps.append(f"Rebuild the package from the module as it is now (`{name}` changed after the build)"
+                     + (": Inductor folded it into the generated code, so no constant update reaches it; keep it "
+                        "a graph input or a parameter the package lists if it must change after packaging"
+                        if c.kind == "folded_constant" else ", or hand the package the new weights "
+                        "(load_constants / update_constant_buffer)"))
+    if c and c.kind == "precision":
+        steps.append("Compare against float64, not float32/bfloat16 eager: eager rounds after every op, the fused "
+                     "kernel once; to see the package round as eager does, set "
+                     "torch._inductor.config.emulate_precision_casts = True before compiling, and rerun: "
+                     f"{cmd}")
     if c and c.kind == "outside_instrumented_kernels":
         steps.append("Check the custom op's kernel and its fake/meta function (shapes, strides, bounds); "
                      + (f"run it under compute-sanitizer: PYTORCH_NO_CUDA_MEMORY_CACHING=1 "

@@ -12,6 +12,7 @@ for a package the run did not build, from the op words of the reading kernel's n
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
 import re
@@ -197,17 +198,22 @@ def describe_violation(x: Violation, kind: Optional[str], by: list[str], inlined
                 outside=x.rule.outside.value, op=x.rule.says, seen_in=x.seen_in, by=tuple(by))
 
 
-def describe_stale(v: ConstantValue, kind: Optional[str], by: list[str]) -> Fact:
+FOLDED = " is folded into the generated code (the package lists no constant of that name) and stale there"
+
+
+def describe_stale(v: ConstantValue, kind: Optional[str], by: list[str], folded: bool = False) -> Fact:
     """'buffer `scale` (scale) is stale in the package: changed on the module after the build, 64 of 64 elements
-    differ by up to 0.5 (first [0]: 1 packaged, 1.5 in the module now); read by cpp_fused_mul_0'"""
+    differ by up to 0.5 (first [0]: 1 packaged, 1.5 in the module now); read by cpp_fused_mul_0'. A constant
+    Inductor folded into the code is said so: its readers are the launches named after an op it feeds."""
     x = v.stale
     subject = Namer(constants={v.placeholder: v.fqn} if v.fqn else {}).constant(v.placeholder)
     tail = "; " + ("read by {by:, }" if by else "no launch in the wrapper reads it by name")
+    where = FOLDED if folded else " is stale in the package"
     if not x.differ:
-        return fact(FactKind.CONSTANT, "{kind} {constant:quoted} is stale in the package: the module's tensor has "
+        return fact(FactKind.CONSTANT, "{kind} {constant:quoted}" + where + ": the module's tensor has "
                     "shape {shape} now, the package's {was}" + tail, kind=kind or "constant", constant=subject,
                     shape=list(x.shape or ()), was=list(v.shape), by=tuple(by))
-    return fact(FactKind.CONSTANT, "{kind} {constant:quoted} is stale in the package: changed on the module after "
+    return fact(FactKind.CONSTANT, "{kind} {constant:quoted}" + where + ": changed on the module after "
                 "the build, {differ} of {numel} elements differ by up to {diff:.6g} (first [{index}]: {package:.6g} "
                 "packaged, {module:.6g} in the module now)" + tail, kind=kind or "constant", constant=subject,
                 differ=x.differ, numel=v.numel, diff=x.max_abs_diff if x.max_abs_diff is not None else float("nan"),
@@ -225,7 +231,10 @@ def convict_constants(out: Findings, records: list[HookRecord], graph: Optional[
     values, not_read, package = gather(records)
     names = {c.fqn: c for r in records for e in r.events for c in e.constants}
     read = {v.fqn for v in values}
-    inlined = [c.values for c in names.values() if c.values is not None and c.fqn not in read]
+    # A folded constant's staleness is measured at load against the value the compile kept (the hook's `folded`).
+    folded = {fqn: x for r in records for e in r.events if e.constant_values for fqn, x in e.constant_values.folded}
+    inlined = [dataclasses.replace(c.values, stale=folded.get(c.fqn)) for c in names.values()
+               if c.values is not None and c.fqn not in read]
     values += inlined
     if not values and not not_read:
         return
@@ -251,7 +260,7 @@ def convict_constants(out: Findings, records: list[HookRecord], graph: Optional[
     outside_lines = [describe_violation(x, kinds.get(x.value.fqn or ""), by, x.value in inlined)
                      for x, by in outside]
     stale = [(v, read_by(v)) for v in values if v.stale is not None]
-    stale_lines = [describe_stale(v, kinds.get(v.fqn or ""), by) for v, by in stale]
+    stale_lines = [describe_stale(v, kinds.get(v.fqn or ""), by, v in inlined) for v, by in stale]
     index = index_operand(c, values, read_by, inlined, kinds)
     if c is not None:
         c.evidence.extend(maker_constants(c, values, kinds))
@@ -263,24 +272,25 @@ def convict_constants(out: Findings, records: list[HookRecord], graph: Optional[
                      "nonfinite": [row(v, by, line) for (v, by), line in zip(bad, lines)],
                      "outside_domain": [row(x.value, by, line, op=x.rule.says, index=list(x.index), element=x.element)
                                         for (x, by), line in zip(outside, outside_lines)],
-                     "stale": [row(v, by, line) for (v, by), line in zip(stale, stale_lines)]}
+                     "stale": [row(v, by, line, folded=v in inlined) for (v, by), line in zip(stale, stale_lines)]}
     if (not bad and not outside and not stale and not index) or out.verdict is not Verdict.REPRODUCED:
         return
-    suspects = [(v, by, line) for (v, by), line in zip(bad, lines)] + \
-               [(x.value, by, line) for (x, by), line in zip(outside, outside_lines)] + \
-               [(v, by, line) for (v, by), line in zip(stale, stale_lines)]
+    suspects = [(v, by, line, CulpritKind.CONSTANT) for (v, by), line in zip(bad, lines)] + \
+               [(x.value, by, line, CulpritKind.CONSTANT) for (x, by), line in zip(outside, outside_lines)] + \
+               [(v, by, line, CulpritKind.FOLDED_CONSTANT if v in inlined else CulpritKind.STALE_CONSTANT)
+                for (v, by), line in zip(stale, stale_lines)]
     pick = None
     if index is not None:  # the walk's kernel faulted on an index this constant took out of range
-        suspects.insert(0, index)
+        suspects.insert(0, (*index, CulpritKind.CONSTANT))
         pick = 0
     elif walked is not None:
-        pick = next((i for i, (_, by, _) in enumerate(suspects) if walked in by), None)
+        pick = next((i for i, (_, by, _, _) in enumerate(suspects) if walked in by), None)
     elif (c is None or not c.pinned) and out.signature is not None and out.signature.kind == "nan_inf":
         pick = 0 if bad else next((i for i, (x, _) in enumerate(outside) if x.seen_in == "the exported graph"),
                                   None)
     if pick is None and c is not None and c.kind == CulpritKind.CONSTANT:
         # The walk convicted a constant already (eager saw the package read it otherwise): what is wrong with it.
-        pick = next((i for i, (v, _, _) in enumerate(suspects) if v.placeholder == c.input_name), None)
+        pick = next((i for i, (v, _, _, _) in enumerate(suspects) if v.placeholder == c.input_name), None)
     if pick is None and stale and (c is None or not c.pinned) and out.signature is not None and \
             out.signature.kind in ("nan_inf", "python_exception"):
         # A wrong or NaN output and nothing pinned: the package computes from values the module no longer holds
@@ -288,17 +298,16 @@ def convict_constants(out: Findings, records: list[HookRecord], graph: Optional[
         pick = len(bad) + len(outside)
     if pick is None:
         if c is not None and c.kind != CulpritKind.CONSTANT:
-            c.evidence.extend(_also(line) for _, _, line in suspects)
+            c.evidence.extend(_also(line) for _, _, line, _ in suspects)
         return
     _convict(out, suspects, pick, argv, cuda=bool(graph and graph.cuda))
 
 
 def _convict(out: Findings, suspects: list, pick: int, argv: list[str], cuda: bool) -> None:
     c = out.culprit
-    v, _, line = suspects[pick]
-    convicted = Culprit(CulpritKind.CONSTANT, input_name=v.placeholder, user_name=v.fqn,
-                        probes=c.probes if c else [], summary=line)
-    convicted.evidence = [*(c.evidence if c else []), line, *(_also(x) for i, (_, _, x) in enumerate(suspects)
+    v, _, line, kind = suspects[pick]
+    convicted = Culprit(kind, input_name=v.placeholder, user_name=v.fqn, probes=c.probes if c else [], summary=line)
+    convicted.evidence = [*(c.evidence if c else []), line, *(_also(x) for i, (_, _, x, _) in enumerate(suspects)
                                                                if i != pick)]
     out.culprit = convicted
     out.source, out.source_nodes = None, ""  # the reader's source is not the culprit's

@@ -19,6 +19,9 @@ class CulpritKind(enum.StrEnum):
     KERNEL = "kernel"
     MODEL_INPUT = "model_input"
     CONSTANT = "constant"
+    STALE_CONSTANT = "stale_constant"  # changed on the module after packaging: the package computes with its old copy
+    FOLDED_CONSTANT = "folded_constant"  # folded into the generated code, then changed: no copy to update but a rebuild
+    PRECISION = "precision"  # no conviction: where a rounding gap arises, the package the side nearer float64
     CUSTOM_OP = "custom_op"  # its fake function disagrees with the op
     OUTSIDE_INSTRUMENTED_KERNELS = "outside_instrumented_kernels"
     MISSING_CUSTOM_OP = "missing_custom_op"
@@ -63,6 +66,28 @@ class Entry:
         return {"kind": self.kind.value, "stage": self.stage, "run": self.run, "names": self.names}
 
 
+@dataclass(frozen=True)
+class Gap:
+    """One tensor a launch wrote, against eager (diagnose/eagerwalk.py): the walk's per-kernel numeric gap. The
+    float64 columns say which side the program run in float64 takes, where the hook ran it."""
+    launch: int  # the launch's place in the wrapper
+    kernel: str
+    tensor: str  # the buffer, by the user's name where it has one
+    state: str  # agrees | differs | unjudged
+    node: Optional[str] = None  # the eager value it was held against (the nearest)
+    max_abs: Optional[float] = None
+    max_rel: Optional[float] = None
+    f64: Optional[float] = None  # the package's max abs against that node run in float64
+    eager_f64: Optional[float] = None  # eager's own max abs against it
+    rtol: Optional[float] = None
+    atol: Optional[float] = None
+
+    def to_json(self) -> dict:
+        return {"launch": self.launch, "kernel": self.kernel, "tensor": self.tensor, "state": self.state,
+                "node": self.node, "max_abs": self.max_abs, "max_rel": self.max_rel, "f64": self.f64,
+                "eager_f64": self.eager_f64, "rtol": self.rtol, "atol": self.atol}
+
+
 @dataclass
 class Culprit:
     kind: CulpritKind
@@ -76,6 +101,7 @@ class Culprit:
     op: Optional[str] = None  # a custom op (`mylib::scale`) the package needs and the loading process lacks
     origin: Optional[Origin] = None  # the culprit kernel's source lines (diagnose/source.py)
     convicted_by: tuple[Entry, ...] = ()  # the ledger's entries the judge convicted from, each with its run
+    gaps: tuple[Gap, ...] = ()  # a wrong value's walk against eager: each launch's output, in launch order
 
     @property
     def headline(self) -> Optional[Fact]:

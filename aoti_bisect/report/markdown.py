@@ -92,7 +92,7 @@ def render_markdown(report: ReportRecord | Mapping, minified: Optional[Minified]
     layers: the first screen, the evidence, the stages, then what only some readers open, folded (<details>); the
     rest stays in report.json and the bundle. One function per section; at most MD_LIMIT characters."""
     r = report if isinstance(report, ReportRecord) else ReportRecord.from_json(report)
-    sections = [_title(r), _first_screen(r, minified), _evidence(r), _stages(r), _culprit_source(r),
+    sections = [_title(r), _first_screen(r, minified), _evidence(r), _gaps(r), _stages(r), _culprit_source(r),
                 _next_steps(r, minified), _minified(minified), _constants(r), _packages(r),
                 _environment_section(r)]
     # Logs and messages are the child's bytes: escaped here, a report shown with cat cannot drive the terminal.
@@ -145,6 +145,8 @@ def convicted_by(c: Culprit) -> list[tuple[str, str]]:
     """The one line of evidence that convicts the culprit, without its source lines (the screen names them once)."""
     if not c.conviction:
         return []
+    if c.kind is CulpritKind.PRECISION:  # where a rounding gap arises: nothing is convicted
+        return [("Found", c.conviction)]
     runs = ", ".join(f"{e.run} ({e.stage}, {e.kind})" for e in c.convicted_by)
     return [("Convicted by", c.conviction + (f" [evidence from run {runs}]" if runs else ""))]
 
@@ -242,6 +244,38 @@ def _evidence(r: ReportRecord) -> list[str]:
     out = ["", "## Evidence chain", ""] + [line for i, e in enumerate(chain, 1) for line in _item(md_cell(e), f"{i}. ")]
     diagram = kernel_chain(r.culprit)
     return out + (["", diagram] if diagram else [])
+
+
+GAP_ROWS = 15  # report.json's culprit.gaps holds every row
+
+
+def _gaps(r: ReportRecord) -> list[str]:
+    """A wrong value's walk against eager as a table: each launch's output in launch order, its gap to eager and
+    both sides' gap to float64, the first beyond tolerance marked. Past GAP_ROWS rows, those around that first."""
+    gaps = r.culprit.gaps
+    if not gaps:
+        return []
+    first = next((i for i, g in enumerate(gaps) if g.state == "differs"), None)
+    start = 0 if first is None or len(gaps) <= GAP_ROWS else max(0, min(first - GAP_ROWS // 2, len(gaps) - GAP_ROWS))
+    shown = gaps[start:start + GAP_ROWS]
+    intro = ("Each launch's output against the eager value it was held against (max abs, and max rel), and against "
+             "that value run in float64: the package's max abs error and eager's own. Tolerance: assert_close's for "
+             "the dtype, times 10; **first** marks the first output beyond it." +
+             (f" Rows {start + 1}-{start + len(shown)} of {len(gaps)}; all in report.json (`culprit.gaps`)."
+              if len(shown) < len(gaps) else ""))
+    out = ["", "## Numeric gap, kernel by kernel", "", *textwrap.wrap(intro, 100), "",
+           "| # | kernel | output | eager node | gap to eager | package vs float64 | eager vs float64 | judged |",
+           "|---|---|---|---|---|---|---|---|"]
+    for i, g in enumerate(shown, start):
+        gap = "-" if g.max_abs is None else _g(g.max_abs) + ("" if g.max_rel is None else f" (rel {_g(g.max_rel)})")
+        judged = g.state + (" **first**" if i == first else "")
+        out.append(f"| {g.launch} | {md_cell(_short(g.kernel, 44)[0])} | {md_cell(g.tensor)} | "
+                   f"{md_cell(_short(g.node or '-', 20)[0])} | {gap} | {_g(g.f64)} | {_g(g.eager_f64)} | {judged} |")
+    return out
+
+
+def _g(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x:.3g}"
 
 
 def _folded(summary: str, lines: list[str]) -> list[str]:

@@ -211,7 +211,7 @@ def culprit_json(c) -> dict:
             "input_index": c.input_index, "input_name": c.input_name, "user_name": c.user_name,
             "evidence": [render(f) for f in c.evidence], "facts": [fact_json(f) for f in c.evidence],
             "stats": [tensor_json(t) for t in tensors], "probes": c.probes, "op": c.op,
-            "convicted_by": [entry_json(e) for e in c.convicted_by],
+            "convicted_by": [entry_json(e) for e in c.convicted_by], "gaps": [g.to_json() for g in c.gaps],
             "origin": c.origin.to_json() if c.origin else None,
             "kernel_origins": {name: o.to_json() for f in c.evidence for name, o in f.origins}}
 

@@ -217,6 +217,31 @@ class LedgerEntry:
 
 
 @dataclass(frozen=True)
+class Gap:
+    """One launch's output against eager, and both against float64 (diagnose/findings.py's Gap)."""
+    launch: int
+    kernel: str
+    tensor: str
+    state: str  # agrees | differs | unjudged
+    node: Optional[str]
+    max_abs: Optional[float]
+    max_rel: Optional[float]
+    f64: Optional[float]
+    eager_f64: Optional[float]
+    rtol: Optional[float]
+    atol: Optional[float]
+
+    @classmethod
+    def from_json(cls, d: Any, where: str) -> Gap:
+        d = _mapping(d, where)
+        number = (int, float)
+        return cls(_take(d, "launch", int, where), _take(d, "kernel", str, where), _take(d, "tensor", str, where),
+                   _take(d, "state", str, where), _take(d, "node", str, where, None),
+                   *(_take(d, key, number, where, None) for key in ("max_abs", "max_rel", "f64", "eager_f64", "rtol",
+                                                                     "atol")))
+
+
+@dataclass(frozen=True)
 class Fact:
     """A sentence of the evidence as data (report/facts.py's fact_json): its kind and the tensors it shows."""
     kind: str
@@ -253,6 +278,7 @@ class Culprit:
     source: Optional[KernelSource]
     source_nodes: Optional[str]
     convicted_by: tuple[LedgerEntry, ...] = ()  # the ledger's entries the judge convicted from, each with its run
+    gaps: tuple[Gap, ...] = ()  # a wrong value's walk against eager, launch by launch
 
     @classmethod
     def from_json(cls, d: Mapping, where: str) -> Culprit:
@@ -268,7 +294,8 @@ class Culprit:
                    Origin.from_json(origin, f"{where}origin.") if origin is not None else None,
                    KernelSource(_take(source, "path", str, f"{where}source."),
                                 _take(source, "excerpt", str, f"{where}source.")) if source is not None else None,
-                   None if nodes is None else str(nodes), _each(d, "convicted_by", where, LedgerEntry.from_json))
+                   None if nodes is None else str(nodes), _each(d, "convicted_by", where, LedgerEntry.from_json),
+                   _each(d, "gaps", where, Gap.from_json))
 
     def who(self) -> str:
         """The culprit in a few words: a kernel, or a model input / constant by the user's name where known."""

@@ -68,6 +68,18 @@ def read(path, data, model_name, scratch, live=None):
     return {**result, "seconds": round(time.monotonic() - start, 3)}
 
 
+def folded(torch, compiled, live):
+    """[{"fqn", "stale"}] for each constant folded into the generated code (FQN -> the value compiled) whose
+    module tensor differs now: the package computes with the old value and holds no copy that could be updated."""
+    rows = []
+    for fqn, value in compiled.items():
+        now = live.get(fqn)
+        stale = _stale(torch, value, now) if torch is not None and isinstance(now, torch.Tensor) else None
+        if stale is not None:
+            rows.append({"fqn": fqn, "stale": stale})
+    return rows
+
+
 def _no_room(torch, device, so_bytes):
     """Why a second container cannot be opened for this device here; None: it can. The second container holds
     its own copy of the weights, on the package's device: on a GPU that must fit twice over in what is free, so

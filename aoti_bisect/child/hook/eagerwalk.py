@@ -22,9 +22,11 @@ eager_walk.json in the run folder (rewritten after each call):
    "values": count of eager values kept,
    "targets": {node: "aten.linear.default", part: "aten.linear.default:mm" for a part such as "linear:mm"},
    "unstable": {node: max abs of float32 eager against float64 eager, where beyond the tolerance},
+   "float64": {node: [max abs, RMSE] of eager's value against the program run in float64},
    "stability_problem": str | null (why the float64 run was not made or failed),
    "dumps": [{"when": "before" | "after", "stem": "<kernel>_<arg>", "device": "cpu", "shape": [...],
-              "dtype": "float32", "rtol": r, "atol": a, "pairs": [[node, max_abs | null, close, max_rel | null], ...],
+              "dtype": "float32", "rtol": r, "atol": a,
+              "pairs": [[node, max_abs | null, close, max_rel | null, f64 max_abs | null, f64 RMSE | null], ...],
               "pairs_dropped": j, "problem": str | null}]}
 Tolerances are torch.testing.assert_close's for the saved tensor's dtype, times FACTOR: kernels reorder
 floating-point arithmetic, so a correct fused kernel can miss eager by a few ulps more than one op does.
@@ -35,7 +37,7 @@ import re
 
 from . import contract, fakecheck
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 FACTOR = 10
 MAX_PAIRS = 256  # per saved tensor: the closest eager values of its shape
 MAX_CALLS = fakecheck.MAX_CALLS
@@ -159,8 +161,8 @@ def after_call(eager, result, call, path):
     """Compares the call's outputs with eager's; on the first call that differs, every saved tensor too."""
     doc = {"schema_version": SCHEMA_VERSION, "status": eager["status"], "calls": call + 1, "call": None,
            "problem": eager["problem"], "factor": FACTOR, "outputs": [], "outputs_problem": None,
-           "values": len(eager["values"]), "targets": eager["targets"], "unstable": {}, "stability_problem": None,
-           "dumps": []}
+           "values": len(eager["values"]), "targets": eager["targets"], "unstable": {}, "float64": {},
+           "stability_problem": None, "dumps": []}
     if eager["status"] is None:
         differential = fakecheck.differential(eager["outputs"], result, call)
         doc.update(outputs=differential["outputs"], outputs_problem=differential["problem"], call=call)
@@ -168,17 +170,20 @@ def after_call(eager, result, call, path):
         doc["status"] = "differs" if differs else "agree"
         if differs:
             _state["kept"] = True
+            wide, doc["unstable"], doc["float64"], doc["stability_problem"] = _unstable(eager["values"],
+                                                                                       *eager["rerun"])
             as_double = {}  # each eager value on the CPU in float64, made once for every saved tensor of its shape
-            doc["dumps"] = [_compare(*found, eager["values"], as_double) for found in _dump_files()]
-            doc["unstable"], doc["stability_problem"] = _unstable(eager["values"], *eager["rerun"])
+            doc["dumps"] = [_compare(*found, eager["values"], as_double, wide) for found in _dump_files()]
     _clear()
     fakecheck.write_json(path, doc)
 
 
 def _unstable(values, ep, positional, budget):
-    """({node: max abs difference} of the float32 eager values that miss the program run in float64 beyond the
-    tolerance, why the float64 run was not made or failed). Rounding of the reference itself then exceeds what a
-    kernel is held to, so a kernel that misses such a node may be right.
+    """(the float64 run's node values, {node: max abs difference} of the float32 eager values that miss it beyond
+    the tolerance, {node: [max abs, RMSE]} of every eager value against it, why the float64 run was not made or
+    failed). Rounding of the reference itself then exceeds what a kernel is held to, so a kernel that misses such
+    a node may be right; the errors say which side float64 takes (a bfloat16 eager rounds after every op, a fused
+    kernel once).
 
     On a GPU the program also runs in float32 on the CPU, and the larger of the two float32 errors counts: CUDA's
     tree reductions can land near float64 by luck of their order, while a correct kernel that sums in another
@@ -190,7 +195,7 @@ def _unstable(values, ep, positional, budget):
     try:
         wide = _record(torch, ep, positional, torch.float64, None, 2 * budget)
     except Exception as exc:
-        return {}, f"the program could not run in float64: {fakecheck._error(exc)}"
+        return {}, {}, {}, f"the program could not run in float64: {fakecheck._error(exc)}"
     runs, problems = [values], []
     if any(t.device.type != "cpu" for t in pytree.tree_leaves(positional) if isinstance(t, torch.Tensor)):
         try:
@@ -204,7 +209,20 @@ def _unstable(values, ep, positional, budget):
         for name, miss in _misses(torch, values_of, wide.values).items():
             gaps.setdefault(name, []).append(miss)
     found = {name: max((g for g in misses if g is not None), default=None) for name, misses in gaps.items()}
-    return found, "; ".join(problems) or None
+    errors = {name: list(_errors(torch, value, wide.values[name])) for name, value in values.items()
+              if name in wide.values and value.is_floating_point() and value.shape == wide.values[name].shape}
+    return wide.values, found, errors, "; ".join(problems) or None
+
+
+def _errors(torch, value, reference):
+    """(max abs, RMSE) of `value` against `reference` over the elements finite in both (None, None: none is). RMSE
+    is dynamo's accuracy metric against float64 (torch/_dynamo/utils.py `same`)."""
+    a, b = value.detach().double().cpu(), reference.detach().double().cpu()
+    both = torch.isfinite(a) & torch.isfinite(b)
+    if not bool(both.any()):
+        return None, None
+    diff = a[both] - b[both]
+    return float(diff.abs().max()), float(diff.pow(2).mean().sqrt())
 
 
 def _record(torch, ep, positional, dtype, device, budget):
@@ -239,7 +257,7 @@ def _misses(torch, narrow_values, references):
     return found
 
 
-def _compare(path, when, stem, device, values, as_double):
+def _compare(path, when, stem, device, values, as_double, wide):
     import torch
     from torch.testing._comparison import default_tolerances
     row = {"when": when, "stem": stem, "device": device, "shape": None, "dtype": None, "rtol": None,
@@ -270,7 +288,10 @@ def _compare(path, when, stem, device, values, as_double):
         # Relative to eager's magnitude, over the elements eager holds away from zero.
         scale = b[both].abs()
         max_rel = float((gap[scale > 0] / scale[scale > 0]).max()) if bool((scale > 0).any()) else None
-        pairs.append([name, max_abs, close, max_rel])
+        exact = wide.get(name)
+        # Against the node's float64 value too: which of the package and eager float64 takes, where they differ.
+        f64 = _errors(torch, saved, exact) if exact is not None and exact.shape == saved.shape else (None, None)
+        pairs.append([name, max_abs, close, max_rel, *f64])
     pairs.sort(key=lambda p: (not p[2], float("inf") if p[1] is None else p[1]))
     row["pairs"], row["pairs_dropped"] = pairs[:MAX_PAIRS], max(0, len(pairs) - MAX_PAIRS)
     return row

@@ -1,9 +1,9 @@
 """Records, inside the repro's process, which AOTI packages it compiles and loads (sitecustomize loads this).
 
 Standard library only, and torch is never imported here: an import hook wraps
-torch._inductor.aoti_compile_and_package and aoti_load_package, and torch._inductor.package.load_package,
-when the repro itself imports them. The wrappers pass every argument, return value and exception through
-unchanged, and recording never raises into the repro; where the harness asks for reuse, reuse.py may serve a
+torch._inductor.aoti_compile_and_package and aoti_load_package, torch._inductor.package.load_package, and
+torch.export.export (to remember the module each program came from), when the repro itself imports them. The
+wrappers pass every argument, return value and exception through unchanged, and recording never raises into the repro; where the harness asks for reuse, reuse.py may serve a
 compile from the flag set's cached package instead. The record is rewritten whole and atomically after
 every event, so a process that dies (a segfault while loading, in a kernel) leaves what happened before.
 """
@@ -27,13 +27,21 @@ SCHEMA_VERSION = 1
 # module -> the functions wrapped in it. torch._inductor.package re-exports load_package from .package.package,
 # which runs first: wrapping it there makes the re-export (and aoti_load_package's own lookup) the wrapper.
 PATCHES = {"torch._inductor": ("aoti_compile_and_package", "aoti_load_package"),
-           "torch._inductor.package.package": ("load_package",)}
+           "torch._inductor.package.package": ("load_package",),
+           "torch.export": ("export",)}
 
 _INPUT = re.compile(r'inputs_info_\[(\d+)\]\.name = "([^"]*)";')
 _CONSTANT = re.compile(r'constants_info_\[(\d+)\]\.(name|original_fqn) = "([^"]*)";')
 # package sha256 -> the ExportedProgram this process compiled into it: its parameters and buffers are the user's
 # module's own tensors, so at load they say whether the package's copy is stale.
 _EXPORTED = {}
+# id(ExportedProgram) -> (its weakref, a weakref to the module torch.export.export was given): a parameter the
+# user replaced after the build (load_state_dict(assign=True), `m.w = Parameter(...)`) is no longer the object the
+# program holds, so only the module, looked up by the constant's FQN, shows the package's copy is stale.
+_MODULES = {}
+# package sha256 -> {FQN: the value compiled}, for the constants Inductor folded or inlined into the generated code
+# (the wrapper lists no constant of that FQN): the package holds no copy to read at load, so the compile's is kept.
+_FOLDED = {}
 _MAX_INLINED = 1 << 16  # elements: Inductor inlines only small constants; a folded large one is not summarised
 _USER_KINDS = {"PARAMETER": "parameter", "BUFFER": "buffer", "CONSTANT_TENSOR": "constant"}
 
@@ -194,13 +202,21 @@ def program_names(ep, wrapper):
               for s in specs if s.kind.name in _USER_KINDS]
     torch = sys.modules.get("torch")
     for c in consts:
-        # No placeholder: Inductor inlined the constant into a kernel (small buffers become literals) or folded
-        # it, so the package holds no copy to read at load. The exported program's value is what was compiled.
-        tensor = ep.state_dict.get(c["fqn"], ep.constants.get(c["fqn"]))
-        if c["placeholder"] is None and torch is not None and isinstance(tensor, torch.Tensor) and \
-                tensor.numel() <= _MAX_INLINED:
+        tensor = _inlined(torch, ep, c)
+        if tensor is not None:
             c["values"] = constants.stats(torch, tensor)
     return {"inputs": user, "constants": consts, "naming_problem": naming}
+
+
+def _inlined(torch, ep, c):
+    """The exported value of a small constant the wrapper lists no placeholder for, else None. No placeholder:
+    Inductor inlined it into a kernel (small buffers become literals) or folded it, so the package holds no copy
+    to read at load; the exported program's value is what was compiled."""
+    tensor = ep.state_dict.get(c["fqn"], ep.constants.get(c["fqn"]))
+    if c["placeholder"] is None and torch is not None and isinstance(tensor, torch.Tensor) and \
+            tensor.numel() <= _MAX_INLINED:
+        return tensor
+    return None
 
 
 def _export_dims(ep):
@@ -267,9 +283,35 @@ def _end_compile(event, result, target, ep):
     RECORD.update(event, wrapper=wrapper, program=program_names(ep, wrapper) if ep is not None else None)
     if digest and ep is not None:
         _EXPORTED[digest] = weakref.ref(ep)
+        _FOLDED[digest] = _folded_values(ep, (event.get("program") or {}).get("constants") or [])
     capture.on_compile(ep, path)
     if ep is not None:
         RECORD.update(event, provenance=provenance.program_nodes(ep))
+
+
+def _folded_values(ep, consts):
+    """FQN -> a copy of the value compiled, for each small constant the wrapper does not list (folded or inlined):
+    the module's tensor is the same object, so only a copy shows an update after the build."""
+    torch = sys.modules.get("torch")
+    return {c["fqn"]: t.detach().clone() for c in consts if (t := _inlined(torch, ep, c)) is not None}
+
+
+@_quietly
+def _remember_module(ep, module):
+    if ep is not None and hasattr(module, "named_parameters"):
+        _MODULES[id(ep)] = (weakref.ref(ep), weakref.ref(module))
+
+
+def live_state(ep):
+    """FQN -> the tensor the user's module holds now: the exported program's own (the module's objects at export,
+    so an in-place update shows), overridden by the module's current parameters and buffers where export saw it."""
+    state = {**ep.state_dict, **ep.constants}
+    refs = _MODULES.get(id(ep))
+    module = refs[1]() if refs is not None and refs[0]() is ep else None
+    if module is not None:
+        state.update(module.named_parameters(remove_duplicate=False))
+        state.update(module.named_buffers(remove_duplicate=False))
+    return state
 
 
 @_quietly
@@ -295,8 +337,10 @@ def _read_constants(event, target, model_name):
         if path or data is not None:
             scratch = os.path.dirname(RECORD.path)
             ep = _EXPORTED.get(event.get("sha256"), lambda: None)()
-            live = {**ep.state_dict, **ep.constants} if ep is not None else None
-            RECORD.update(event, constant_values=constants.read(path, data, model_name, scratch, live))
+            live = live_state(ep) if ep is not None else None
+            found = constants.read(path, data, model_name, scratch, live)
+            folded = constants.folded(sys.modules.get("torch"), _FOLDED.get(event.get("sha256"), {}), live or {})
+            RECORD.update(event, constant_values={**found, "folded": folded} if folded else found)
 
 
 def call_names(spec_text, placeholders):
@@ -384,6 +428,15 @@ def _wrap_compile(original):
     return aoti_compile_and_package
 
 
+def _wrap_export(original):
+    @functools.wraps(original)
+    def export(*args, **kwargs):
+        result = original(*args, **kwargs)
+        _remember_module(result, args[0] if args else kwargs.get("mod"))
+        return result
+    return export
+
+
 def _wrap_load(original, call):
     @functools.wraps(original)
     def load(*args, **kwargs):
@@ -413,7 +466,8 @@ def patch(module):
     for name in PATCHES.get(module.__name__, ()):
         original = getattr(module, name, None)
         if callable(original) and not getattr(original, "_aoti_bisect_hook", False):
-            wrapped = _wrap_compile(original) if name == "aoti_compile_and_package" else _wrap_load(original, name)
+            wrapped = (_wrap_compile(original) if name == "aoti_compile_and_package" else _wrap_export(original)
+                       if name == "export" else _wrap_load(original, name))
             wrapped._aoti_bisect_hook = True
             setattr(module, name, wrapped)
 
