@@ -22,6 +22,34 @@ class FailureKind(enum.StrEnum):
     COMPILE_ERROR = "compile_error"
     INFRA = "infra"
 
+    @property
+    def is_crash(self) -> bool:
+        """The process died on a signal (or aborted) without saying why in Python: a debugger's backtrace says."""
+        return self in CRASHES
+
+    @property
+    def is_memory_fault(self) -> bool:
+        """A bad access, on the device or in the process: what a memory checker can explain."""
+        return self in MEMORY_FAULTS
+
+    @property
+    def is_cuda_fault(self) -> bool:
+        """A fault only a GPU raises: the repro is a CUDA one whatever else it says."""
+        return self in CUDA_FAULTS
+
+    @property
+    def stops_the_process(self) -> bool:
+        """The failure stops the process (or hangs it) at a kernel, rather than letting it compute a wrong value:
+        where every instrumented launch finished, the fault lies outside them."""
+        return self in STOPS_THE_PROCESS
+
+
+CRASHES = frozenset({FailureKind.SEGFAULT, FailureKind.ABORT, FailureKind.CRASH})
+MEMORY_FAULTS = CRASHES | {FailureKind.ILLEGAL_MEMORY_ACCESS}
+CUDA_FAULTS = frozenset({FailureKind.ILLEGAL_MEMORY_ACCESS, FailureKind.DEVICE_ASSERT})
+STOPS_THE_PROCESS = MEMORY_FAULTS | CUDA_FAULTS | {FailureKind.INDEX_OUT_OF_BOUNDS, FailureKind.TIMEOUT,
+                                                   FailureKind.OUT_OF_MEMORY}
+
 
 class Phase(enum.StrEnum):
     EXPORT = "export"
@@ -30,7 +58,11 @@ class Phase(enum.StrEnum):
     RUN = "run"
     UNKNOWN = "unknown"
 
+    @property
+    def before_run(self) -> bool:
+        """The failure happened before any kernel of the model ran (the load doctor's, not the runtime ladder's)."""
+        return self in BEFORE_RUN
 
-# A failure in these phases happened before any kernel of the model ran (the load doctor's, not the runtime ladder's).
+
 BEFORE_RUN = frozenset({Phase.EXPORT, Phase.COMPILE, Phase.LOAD})
 

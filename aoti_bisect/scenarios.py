@@ -12,6 +12,7 @@ from typing import Optional
 
 from tabulate import tabulate
 
+from .diagnose.findings import CulpritKind
 from .exits import UsageFailure
 from .files import read_log, user_name
 from .run import process
@@ -59,7 +60,7 @@ class Scenario:
 
     def expected_culprit(self) -> str:
         c = self.culprit
-        if c.get("kind") == "model_input":
+        if c.get("kind") == CulpritKind.MODEL_INPUT:
             return f"model_input {c.get('input')}"
         if c.get("pattern"):
             return f"{c['kind']} ~ {c['pattern']}"
@@ -117,7 +118,7 @@ def culprit_matches(expected: dict, found: Optional[dict]) -> bool:
         return not found or not found.get("kind")
     if not found or found.get("kind") != kind:
         return False
-    if kind == "model_input":
+    if kind == CulpritKind.MODEL_INPUT:
         return found.get("input_index") == expected.get("input")
     pattern = expected.get("pattern")
     return not pattern or bool(re.search(pattern, found.get("kernel") or found.get("op") or "", re.I))
@@ -126,7 +127,7 @@ def culprit_matches(expected: dict, found: Optional[dict]) -> bool:
 def _found_culprit(c: Optional[dict]) -> str:
     if not c or not c.get("kind"):
         return "none"
-    if c["kind"] == "model_input":
+    if c["kind"] == CulpritKind.MODEL_INPUT:
         return f"model_input {c.get('input_index')}"
     return f"{c['kind']} {c.get('kernel') or c.get('op') or ''}".strip()
 
@@ -196,7 +197,8 @@ def check(scenarios: list[Scenario], run_dir: str, jobs: int = 1, stages: tuple[
     from .session import Session
 
     has_cuda = device == "cuda" or (device == "auto" and cuda_visible(run_dir))
-    rows, results, ok = [], [], True
+    rows, ok = [], True
+    results: list[dict[str, object]] = []
     for s in scenarios:
         if s.device == "cuda" and not has_cuda:
             rows.append((s.name, s.device, "SKIPPED", "no CUDA GPU visible", "", "", "", ""))

@@ -710,7 +710,7 @@ def test_after_a_crash_the_input_check_still_convicts_the_input_that_made_the_ke
     # size_dependent_ima's shape: a kernel faults because a size is past the package's range; the crash names the
     # kernel, the input check names the input.
     ima = sig("illegal_memory_access", "run", "CUDA error: an illegal memory access was encountered")
-    rejected = sig("input_rejected", "run", "dim value is too large")
+    rejected = sig("input_mismatch", "run", "dim value is too large")
     site = CrashSite("Warp Illegal Address", "cpp_fused_add_index_mul_sin_sum_0", "k.py:26", None, "", DEVICE_DUMP)
     world = World(lambda spec: rejected if spec.stage == "sanity" else ima, site)
     hit = checks.InputRejected(0, "dim value is too large at 0, expected to be <= 2147483647, but got: 2147487744")

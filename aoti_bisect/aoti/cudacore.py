@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+from ..failure import FailureKind
+
 DUMP_NAME = "cudacore"
 
 # No memory contents (global, shared, local, constant banks) and only the relocated ELF images: a few MB that
@@ -68,10 +70,10 @@ def find_cuda_gdb(env: dict[str, str]) -> Optional[str]:
 # The failure kind (run/classify.py's) of a device exception cuda-gdb names. The dump is the authority: where the
 # driver stops the context to write it, a device assert's printed lines can be lost and the host only sees a
 # launch failure.
-_KINDS = (("Assert", "device_assert"), ("Address", "illegal_memory_access"))
+_KINDS = (("Assert", FailureKind.DEVICE_ASSERT), ("Address", FailureKind.ILLEGAL_MEMORY_ACCESS))
 
 
-def failure_kind(exception: str) -> Optional[str]:
+def failure_kind(exception: str) -> Optional[FailureKind]:
     return next((kind for word, kind in _KINDS if word in exception), None)
 
 

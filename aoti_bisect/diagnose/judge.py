@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..aoti.wrapper import WrapperGraph, generated, spelling
-from ..failure import BEFORE_RUN
+from ..failure import MEMORY_FAULTS, FailureKind
 from ..run.types import CrashSite, RunResult
 from .facts import Fact, FactKind, fact, kernel
 from .findings import Culprit, CulpritKind, Entry, EvidenceKind, Stage
-from .memcheck import MEMORY_FAULTS, convict_function, launch_for
+from .memcheck import convict_function, launch_for
 
 
 @dataclass
@@ -64,11 +64,11 @@ def run_entries(stage: str, r: RunResult, graph: Optional[WrapperGraph], base: O
         return []
     found = []
     sig = r.signature
-    if base is not None and sig.kind != base and sig.kind != "infra":
+    if base is not None and sig.kind != base and sig.kind != FailureKind.INFRA:
         found.append(Entry(EvidenceKind.KIND_CHANGE, stage, r.spec.name, None, fact(
             FactKind.REPRODUCTION, "run {run} failed with {now}, not with the baseline's {was}: {message}",
             run=r.spec.name, now=sig.kind, was=base, message=sig.message)))
-    if r.crash is None or sig.phase in BEFORE_RUN:
+    if r.crash is None or sig.phase.before_run:
         return found
     site, problem = account(r, graph)
     if problem is not None:

@@ -15,7 +15,7 @@ from typing import Optional
 
 from ..aoti import checks, flags, reinstrument, wrapper
 from ..aoti.hook_record import HookRecord, Names, PackageEvent
-from ..failure import BEFORE_RUN
+from ..failure import FailureKind
 from ..run.checkers import Missing
 from ..run.types import RunBatch, RunResult, RunSpec
 from ..stats import Rate, runs_to_observe
@@ -27,16 +27,13 @@ from .evidence import Evidence
 from .facts import FactKind, Namer, Subject, SubjectKind, fact, joined
 from .findings import Culprit, CulpritKind, Findings, Stage, StageName, dominant
 from .judge import Ledger, crash_verdict
-from .memcheck import MEMORY_FAULTS
 from .no_aoti import without_aoti
 from .stages import AHEAD, LATER, baseline, eager, unmask
 from .stages.rung import Rung
-from .stages.trace import FAULT_KINDS
 from .walk import first_probe
 
 # Failures only a CUDA repro has: a package the runs did not build (nothing compiled, no hook record) is still
 # checked by compute-sanitizer, not valgrind.
-CUDA_FAILURES = frozenset({"illegal_memory_access", "device_assert"})
 CUDA_MESSAGE = re.compile(r"\bCUDA (error|driver error)\b|cudaErrorIllegalAddress|AcceleratorError")
 # Stages that wait for a crash to read one (sanity, trace, inspect): what a flaky fault costs without a checker.
 CRASH_WAITS = 3
@@ -269,11 +266,12 @@ class Ladder:
         fault, the checker for its device is here and asked for, and one checked run costs less than waiting for
         crashes does (each of the sanity, trace and inspect stages waits 1/rate runs for one). A failure that
         never passed keeps the classic order: its trace costs one run and its walk reads the inputs."""
-        faults = [r for r in results if r.failed and r.signature and r.signature.kind in MEMORY_FAULTS]
+        faults = [r for r in results if r.failed and r.signature and r.signature.kind.is_memory_fault]
         rate = Rate(sum(r.failed for r in results), len(results))
         if not faults or rate.failures == rate.runs or not self.opt.asked(StageName.MEMCHECK):
             return False
-        device = "cuda" if faults[0].signature.kind == "illegal_memory_access" or self.is_cuda(False) else "cpu"
+        on_device = faults[0].signature.kind is FailureKind.ILLEGAL_MEMORY_ACCESS or self.is_cuda(False)
+        device = "cuda" if on_device else "cpu"
         checkers = dict(self.opt.checkers).get(device)
         if not checkers or isinstance(checkers, Missing):
             return False
@@ -326,7 +324,7 @@ class Ladder:
 
     def _why_not(self, rung: Rung, out: Findings) -> Optional[str]:
         sig = out.signature
-        if rung.runtime and sig is not None and sig.phase in BEFORE_RUN:
+        if rung.runtime and sig is not None and sig.phase.before_run:
             return (f"the failure is in the {sig.phase} phase: no kernel runs, so the runtime ladder cannot "
                     "localise it")
         if rung.requestable and not self.opt.asked(rung.name):
@@ -385,7 +383,7 @@ class Ladder:
         devices = {self.evidence.package_device(e.path) for e in self.clues.prebuilt or () if e.path}
         if devices and None not in devices:
             return "cuda" in devices
-        if any(r.signature and (r.signature.kind in CUDA_FAILURES or CUDA_MESSAGE.search(r.signature.message))
+        if any(r.signature and (r.signature.kind.is_cuda_fault or CUDA_MESSAGE.search(r.signature.message))
                for s in self.stages for r in s.failures):
             return True  # the failure itself says so, whatever the runs compiled or loaded
         return default
@@ -427,7 +425,7 @@ class Ladder:
         sig = dominant(self.stages[0].failures)
         probe = None
         if self.opt.asked(StageName.INSPECT) and (self.clues.suspect is not None or
-                                                   (sig is not None and sig.kind not in FAULT_KINDS)):
+                                                   (sig is not None and not sig.kind.stops_the_process)):
             suspect, cap = self.clues.suspect, self.opt.inspect_cap
             probe = lambda graph: tuple(first_probe(graph, suspect, cap))  # noqa: E731
         self.evidence.prepare(files, reinstrument.TRACE_LEVEL, probe)
@@ -486,7 +484,7 @@ class Ladder:
         self._verdict_now(out)
         out.ledger = list(self.ledger.entries)
         c = out.culprit
-        early = out.signature is not None and out.signature.phase in BEFORE_RUN
+        early = out.signature is not None and out.signature.phase.before_run
         if c is None:
             if early:  # no kernel ran: the advice for the phase is all there is
                 out.next_steps = next_steps(self.argv, out.signature, None, self.is_cuda())

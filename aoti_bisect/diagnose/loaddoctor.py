@@ -18,7 +18,6 @@ from .findings import Culprit, CulpritKind
 if TYPE_CHECKING:  # a record only: the experiment's processes stay out of the decision
     from ..run.toolchains import Experiment
 
-CRASHES = ("segfault", "abort", "crash")
 # torch.backends.cpu.get_cpu_capability() names, weakest first; a package compiled for a later one runs
 # instructions an earlier CPU does not have.
 _ISA_ORDER = ("DEFAULT", "VSX", "ZVECTOR", "SVE256", "AVX2", "AVX512")

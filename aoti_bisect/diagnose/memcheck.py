@@ -10,9 +10,6 @@ from ..aoti.wrapper import Launch, WrapperGraph, spelling
 from .facts import Fact, FactKind, fact, kernel, note
 from .findings import Culprit, CulpritKind
 
-# Failures an invalid access can cause; for others (a NaN, a failed check) a checker run is asked for explicitly.
-MEMORY_FAULTS = frozenset({"illegal_memory_access", "segfault", "abort", "crash"})
-
 
 @dataclass(frozen=True)
 class CheckerFinding:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
 from ..child.contract import CAPTURE_DIR, CAPTURE_ENV, CAPTURE_LIBS, CAPTURE_RECORD
+from ..failure import FailureKind
 from ..files import RunFolder, RunFolderError, read_log
 from ..report.model import Report, rewrite_markdown
 from ..run.layout import HEADERS_ENV, headers_folder
@@ -44,9 +45,6 @@ RESULT = "minify.json"
 # never writes into the run's caches, whose generated sources report.json names and a bundle carries as recorded.
 CACHE = "minify/cache"
 DEFINITIONS = "custom_ops.py"  # the source of the repro's Python custom ops, which the eager walk runs first
-# Kinds where running the program is its own check (a crash or a check that raises inside the package).
-NAN_KINDS = ("nan_inf",)
-EAGER_KINDS = ("python_exception",)
 CAPTURE_TRIES = 5  # runs of the repro to capture a call that fails, for a failure that comes and goes
 
 
@@ -213,7 +211,7 @@ class _Steps:
     """Seconds of each step of a minify (capture, extract, search, verify): where a slow one spent its time."""
 
     def __init__(self, start: float) -> None:
-        self.last, self.seconds = start, {}
+        self.last, self.seconds = start, dict[str, float]()
 
     def done(self, step: str) -> None:
         now = time.monotonic()
@@ -455,7 +453,10 @@ def _expected(report: ReportRecord, graph: Graph) -> Expected:
     op = {n.op for n in graph.nodes if culprit.kernel and n.custom and n.target.split(".", 1)[0] == culprit.kernel}
     family = op or family
     kind = signature.kind
-    check = Check.FINITE if kind in NAN_KINDS else Check.EAGER if kind in EAGER_KINDS else Check.RUN
+    # A NaN is checked by finiteness, an exception (the script's own check of the values) against eager's values;
+    # any other failure (a crash, a check that raises inside the package) is its own check: the program fails.
+    check = Check.FINITE if kind == FailureKind.NAN_INF else Check.EAGER if kind == FailureKind.PYTHON_EXCEPTION \
+        else Check.RUN
     first_bad = next((n for n in graph.nodes if n.op in family and n.value.get("finite") is False), None)
     if check is Check.FINITE and first_bad is not None and first_bad.value.get("nan"):
         # The culprit made a NaN when run eagerly: a candidate must make a NaN too, not merely an Inf.

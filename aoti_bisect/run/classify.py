@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..aoti.printer import parse_trace
+from ..failure import FailureKind, Phase
 from ..text import printable
 from .types import Outcome, ProcessExit, Signature
 
@@ -29,21 +30,29 @@ _CPP_TRACE_LINE = re.compile(r"^\s*(?:#\d+ .* from \S+$|frame #\d+: |C\+\+ Captu
                              r"Exception raised from \S+ at |<omitting python frames>)")
 
 # (kind, regex over the whole log); first match wins, so the most specific come first.
-_TEXT_KINDS: list[tuple[str, re.Pattern]] = [
-    ("illegal_memory_access", re.compile(
+_TEXT_KINDS: list[tuple[FailureKind, re.Pattern]] = [
+    (FailureKind.ILLEGAL_MEMORY_ACCESS, re.compile(
         r"illegal memory access|illegal address|misaligned address"
         r"|operation not supported on global/shared address space", re.I)),
-    ("device_assert", re.compile(r"device-side assert triggered|^\S+\.py:\d+: \S+: block: \[.*Assertion", re.M)),
-    ("index_out_of_bounds", re.compile(r"index out of bounds|IndexError: index -?\d+ is out of bounds")),
-    ("device_mismatch", re.compile(
+    (FailureKind.DEVICE_ASSERT, re.compile(
+        r"device-side assert triggered|^\S+\.py:\d+: \S+: block: \[.*Assertion", re.M)),
+    (FailureKind.INDEX_OUT_OF_BOUNDS, re.compile(r"index out of bounds|IndexError: index -?\d+ is out of bounds")),
+    (FailureKind.DEVICE_MISMATCH, re.compile(
         r"unmatched device type|Expected all tensors to be on the same device|found at least two devices"
         r"|Expected a '\w+' device type|is on \w+(:\d+)? but expected|expected device \w+", re.I)),
-    ("input_mismatch", re.compile(r"input_handles\[\d+\]: unmatched|unmatched (dim|stride) value|unmatched dtype")),
-    ("nan_inf", re.compile(r"At least one (NaN|INF) in|non-?finite|\b(nan|inf)s? (detected|found|in output)", re.I)),
-    ("out_of_memory", re.compile(r"out of memory|OutOfMemoryError|can't allocate memory", re.I)),
-    ("compile_error", re.compile(r"CppCompileError|InductorError|LoweringException|BackendCompilerFailed|"
-                                 r"CalledProcessError: Command .*(g\+\+|c\+\+|clang)")),
+    (FailureKind.INPUT_MISMATCH, re.compile(
+        r"input_handles\[\d+\]: unmatched|unmatched (dim|stride) value|unmatched dtype")),
+    (FailureKind.NAN_INF, re.compile(
+        r"At least one (NaN|INF) in|non-?finite|\b(nan|inf)s? (detected|found|in output)", re.I)),
+    (FailureKind.OUT_OF_MEMORY, re.compile(r"out of memory|OutOfMemoryError|can't allocate memory", re.I)),
+    (FailureKind.COMPILE_ERROR, re.compile(r"CppCompileError|InductorError|LoweringException|BackendCompilerFailed|"
+                                           r"CalledProcessError: Command .*(g\+\+|c\+\+|clang)")),
 ]
+# What only a kernel's run (or the script's check of its output) fails with: in no known phase, it is the run's.
+_KERNEL_FAILURES = frozenset({FailureKind.NAN_INF, FailureKind.DEVICE_ASSERT, FailureKind.ILLEGAL_MEMORY_ACCESS,
+                              FailureKind.INDEX_OUT_OF_BOUNDS, FailureKind.INPUT_MISMATCH, FailureKind.DEVICE_MISMATCH})
+_SIGNAL_KINDS: dict[Optional[int], FailureKind] = {
+    _signal.SIGSEGV: FailureKind.SEGFAULT, _signal.SIGBUS: FailureKind.SEGFAULT, _signal.SIGABRT: FailureKind.ABORT}
 _INFRA = re.compile(
     r"No module named 'torch'|Found no NVIDIA driver|Torch not compiled with CUDA enabled|"
     r"No CUDA GPUs are available|CUDA driver version is insufficient")
@@ -54,16 +63,15 @@ _UNCOMPILABLE = re.compile(r'^  File "[^"]*", line \d+\n(?:    .*\n){0,3}(?P<lin
 _SCRIPT_ERRORS = ("SyntaxError", "IndentationError", "TabError", "ModuleNotFoundError", "ImportError",
                   "FileNotFoundError", "NameError")
 
-_PHASE_BY_FUNC = {
-    "export": "export", "_export": "export", "export_for_training": "export", "_export_for_training": "export",
-    "aoti_compile_and_package": "compile", "aot_compile": "compile", "compile_fx": "compile",
-    "compile_fx_aot": "compile", "_aoti_compile_and_package_inner": "compile",
-    "aoti_load_package": "load", "load_package": "load", "load_pt2": "load", "_load_aoti": "load",
-    "__call__": "run", "boxed_run": "run", "forward": "run", "_call_impl": "run", "_wrapped_call_impl": "run",
-    "run": "run",
-}
-_CPP_PHASE = [("run", re.compile(r"AOTInductorModelContainerRun|AOTIModelContainerRunner::run|run_impl")),
-              ("load", re.compile(r"AOTIModelPackageLoader::AOTIModelPackageLoader|parse_device_str|"
+_PHASE_BY_FUNC: dict[str, Phase] = {func: phase for phase, funcs in (
+    (Phase.EXPORT, ("export", "_export", "export_for_training", "_export_for_training")),
+    (Phase.COMPILE, ("aoti_compile_and_package", "aot_compile", "compile_fx", "compile_fx_aot",
+                     "_aoti_compile_and_package_inner")),
+    (Phase.LOAD, ("aoti_load_package", "load_package", "load_pt2", "_load_aoti")),
+    (Phase.RUN, ("__call__", "boxed_run", "forward", "_call_impl", "_wrapped_call_impl", "run")),
+) for func in funcs}
+_CPP_PHASE = [(Phase.RUN, re.compile(r"AOTInductorModelContainerRun|AOTIModelContainerRunner::run|run_impl")),
+              (Phase.LOAD, re.compile(r"AOTIModelPackageLoader::AOTIModelPackageLoader|parse_device_str|"
                                   r"AOTInductorModelContainerCreate"))]
 
 
@@ -131,7 +139,7 @@ def final_exception(text: str) -> Optional[tuple[str, str]]:
     return None
 
 
-def phase_of(frames: list[Frame], text: str) -> str:
+def phase_of(frames: list[Frame], text: str) -> Phase:
     """The AOTI phase the failure happened in: the library function the user's code called into."""
     for i, frame in enumerate(frames):
         if frame.in_library and (i == 0 or not frames[i - 1].in_library):
@@ -142,13 +150,13 @@ def phase_of(frames: list[Frame], text: str) -> str:
                 if inner.func in _PHASE_BY_FUNC and inner.func not in ("__call__", "forward", "run"):
                     return _PHASE_BY_FUNC[inner.func]
             if "/torch/export/" in frame.path and "pt2_archive" not in frame.path:
-                return "export"
+                return Phase.EXPORT
             if "/torch/_inductor/" in frame.path:
-                return "compile"
+                return Phase.COMPILE
     for phase, pattern in _CPP_PHASE:
         if pattern.search(text):
             return phase
-    return "unknown"
+    return Phase.UNKNOWN
 
 
 @dataclass(frozen=True)
@@ -231,7 +239,7 @@ def signal_name(sig: int) -> str:
 def classify(text: str, exit: ProcessExit) -> tuple[Outcome, Optional[Signature]]:
     """The outcome of one run and, for a failure, its signature."""
     if exit.launch_error:
-        return Outcome.INFRA_ERROR, _sig("infra", "unknown", exit.launch_error, None)
+        return Outcome.INFRA_ERROR, _sig(FailureKind.INFRA, Phase.UNKNOWN, exit.launch_error, None)
     crashed = exit.signal is not None
     if not exit.timed_out and not crashed and exit.returncode == 0:
         return Outcome.PASSED, None
@@ -243,41 +251,39 @@ def classify(text: str, exit: ProcessExit) -> tuple[Outcome, Optional[Signature]
 
     if exit.timed_out:
         where = f"; stuck in {frames[-1].func} ({frames[-1].path.rsplit('/', 1)[-1]})" if frames else ""
-        return Outcome.TIMEOUT, _sig("timeout", phase, f"no exit after {exit.duration:.0f}s{where}", kernel)
+        return Outcome.TIMEOUT, _sig(FailureKind.TIMEOUT, phase, f"no exit after {exit.duration:.0f}s{where}", kernel)
     if _INFRA.search(text):
-        return Outcome.INFRA_ERROR, _sig("infra", phase, _one_line(_INFRA.search(text).group(0)), kernel)
+        return Outcome.INFRA_ERROR, _sig(FailureKind.INFRA, phase, _one_line(_INFRA.search(text).group(0)), kernel)
     if _is_script_error(text, exc, frames):
-        return Outcome.FAILED, _sig("script_error", "unknown", message, None)
+        return Outcome.FAILED, _sig(FailureKind.SCRIPT_ERROR, Phase.UNKNOWN, message, None)
     outcome = Outcome.CRASHED if crashed else Outcome.FAILED
     for kind, pattern in _TEXT_KINDS:
         m = pattern.search(text)
         if m:
-            if kind == "compile_error" and phase not in ("compile", "unknown"):
+            if kind is FailureKind.COMPILE_ERROR and phase not in (Phase.COMPILE, Phase.UNKNOWN):
                 continue
             if not (exc and pattern.search(exc[1])):
                 # The final exception is often a generic wrapper ("run_func_(...) API call failed"): the
                 # line that names the failure says more.
                 message = _one_line(_GLOG_PREFIX.sub("", _line_at(text, m.start())))
-            if kind == "device_assert" and (a := triton_assert(text)):
+            if kind is FailureKind.DEVICE_ASSERT and (a := triton_assert(text)):
                 message = f"device-side assert: `{a.condition}` failed at {a.path.rsplit('/', 1)[-1]}:{a.line}"
-            if phase == "unknown" and kind in ("nan_inf", "device_assert", "illegal_memory_access",
-                                               "index_out_of_bounds", "input_mismatch", "device_mismatch"):
+            if phase is Phase.UNKNOWN and kind in _KERNEL_FAILURES:
                 # Only kernels running (or the script checking their output) fail like this; CUDA errors
                 # surface at a later sync, often in the script's own frame.
-                phase = "run"
+                phase = Phase.RUN
             return outcome, _sig(kind, phase, message, kernel)
     fatal = re.search(r"^Fatal Python error: (Segmentation fault|Bus error|Aborted)", text, re.M)
     if crashed or fatal:
-        kind = {_signal.SIGSEGV: "segfault", _signal.SIGBUS: "segfault", _signal.SIGABRT: "abort"}.get(
-            exit.signal, "crash")
-        if fatal and kind == "crash":
-            kind = "abort" if fatal.group(1) == "Aborted" else "segfault"
+        kind = _SIGNAL_KINDS.get(exit.signal, FailureKind.CRASH)
+        if fatal and kind is FailureKind.CRASH:
+            kind = FailureKind.ABORT if fatal.group(1) == "Aborted" else FailureKind.SEGFAULT
         return outcome, _sig(kind, phase, message, kernel)
-    if exc and phase == "compile":
-        return outcome, _sig("compile_error", phase, message, kernel)
-    if phase == "unknown" and not any(f.in_library for f in frames):
-        phase = "run"  # raised by the script's own code: its check of what the model returned
-    return outcome, _sig("python_exception", phase, message, kernel)
+    if exc and phase is Phase.COMPILE:
+        return outcome, _sig(FailureKind.COMPILE_ERROR, phase, message, kernel)
+    if phase is Phase.UNKNOWN and not any(f.in_library for f in frames):
+        phase = Phase.RUN  # raised by the script's own code: its check of what the model returned
+    return outcome, _sig(FailureKind.PYTHON_EXCEPTION, phase, message, kernel)
 
 
 def _line_at(text: str, pos: int) -> str:
@@ -304,7 +310,7 @@ def _is_script_error(text: str, exc: Optional[tuple[str, str]], frames: list[Fra
     return not frames or not frames[-1].in_library
 
 
-def _sig(kind: str, phase: str, message: str, kernel: Optional[str]) -> Signature:
+def _sig(kind: FailureKind, phase: Phase, message: str, kernel: Optional[str]) -> Signature:
     # The message is the child's text and ends up on the terminal (the run line) and in every summary.
     message = printable(message)
     return Signature(kind, phase, message, kernel, fingerprint(kind, phase, message, kernel))

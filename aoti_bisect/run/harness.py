@@ -12,6 +12,7 @@ from typing import Optional
 
 from ..aoti import cudacore
 from ..aoti.wrapper import spelling, triton_kernel_name
+from ..failure import FailureKind
 from ..files import read_log, read_own_text
 from . import process
 from .classify import classify, fingerprint
@@ -63,7 +64,7 @@ class Harness:
         crash, crash_problem = (self.environment.witness.read(run_path, exit, text) if outcome.is_failure
                                 else (None, None))
         also = None
-        if signature is not None and signature.kind == "device_assert":
+        if signature is not None and signature.kind is FailureKind.DEVICE_ASSERT:
             # The driver dumps an assert only now and then; the lines the device printed name it in every run that
             # flushed them. Where both tell, both are kept: the judge holds each against the wrapper's launches.
             printed = assert_site(signature.kernel, text)

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Optional
 
+from ..failure import FailureKind, Phase
+
 
 class Outcome(str, enum.Enum):
     PASSED = "passed"
@@ -47,11 +49,16 @@ class RunSpec:
 
 @dataclass(frozen=True)
 class Signature:
-    kind: str
-    phase: str
+    kind: FailureKind
+    phase: Phase
     message: str
     kernel: Optional[str] = None
     fingerprint: str = ""
+
+    def __post_init__(self) -> None:
+        # Given as their words too (a record read back): held as the enums, and a word that is none is refused.
+        object.__setattr__(self, "kind", FailureKind(self.kind))
+        object.__setattr__(self, "phase", Phase(self.phase))
 
     def to_json(self) -> dict:
         return {

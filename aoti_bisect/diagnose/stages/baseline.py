@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ...failure import FailureKind
 from ...run.types import RunResult
 from ...stats import Rate, baseline_should_stop, fisher_exact
 from ...verdict import Verdict
@@ -56,7 +57,7 @@ def run(ctx: StageContext) -> tuple[Findings, Optional[str]]:
                                reuse)
         out.summary = named.headline
         return out, None
-    infra = [r for r in stage.results if r.signature and r.signature.kind == "infra"]
+    infra = [r for r in stage.results if r.signature and r.signature.kind is FailureKind.INFRA]
     if infra and len(infra) == len(stage.results):
         out.verdict, out.signature = Verdict.ERROR, infra[0].signature
         stage.finding = out.summary = fact(FactKind.REPRODUCTION, "the repro cannot run here: {message}",
@@ -69,7 +70,7 @@ def run(ctx: StageContext) -> tuple[Findings, Optional[str]]:
                  rate=rate.describe(), n=len(infra), message=infra[0].signature.message) if infra else
             fact(FactKind.REPRODUCTION, "did not reproduce: {rate}", rate=rate.describe()))
         return out, "baseline did not reproduce"
-    if all(r.signature and r.signature.kind == "script_error" for r in stage.failures):
+    if all(r.signature and r.signature.kind is FailureKind.SCRIPT_ERROR for r in stage.failures):
         out.verdict = Verdict.ERROR
         stage.finding = out.summary = fact(FactKind.REPRODUCTION, "the repro itself is broken: {message}",
                                            message=sig.message)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ...aoti import flags
 from ...aoti.fakecheck import no_mismatch
+from ...failure import FailureKind
 from ..context import StageContext
 from ..facts import FactKind, fact, kernel, note
 from ..findings import Culprit, CulpritKind, Findings, Stage, StageName
@@ -16,7 +17,7 @@ FAKE_VICTIMS = frozenset({CulpritKind.KERNEL, CulpritKind.OUTSIDE_INSTRUMENTED_K
 
 
 def run(ctx: StageContext, out: Findings) -> None:
-    if out.signature and out.signature.kind == "timeout" and out.culprit is not None and \
+    if out.signature and out.signature.kind == FailureKind.TIMEOUT and out.culprit is not None and \
             "::" in (out.culprit.kernel or ""):
         # Checking the op runs it for real on the same inputs: it would hang again, for another timeout.
         ctx.skip(StageName.FAKECHECK, f"the run hangs inside {out.culprit.kernel}: checking its fake function "

@@ -3,11 +3,12 @@ an invalid access whether or not it crashed (diagnose/memcheck.py decides what i
 from __future__ import annotations
 
 from ...aoti import flags
+from ...failure import MEMORY_FAULTS
 from ...run.checkers import Missing
 from ...run.types import RunResult
 from ..context import StageContext
 from ..findings import CulpritKind, Entry, EvidenceKind, Findings, Stage, StageName
-from ..memcheck import MEMORY_FAULTS, memcheck_culprit
+from ..memcheck import memcheck_culprit
 from .rung import Rung
 
 # Checked runs cost ten times a plain one: a few, stopping at the first that shows an error.
