@@ -38,10 +38,13 @@ CPU = [s for s in load_manifest() if s.device == "cpu"]
 # (tests/test_constants.py), index_from_bucketize an index's origin as index_plus_offsets in CI (its captured
 # kernel in tests/test_index_origin.py). Keeping them out keeps `.ci/run` under 30 minutes on 2 cores.
 # flaky_python_op_oob is convicted by its crash's own stack as rare_oob_custom_op is; tests/test_minify.py bisects it.
+# stale_parameter_replaced and folded_temperature: the hook's lookup of the live module and its folded values run on
+# real exported programs in tests/test_constants.py, and folded_temperature's decision on its captured records;
+# bf16_rounding (the precision class) runs in CI.
 HEAVY = ["nan_source_line", "nan_constant", "crashing_toolchain", "bn_negative_running_var", "stale_buffer",
          "prebuilt_named_inputs", "prebuilt_nan_constant", "symbolic_index_bound", "empty_batch",
          "wrong_fake_custom_op", "flaky_custom_op_crash", "stale_parameter", "stale_buffer_after_linear",
-         "index_from_bucketize", "flaky_python_op_oob"]
+         "index_from_bucketize", "flaky_python_op_oob", "stale_parameter_replaced", "folded_temperature"]
 # silent_oob_custom_op (a silent read that only --sanitize's valgrind run sees) proves valgrind's conviction of a
 # custom op's line in CI; rare_oob_custom_op's crashes now convict from their own stack before the checker is
 # needed. Its own test below reads its report.

@@ -257,3 +257,50 @@ def test_on_a_gpu_a_kernel_followed_by_a_launch_no_printer_wraps_is_a_lead_not_a
     # On the CPU the launches are synchronous and the control is the same graph: the kernel is convicted.
     on_cpu = dataclasses.replace(on_gpu, cuda=False)
     assert walk_eager(on_cpu, read_eager_walk(DATA), nodes_of(on_cpu)).kernel == "cpp_fused__softmax_add_mul_sum_1"
+
+
+# The eager stage of scenario bf16_rounding (torch 2.13.0+cpu, 2026-11-28): the eager run's eager_walk.json (schema
+# 3, with float64 errors) and its level-1 compile's wrapper and kernel_information.json, unchanged but for the run
+# folder. exp(g) * exp(-g) - 1 in bfloat16: eager keeps a bfloat16 step, the fused kernel computes in float32.
+BF16 = f"{DATA}/bf16_rounding"
+
+
+def _bf16_walk(walk):
+    with open(f"{BF16}/bf16_rounding.wrapper.cpp") as f:
+        graph = wrapper.parse_wrapper(f.read(), f"{BF16}/bf16_rounding.wrapper.cpp", [])
+    sources = SourceMap(read_kernel_information(f"{BF16}/bf16_rounding.wrapper.cpp"), {})
+    return walk_eager(graph, walk, lambda l: sources.origin(l.name, l.handle, l.source_nodes).nodes)
+
+
+def test_a_bfloat16_gap_where_float64_takes_the_packages_side_is_a_precision_difference_convicting_nothing():
+    walk = read_eager_walk(BF16)
+    assert walk.float64["mul_1"][0] == pytest.approx(0.5) and walk.unstable.keys() == {"sub", "mul_1"}
+    culprit = _bf16_walk(walk)
+    assert (culprit.kind, culprit.kernel) == ("precision", "cpp_fused_exp_mul_neg_sub_0")
+    assert render(culprit.summary) == (
+        "a precision difference, not a miscompile: cpp_fused_exp_mul_neg_sub_0's output buf1 misses eager where "
+        "eager itself rounds, and float64 takes the package's side: against `mul_1` run in float64 the package is "
+        "off by RMSE 2.95e-06 (max abs 7.63e-06), eager by RMSE 0.153 (max abs 0.5). Eager rounds to bfloat16 after "
+        "every op; the fused kernel computes in float32 and rounds once. No kernel is convicted")
+    # the gap table: every launch output in launch order, with both sides against float64
+    assert [(g.kernel, g.node, g.state) for g in culprit.gaps] == [
+        ("aoti_torch_cpu_addmm_out", "linear", "agrees"), ("cpp_fused_exp_mul_neg_sub_0", "sub", "unjudged")]
+    assert culprit.gaps[1].f64 == pytest.approx(7.63e-06, rel=1e-2) and culprit.gaps[1].eager_f64 == pytest.approx(
+        0.0078125)
+
+
+def test_a_gap_float64_does_not_side_with_or_a_float32_one_stays_unexplained():
+    import dataclasses
+    walk = read_eager_walk(BF16)
+    stem = ("after", "cpp_fused_exp_mul_neg_sub_0_buf1")
+    saved = walk.saved[stem]
+    # the package as far from float64 as eager is, times 3: beyond dynamo's rule, no precision verdict
+    far = tuple(dataclasses.replace(p, f64_rmse=3 * walk.float64[p.node][1]) for p in saved.pairs)
+    worse = dataclasses.replace(walk, saved={**walk.saved, stem: dataclasses.replace(saved, pairs=far)})
+    assert _bf16_walk(worse).kind == "unknown"
+    # float32: an ill-conditioned computation lands near float64 by luck of its order as often as by accuracy
+    wide = dataclasses.replace(walk, saved={**walk.saved, stem: dataclasses.replace(saved, dtype="float32")})
+    assert _bf16_walk(wide).kind == "unknown"
+    # a walk from before float64 errors were measured (schema 2) is judged as before
+    old = dataclasses.replace(walk, float64={})
+    assert _bf16_walk(old).kind == "unknown"

@@ -188,7 +188,7 @@ def judge(saved: Optional[Saved], ref: Reference, walk: Optional[EagerWalk] = No
         hit = next((p for p in named if p.close), None)
         if hit:
             return Judged("agrees", hit, saved)
-        shaky = _unstable(walk, named[0])
+        shaky = _unstable(walk, named[0], saved.dtype)
         if shaky is not None:
             rounded = rounding(walk, named)
             if rounded is not None:
@@ -204,17 +204,18 @@ def judge(saved: Optional[Saved], ref: Reference, walk: Optional[EagerWalk] = No
     return Judged("unjudged", saved=saved, why=ref.why)
 
 
-def _unstable(walk: Optional[EagerWalk], p: Pair) -> Optional[Fact]:
-    """Why a miss of `p` convicts nothing: its eager value is itself unstable (float32 and float64 disagree).
+def _unstable(walk: Optional[EagerWalk], p: Pair, dtype: str) -> Optional[Fact]:
+    """Why a miss of `p` convicts nothing: its eager value is itself unstable (eager in the tensor's `dtype` and
+    float64 disagree).
     However far the miss, the float32 errors seen bound nothing: on an H200 a correct kernel missed by 35.5 a
     one-pass variance whose two float32 orders erred by 1.07 and 1e-4 (docs/evidence/gpu-verdict-2026-11-27.md). A
     miscompile there shows in a stable node, before or after it."""
     if walk is None or p.node not in walk.unstable:
         return None
     own = walk.unstable[p.node]
-    return fact(FactKind.EAGER, "the eager reference {node} is itself unstable: float32 and float64 eager differ "
+    return fact(FactKind.EAGER, "the eager reference {node} is itself unstable: {dtype} and float64 eager differ "
                 "by up to {own}, beyond the tolerance, and this tensor misses it by {gap}", node=eager_name(p.node),
-                own="?" if own is None else f"{own:.4g}", gap=gap(p))
+                dtype=dtype, own="?" if own is None else f"{own:.4g}", gap=gap(p))
 
 
 def walk_eager(graph: WrapperGraph, walk: EagerWalk, nodes_of: Callable[[Launch], tuple[str, ...]],

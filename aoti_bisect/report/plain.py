@@ -10,6 +10,7 @@ from typing import Optional
 
 from tabulate import tabulate
 
+from ..diagnose.findings import CulpritKind
 from ..text import printable
 from .markdown import WRAP, _short, c_lines, evidence_chain, first_screen, next_commands, next_steps, verdict_words
 from .record import Minified, ReportRecord
@@ -55,8 +56,9 @@ def answer(r: ReportRecord, headline: str, minified: Optional[Minified], termina
     evidence that convicts it (without a culprit, the advice), where the report is and the exact next commands."""
     lines = [headline]
     lines += [f"  {os.path.basename(line.path)}:{line.line}: {line.code}" for line in c_lines(r.culprit) if line.code]
-    if r.culprit.conviction:
-        lines.append(f"convicted by: {r.culprit.conviction}")
+    if r.culprit.conviction:  # a precision difference convicts nothing: what was found
+        label = "found" if r.culprit.kind is CulpritKind.PRECISION else "convicted by"
+        lines.append(f"{label}: {r.culprit.conviction}")
     if r.culprit.kind is None:  # no culprit: the advice is the answer (a failure outside AOTI, what to try next)
         lines += [f"advice: {step}" for step in next_steps(r, minified)]
     if minified and minified.repro:

@@ -10,7 +10,7 @@ from ...aoti.provenance import SourceMap
 from ...run.types import Signature
 from ..context import StageContext
 from ..eagerwalk import walk_eager
-from ..findings import Findings, Stage, StageName
+from ..findings import CulpritKind, Findings, Stage, StageName
 from .rung import Rung
 from .trace import FAULT_KINDS
 
@@ -44,7 +44,8 @@ def run(ctx: StageContext, out: Findings) -> None:
     culprit = walk_eager(compiled, seen, lambda l: sources.origin(l.name, l.handle, l.source_nodes).nodes,
                          ctx.namer)
     stage.finding = culprit.headline
-    if culprit.pinned and culprit.headline is not None:
+    # A precision difference names where a rounding gap arises and convicts nothing: no entry on the ledger.
+    if culprit.pinned and culprit.kind is not CulpritKind.PRECISION and culprit.headline is not None:
         ctx.ledger.walked(StageName.EAGER, runs[walks.index(seen)].spec.name, culprit)
     if not culprit.pinned and out.culprit is not None:
         out.culprit.evidence.extend(culprit.evidence)
