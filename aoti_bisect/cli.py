@@ -34,7 +34,8 @@ from .aoti.flags import REUSE_MODES
 from .child.contract import DB_ENV
 from .diagnose.stages import REQUESTABLE as STAGE_NAMES
 from .exits import EXIT_BROKEN_PIPE, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_USAGE, UsageFailure
-from .files import claim_out, default_out, prepare_out, release_empty_claim, report_crash
+from .files.out import claim_out, default_out, prepare_out, release_empty_claim
+from .files.write import report_crash
 from .report.redact import console
 from .repro import check_python_runs, repro_argv, unknown_word, validate_python
 from .stats import DEFAULT_MAX_RUNS

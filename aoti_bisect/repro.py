@@ -78,7 +78,7 @@ def validate_python(python: str) -> str:
 
 
 def check_python_runs(python: str, run_dir: str) -> None:
-    from .files import read_log
+    from .files.own import read_log
     from .run import process
 
     log = os.path.join(run_dir, "python-check.log")

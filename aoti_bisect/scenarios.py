@@ -14,7 +14,8 @@ from tabulate import tabulate
 
 from .diagnose.findings import CulpritKind
 from .exits import UsageFailure
-from .files import read_log, user_name
+from .files.own import read_log
+from .files.write import user_name
 from .run import process
 from .run.layout import headers_folder
 

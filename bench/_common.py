@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from aoti_bisect.files import user_name
+from aoti_bisect.files.write import user_name
 from aoti_bisect.run.environment import CHILD_ENV
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

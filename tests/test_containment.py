@@ -15,7 +15,7 @@ import time
 import psutil
 import pytest
 
-from aoti_bisect.files import read_log
+from aoti_bisect.files.own import read_log
 from aoti_bisect.run.harness import Harness
 from aoti_bisect.run.types import Outcome, RunSpec
 

@@ -5,10 +5,9 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import spec
 
-from aoti_bisect.files import read_log
+from aoti_bisect.files.own import read_log
 from aoti_bisect.run import environment
 from aoti_bisect.run.harness import Harness
 from aoti_bisect.run.layout import compile_key

@@ -11,7 +11,7 @@ import tarfile
 
 import pytest
 
-from aoti_bisect.files import LINKED_LOG, read_log
+from aoti_bisect.files.own import LINKED_LOG, read_log
 from aoti_bisect.report.bundle import _packable
 from aoti_bisect.report.excerpt import EXCERPT_READ, LINE_CHARS, log_excerpt
 from aoti_bisect.report.redact import MASK, Redactor

@@ -1,6 +1,6 @@
 """Safe by construction (issue #38): each class of defect is closed where the code makes it impossible, and tested
 there: one Markdown writer (report/markdown.py md_cell), one guarded reader and writer of
-a run folder (files.RunFolder), no pickle from a run folder, secrets in names and two more formats, small faults.
+a run folder (files/runfolder.RunFolder), no pickle from a run folder, secrets in names and two more formats, small faults.
 Property tests (hypothesis) drive hostile text through the writer and hostile JSON through the reader."""
 import html
 import json
@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from aoti_bisect.exits import UsageFailure
-from aoti_bisect.files import report_crash
-from aoti_bisect.files import MAX_JSON_DEPTH, RunFolder, RunFolderError
+from aoti_bisect.files.own import MAX_JSON_DEPTH
+from aoti_bisect.files.runfolder import RunFolder, RunFolderError
+from aoti_bisect.files.write import report_crash
 from aoti_bisect.report.markdown import md_cell, md_code, render_markdown
 from aoti_bisect.report.model import Report
 from aoti_bisect.report.redact import MASK, Redactor
@@ -116,7 +117,8 @@ def test_the_minified_section_is_redacted_escaped_and_honours_redact_paths(tmp_p
 
 
 def test_a_hostile_repro_name_and_message_reach_the_nightly_summary_with_nothing_live():
-    from aoti_bisect.nightly.render import render_junit, render_markdown as render_night
+    from aoti_bisect.nightly.render import render_junit
+    from aoti_bisect.nightly.render import render_markdown as render_night
 
     evil = " ".join(HOSTILE)
     rate = {"runs": 2, "failures": 2, "rate": 1.0, "ci95": [0.34, 1.0]}
@@ -186,6 +188,7 @@ def test_a_link_planted_inside_the_minify_folder_is_removed_not_followed(tmp_pat
 
 def test_the_eager_walk_replaces_a_planted_link_instead_of_writing_through_it(tmp_path):
     import torch
+
     from aoti_bisect.minify import extract_child
 
     class M(torch.nn.Module):
@@ -255,6 +258,7 @@ class _Planted:
 
 def test_captured_inputs_that_would_run_code_are_refused_in_one_line(tmp_path, capsys):
     import torch
+
     from aoti_bisect.minify import extract_child
 
     class M(torch.nn.Module):
@@ -464,6 +468,7 @@ def test_minify_of_a_relative_run_dir_with_a_capture_walks_it_inside_the_run_fol
     """The capture is found and walked from a relative RUN_DIR, and the walk's temporary files and Inductor
     cache stay inside the run folder."""
     import torch
+
     from aoti_bisect import minify as package
     from aoti_bisect.minify.search import Trials
 

@@ -295,9 +295,9 @@ def test_a_candidate_with_a_custom_op_loads_its_library_and_fakes_what_only_pyth
 
 
 def test_a_custom_op_culprit_is_its_own_family():
-    from aoti_bisect.minify import _expected
-
     from types import SimpleNamespace
+
+    from aoti_bisect.minify import _expected
 
     # The origin lists the fused nodes around the op too (relu); only the op can make its own crash.
     report = SimpleNamespace(signature=SimpleNamespace(kind="segfault", phase="run"), culprit=SimpleNamespace(
@@ -308,7 +308,7 @@ def test_a_custom_op_culprit_is_its_own_family():
 
 
 def test_a_capture_from_a_run_that_failed_comes_first(tmp_path):
-    from aoti_bisect.files import RunFolder
+    from aoti_bisect.files.runfolder import RunFolder
     from aoti_bisect.minify import _find_capture
 
     for run, kind in (("baseline-000", None), ("fakecheck-004", "segfault"), ("fakecheck-005", None)):
@@ -793,7 +793,7 @@ def _python_op_minify(folder, environ):
 @pytest.mark.slow
 @pytest.mark.early(job=_python_op_minify)
 def test_a_python_custom_op_that_crashes_is_cut_to_a_repro_that_defines_it_and_crashes_alone(early, tmp_path):
-    from aoti_bisect.files import user_name
+    from aoti_bisect.files.write import user_name
     from aoti_bisect.run.layout import headers_folder
 
     proc, run_dir, record, kept = early(_python_op_minify)

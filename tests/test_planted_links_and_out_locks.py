@@ -12,18 +12,18 @@ import textwrap
 import time
 
 import pytest
+from nightly_helpers import manifest, summary
 
 from aoti_bisect.aoti.hook_record import parse, read_hook
 from aoti_bisect.child import contract
 from aoti_bisect.child.hook import atomic, fakecheck
 from aoti_bisect.child.hook.recorder import Record
 from aoti_bisect.diagnose.evidence import RunEvidence
-from aoti_bisect.files import LOCK_NAME, OutInUse, out_lock
+from aoti_bisect.files.out import LOCK_NAME, OutInUse, out_lock
+from aoti_bisect.files.write import user_name
 from aoti_bisect.run import process
-from aoti_bisect.files import user_name
 from aoti_bisect.run.layout import HEADERS_ENV, Layout, compile_key
 from aoti_bisect.run.types import Outcome, ProcessExit, RunResult, RunSpec
-from nightly_helpers import manifest, summary
 
 SECRET = "the user's own file\n"
 
@@ -40,7 +40,7 @@ def victim(tmp_path):
 
 HOLDER = textwrap.dedent("""
     import sys
-    from aoti_bisect.files import out_lock
+    from aoti_bisect.files.out import out_lock
     with out_lock(sys.argv[1], "x.lock", shared=sys.argv[2] == "shared"):
         print("held", flush=True)
         sys.stdin.read()
@@ -97,7 +97,7 @@ def test_an_out_lock_follows_no_link(tmp_path):
 CLAIMER = textwrap.dedent("""
     import sys, time
     from aoti_bisect.exits import UsageFailure
-    from aoti_bisect.files import claim_out
+    from aoti_bisect.files.out import claim_out
     time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
     try:
         claim_out(sys.argv[1])
@@ -108,7 +108,7 @@ CLAIMER = textwrap.dedent("""
 
 
 def test_two_runs_racing_on_a_fresh_out_never_both_claim_it(tmp_path):
-    """`run` claims its --out with an O_EXCL lock file before it looks at the folder (files.claim_out): of two
+    """`run` claims its --out with an O_EXCL lock file before it looks at the folder (files/out.claim_out): of two
     real processes started at the same instant on a fresh folder, one runs and the other is refused."""
     for attempt in range(8):
         out = tmp_path / f"out{attempt}"

@@ -11,7 +11,7 @@ import psutil
 import pytest
 from conftest import spec
 
-from aoti_bisect.files import read_log
+from aoti_bisect.files.own import read_log
 from aoti_bisect.run import process
 from aoti_bisect.run.harness import Harness
 from aoti_bisect.run.types import Outcome

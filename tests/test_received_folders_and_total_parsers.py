@@ -101,9 +101,19 @@ BIG = "9" * 5000  # int() refuses more than 4300 digits
 
 def _parsers():
     """(name, function of one text) for every parser of a child's output or of a file a child wrote."""
-    from aoti_bisect.aoti import checks, cudacore, eagerwalk, fakecheck, hook_record, package, printer, provenance
-    from aoti_bisect.aoti import sanitizer, wrapper
-    from aoti_bisect.files import loads_child_json
+    from aoti_bisect.aoti import (
+        checks,
+        cudacore,
+        eagerwalk,
+        fakecheck,
+        hook_record,
+        package,
+        printer,
+        provenance,
+        sanitizer,
+        wrapper,
+    )
+    from aoti_bisect.files.own import loads_child_json
     from aoti_bisect.run import classify, witness
     from aoti_bisect.run.types import ProcessExit
 
@@ -145,8 +155,8 @@ def _parsers():
 PARSERS = _parsers()
 
 # Pieces of the lines these parsers look for, so that random text reaches their number and field conversions. No
-# raw lone surrogate: every read of a child's text decodes with errors replaced (files.read_log, read_run_file), and
-# JSON's escape of one is replaced at the boundary (files.no_surrogates, tested below).
+# raw lone surrogate: every read of a child's text decodes with errors replaced (files/own.read_log, read_run_file), and
+# JSON's escape of one is replaced at the boundary (files/own.no_surrogates, tested below).
 PIECES = ['  File "/a/b.py", line ', ", in f\n", "/t/k.py:", ": kernel: block: [", "], thread: [", "0,0,", BIG,
           "Assertion `x < ", "` failed.\n", "aoti-bisect-crash pid=", " signal=", " addr=0x1\n", "frame 0x1 0x2 /a.so f\n",
           "========= Invalid __global__ read of size ", " bytes\n", "========= ERROR SUMMARY: ", " errors\n",
@@ -183,7 +193,8 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats
 @given(raw=st.one_of(st.binary(max_size=200), json_values.map(lambda v: json.dumps(v).encode()),
                      st.integers(60, 3000).map(lambda n: b"[" * n + b"]" * n)))
 def test_child_json_and_run_folder_json_are_a_value_or_their_typed_unreadable(tmp_path_factory, raw):
-    from aoti_bisect.files import RunFolder, RunFolderError, loads_child_json
+    from aoti_bisect.files.own import loads_child_json
+    from aoti_bisect.files.runfolder import RunFolder, RunFolderError
 
     try:
         loads_child_json(raw.decode("utf-8", "replace"))

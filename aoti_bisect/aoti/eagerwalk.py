@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..child import contract
-from ..files import loads_child_json, read_run_file
+from ..files.own import loads_child_json, read_run_file
 from .fakecheck import differing_outputs
 
 MAX_BYTES = 32 << 20

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..child import contract
-from ..files import loads_child_json, read_run_file
+from ..files.own import loads_child_json, read_run_file
 
 CAPTURE = os.path.join(contract.CAPTURE_DIR, contract.CAPTURE_RECORD)
 MAX_BYTES = 4 << 20

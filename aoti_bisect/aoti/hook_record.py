@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 from ..child import contract
-from ..files import NotOwnFile, loads_child_json, open_own
+from ..files.own import NotOwnFile, loads_child_json, open_own
 from .constants import ConstantValue, ConstantValues, parse_value, parse_values
 from .provenance import ProgramNode, parse_program
 

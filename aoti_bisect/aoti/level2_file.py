@@ -12,7 +12,7 @@ from concurrent.futures import ProcessPoolExecutor
 from itertools import repeat
 from typing import Optional
 
-from ..files import NotOwnFile, open_own
+from ..files.own import NotOwnFile, open_own
 from .printer import (
     BLOCK_HEADER,
     Observation,
@@ -26,7 +26,7 @@ from .printer import (
 def read_pieces(path: str, size: int = 1 << 20, start: int = 0, end: Optional[int] = None) -> Iterator[str]:
     """Bytes [start, end) of a text file in pieces of about `size` bytes, each ending at a line end (for
     parse_blocks), decoded as text mode would (UTF-8, errors replaced, universal newlines). A log the repro
-    replaced by a link (files.open_own) yields nothing: its target is another file of the user's."""
+    replaced by a link (files/own.open_own) yields nothing: its target is another file of the user's."""
     try:
         fd = open_own(path)
     except NotOwnFile:

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from ..files import loads_child_json, read_run_file
+from ..files.own import loads_child_json, read_run_file
 
 KERNEL_INFORMATION = "kernel_information.json"
 MAX_KERNEL_INFORMATION_BYTES = 32 << 20

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..files import read_child_json, read_run_file
+from ..files.own import read_child_json, read_run_file
 
 # A generated source or Inductor's JSON beside it, read from a cache the repro's process can write into.
 MAX_SOURCE_BYTES = 64 << 20

@@ -24,7 +24,9 @@ from ..aoti.hook_record import HookRecord, PackageEvent, read_hook
 from ..aoti.package import PackageFacts, read_package
 from ..aoti.provenance import KernelInfo, read_kernel_information
 from ..child.contract import REDIRECT_ENV
-from ..files import RunFolder, RunFolderError, atomic_write, read_log, read_own_text
+from ..files.own import read_log, read_own_text
+from ..files.runfolder import RunFolder, RunFolderError
+from ..files.write import atomic_write
 from ..run import process, rebuild
 from ..run.registry import native_backtrace
 from ..run.toolchains import Experiment

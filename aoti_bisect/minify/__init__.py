@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Optional
 
 from ..child.contract import CAPTURE_DIR, CAPTURE_ENV, CAPTURE_LIBS, CAPTURE_RECORD
 from ..failure import FailureKind
-from ..files import RunFolder, RunFolderError, read_log
+from ..files.own import read_log
+from ..files.runfolder import RunFolder, RunFolderError
 from ..report.model import Report, rewrite_markdown
 from ..run.layout import HEADERS_ENV, headers_folder
 from ..stats import runs_to_observe
@@ -123,7 +124,7 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
     aoti-bisect wrote: a link, a file where a folder goes, bad or future-schema JSON."""
     start = time.monotonic()
     # Every file of the run folder is read and written through `run`: a repro, or whoever sent the folder, may
-    # have planted a link at any name in it (files.RunFolder).
+    # have planted a link at any name in it (files/runfolder.RunFolder).
     run = RunFolder(run_dir)
     report = Report.load(run.root).record
     signature = report.signature

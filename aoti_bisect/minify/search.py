@@ -21,7 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Optional
 
-from ..files import RunFolder, read_log, user_name, write_file
+from ..files.own import read_log
+from ..files.runfolder import RunFolder
+from ..files.write import user_name, write_file
 from ..run import process
 from ..run.classify import classify
 from ..run.types import Outcome, Signature

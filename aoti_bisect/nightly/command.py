@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..exits import EXIT_INCOMPLETE, EXIT_INTERRUPTED, UsageFailure
-from ..files import default_out, out_lock, prepare_out
+from ..files.out import default_out, out_lock, prepare_out
 from ..report.redact import process_redactor
 from .history import History, HistoryError, default_path, reused_batch
 from .plan import Plan, Shard, parse_shard

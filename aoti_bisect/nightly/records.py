@@ -19,7 +19,7 @@ from typing import Optional
 
 from ..aoti.sanitizer import AccessError, SanitizerReport
 from ..exits import UsageFailure
-from ..files import loads_child_json
+from ..files.own import loads_child_json
 from ..report.redact import process_redactor
 from ..run.classify import fingerprint
 from ..run.types import Outcome, RunResult
@@ -211,7 +211,7 @@ def read_records(paths: list[str]) -> Night:
             raise RecordError(f"cannot read {path}: {exc.strerror}")
         for lineno, line in enumerate(lines, 1):
             try:
-                # Not UTF-8 is a ValueError too; a lone surrogate's escape becomes U+FFFD (files.no_surrogates)
+                # Not UTF-8 is a ValueError too; a lone surrogate's escape becomes U+FFFD (files/own.no_surrogates)
                 obj = loads_child_json(line.decode("utf-8"))
             except ValueError:  # not JSON, not UTF-8, or nested past MAX_JSON_DEPTH or the parser's recursion
                 # A shard killed mid-write leaves a torn last line; everything before it still counts.

@@ -10,7 +10,7 @@ from collections import Counter
 
 from tabulate import tabulate
 
-from ..files import atomic_write, valid_utf8
+from ..files.write import atomic_write, valid_utf8
 from ..report.markdown import md_cell, md_code, rate_cell
 from ..report.redact import process_redactor
 from ..text import printable

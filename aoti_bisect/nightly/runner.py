@@ -9,7 +9,7 @@ import socket
 from collections.abc import Callable
 from typing import Optional
 
-from ..files import read_log
+from ..files.own import read_log
 from ..run import checkers, process
 from ..run.checkers import Checker, Missing
 from ..run.harness import Harness

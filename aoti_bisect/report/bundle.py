@@ -22,18 +22,10 @@ from typing import Optional
 
 from ..child.contract import CRASH_FILE
 from ..exits import EXIT_INCONCLUSIVE, EXIT_USAGE, UsageFailure
-from ..files import (
-    DISK_FAULTS,
-    MAX_LOG_READ,
-    RunFolder,
-    RunFolderError,
-    TooLarge,
-    atomic_write,
-    read_run_file,
-    read_text,
-    valid_utf8,
-    write_file,
-)
+from ..files.out import DISK_FAULTS
+from ..files.own import MAX_LOG_READ, TooLarge, read_run_file, read_text
+from ..files.runfolder import RunFolder, RunFolderError
+from ..files.write import atomic_write, valid_utf8, write_file
 from ..run.witness import DUMP_READING
 from .markdown import render_markdown
 from .model import MINIFY_RECORD, minified_record, redact_data

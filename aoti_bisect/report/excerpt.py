@@ -5,7 +5,7 @@ import os
 import re
 from typing import Optional
 
-from ..files import NotOwnFile, open_own
+from ..files.own import NotOwnFile, open_own
 from ..run.classify import collapse_repeats
 from .redact import Redactor
 

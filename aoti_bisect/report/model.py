@@ -5,11 +5,12 @@ import datetime as _dt
 import json
 import os
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Optional
 
 from .. import __version__
-from ..diagnose.findings import CulpritKind
+from ..diagnose.findings import Culprit, CulpritKind, Entry, Findings, Stage
 from ..exits import (
     EXIT_INCONCLUSIVE,
     EXIT_INTERRUPTED,
@@ -18,7 +19,9 @@ from ..exits import (
     UsageFailure,
 )
 from ..failure import FailureKind
-from ..files import NotOwnFile, RunFolder, RunFolderError, atomic_write, read_own_text, valid_utf8
+from ..files.own import NotOwnFile, read_own_text
+from ..files.runfolder import RunFolder, RunFolderError
+from ..files.write import atomic_write, valid_utf8
 from ..text import printable
 from ..verdict import Verdict
 from .excerpt import log_excerpt
@@ -71,9 +74,9 @@ class Report:
         self.record = ReportRecord.from_json(self.data)
 
     @classmethod
-    def from_findings(cls, run_dir: str, command: list[str], outcome, environment: Optional[dict] = None,
-                      redactor: Redactor = Redactor(), packages: tuple[dict, ...] = (), compiles: tuple[dict, ...] = (),
-                      reuse: Optional[str] = None, ahead: tuple[dict, ...] = ()) -> Report:
+    def from_findings(cls, run_dir: str, command: list[str], outcome: Findings, environment: Optional[dict] = None,
+                      redactor: Redactor = Redactor(), packages: Sequence[dict] = (), compiles: Sequence[dict] = (),
+                      reuse: Optional[str] = None, ahead: Sequence[dict] = ()) -> Report:
         """`packages`: aoti/hook_record.package_rows of each stage, what the hooked runs compiled and loaded;
         `compiles`: aoti/hook_record.compile_counts of each stage, in order; `reuse`: the harness's reuse mode;
         `ahead`: aoti/hook_record.ahead_row of each compile-only run."""
@@ -203,7 +206,7 @@ def rewrite_markdown(run_dir: str) -> None:
     report.write_markdown(minified_record(run_dir, process_redactor(report.record.paths_redacted)))
 
 
-def culprit_json(c) -> dict:
+def culprit_json(c: Culprit) -> dict:
     """report.json's `culprit`: each fact as a sentence (`evidence`) and as data (`facts`)."""
     tensors = [t for f in c.evidence for t in f.tensors()]
     return {"kind": str(c.kind), "kernel": c.kernel, "summary": render(c.headline),
@@ -216,12 +219,12 @@ def culprit_json(c) -> dict:
             "kernel_origins": {name: o.to_json() for f in c.evidence for name, o in f.origins}}
 
 
-def entry_json(e) -> dict:
+def entry_json(e: Entry) -> dict:
     """One entry of the evidence ledger (diagnose/judge.py): its kind, the stage and run that saw it, what it names."""
     return {**e.to_json(), "text": render(e.fact)}
 
 
-def stage_json(stage) -> dict:
+def stage_json(stage: Stage) -> dict:
     failures = stage.failures
     return {"name": str(stage.name), "env": stage.env, "recompiled": stage.recompiled, "runs": stage.rate.runs,
             "failures": stage.rate.failures, "rate": stage.rate.to_json(), "finding": render(stage.finding),

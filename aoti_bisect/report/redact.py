@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..files import user_name
+from ..files.write import user_name
 from ..text import printable
 from . import secret_rules
 

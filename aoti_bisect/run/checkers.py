@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from ..aoti import sanitizer
-from ..files import NotOwnFile, open_own
+from ..files.own import NotOwnFile, open_own
 
 CHECKER_LOG_NAME = "checker.log"
 CHECKER_LOG = os.path.join(os.pardir, CHECKER_LOG_NAME)  # from the run's cwd: runs/<stage>-NNN/checker.log
@@ -147,7 +147,7 @@ def read_report(tool: str, run_dir: str, output_log: str) -> sanitizer.Sanitizer
     report = sanitizer.parse(tool, text)
     if report.refused or report.finished or report.errors:
         return report
-    from ..files import read_log
+    from ..files.own import read_log
 
     try:
         merged = sanitizer.parse(tool, read_log(output_log))

@@ -11,7 +11,7 @@ from typing import Optional
 
 from ..aoti import flags
 from ..child import contract, hook
-from ..files import read_child_json
+from ..files.own import read_child_json
 from . import process
 from .checkers import checked
 from .layout import Layout, compile_key

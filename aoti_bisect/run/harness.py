@@ -13,7 +13,7 @@ from typing import Optional
 from ..aoti import cudacore
 from ..aoti.wrapper import spelling, triton_kernel_name
 from ..failure import FailureKind
-from ..files import read_log, read_own_text
+from ..files.own import read_log, read_own_text
 from . import process
 from .classify import classify, fingerprint
 from .environment import Environment

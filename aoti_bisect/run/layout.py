@@ -21,7 +21,8 @@ from typing import Optional
 
 from ..aoti import flags
 from ..child.contract import HEADERS_ENV
-from ..files import RunFolder, RunFolderError, user_name, write_new
+from ..files.runfolder import RunFolder, RunFolderError
+from ..files.write import user_name, write_new
 from .types import RunResult, RunSpec
 
 # HEADERS_ENV: a folder of precompiled headers shared beyond one cache root (several bisections or a test session

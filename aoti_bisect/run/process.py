@@ -26,7 +26,7 @@ from typing import Optional
 import psutil
 
 from ..child.contract import RUN_MARK
-from ..files import unlink_stale
+from ..files.write import unlink_stale
 from .checkers import create_checker_log
 from .types import ProcessExit
 

@@ -13,7 +13,7 @@ from typing import Optional
 
 from ..aoti import reinstrument
 from ..aoti.reinstrument import Unusable
-from ..files import read_log
+from ..files.own import read_log
 from . import process
 
 BUILD_TIMEOUT_S = 900.0

@@ -8,7 +8,7 @@ import shutil
 from typing import Optional
 
 from ..child.contract import REGISTRY_MARK
-from ..files import loads_child_json, read_log
+from ..files.own import loads_child_json, read_log
 from . import process
 
 REGISTRY_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "child", "registry.py")

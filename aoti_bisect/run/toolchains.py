@@ -20,7 +20,7 @@ from typing import Optional
 from ..aoti import reinstrument
 from ..aoti.reinstrument import Unusable
 from ..child import contract
-from ..files import read_log
+from ..files.own import read_log
 from . import process, rebuild
 from .classify import classify
 

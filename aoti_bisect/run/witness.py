@@ -23,7 +23,7 @@ from typing import Optional
 from ..aoti import cudacore
 from ..aoti.wrapper import generated
 from ..child.contract import CRASH_FILE, CRASH_FILE_ENV
-from ..files import NotOwnFile, read_own_text
+from ..files.own import NotOwnFile, read_own_text
 from . import process
 from .classify import Frame, KernelThrow, kernel_throw, parse_frames, signal_name, triton_assert
 from .types import DEVICE_ASSERT, DEVICE_DUMP, KERNEL_THROW, CrashSite, ProcessExit
