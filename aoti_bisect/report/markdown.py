@@ -288,7 +288,8 @@ def _folded(summary: str, lines: list[str]) -> list[str]:
 def _stages(r: ReportRecord) -> list[str]:
     """The stage table, cut to the page; folded under it, each stage in full: what it adds to the first screen's
     Rerun command (its rerun.sh, linked, is the run exactly) and the finding the table cut."""
-    rows, full = [], {}  # a stage's full text -> the stages it is said of (skipped for one reason: said once)
+    # full: a stage's full text -> the stages it is said of (skipped for one reason: said once)
+    rows, full = [], dict[str, list[str]]()
     for s in r.stages:
         finding = (s.skipped and f"skipped: {s.skipped}") or s.finding
         cell, was_cut = _short(finding, FINDING_CELL)

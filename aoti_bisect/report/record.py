@@ -7,6 +7,7 @@ compile-ahead rows, the CPU's vector ISAs) stay mappings: their reader (aoti/hoo
 markdown's environment) indexes them and the loader checks them when it renders once (model.Report.load)."""
 from __future__ import annotations
 
+import enum
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -20,6 +21,7 @@ from ..verdict import Verdict
 
 SCHEMA_VERSION = 1
 T = TypeVar("T")
+E = TypeVar("E", bound=enum.Enum)
 _REQUIRED = object()
 
 
@@ -31,7 +33,7 @@ class NewerSchema(Malformed):
     """report.json of a newer aoti-bisect: its fields may mean what this one cannot know."""
 
 
-def _name(kind: object) -> str:
+def _name(kind: type | tuple[type, ...]) -> str:
     if isinstance(kind, tuple):
         return "number"
     return {dict: "object", list: "list", str: "string", int: "int", bool: "bool"}.get(kind, str(kind))
@@ -74,11 +76,11 @@ def _mapping(item: Any, at: str) -> Mapping:
     return MappingProxyType(item)
 
 
-def _enum(enum: type[T], value: str, where: str) -> T:
+def _enum(kind: type[E], value: str, where: str) -> E:
     try:
-        return enum(value)
+        return kind(value)
     except ValueError:
-        raise Malformed(f"{where} {value!r} is none of {', '.join(e.value for e in enum)}") from None
+        raise Malformed(f"{where} {value!r} is none of {', '.join(e.value for e in kind)}") from None
 
 
 @dataclass(frozen=True)
