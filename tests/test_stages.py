@@ -126,3 +126,28 @@ def test_the_trace_names_the_launch_that_never_finished():
     assert ctx.clues.suspect == "gather_rows_0" and ctx.clues.trace is ctx.stages[0]
     assert ctx.world.ran("trace")[0].env_dict == {**flags.DETERMINISM, **flags.TRACE}
     assert "gather_rows_0" in render(ctx.stages[0].finding)
+
+
+def test_the_precision_control_recompiles_rounding_as_eager_and_convicts_nothing():
+    from aoti_bisect.diagnose.stages import precision
+
+    wrong = sig("python_exception", "run", "wrong values: max abs difference 0.5")
+    # as bf16_rounding does (checked with TORCHINDUCTOR_EMULATE_PRECISION_CASTS=1): the control passes
+    world = World(lambda spec: None if "TORCHINDUCTOR_EMULATE_PRECISION_CASTS" in spec.env_dict else wrong)
+    out = Findings(Verdict.REPRODUCED, wrong, Rate(2, 2), [])
+    out.culprit = Culprit(CulpritKind.PRECISION, kernel="cpp_fused_exp_mul_neg_sub_0")
+    ctx = Context(world, Seen())
+    assert precision.applies(ctx, out) and not precision.applies(ctx, findings(wrong))
+    precision.run(ctx, out)
+    assert ctx.world.ran("precision")[0].env_dict == precision.EMULATE and len(ctx.world.specs) == 1
+    assert out.culprit.kind == "precision" and render(out.culprit.evidence[-1]) == (
+        "control recompile: the package built rounding as eager does (emulate_precision_casts) passes the script's "
+        "check: the gap is eager's intermediate rounding")
+    # a control that still fails says so; one that fails otherwise says nothing of the gap
+    for behaves, said in ((wrong, "still fails the script's check"), (sig("compile_error", "compile"), None)):
+        out.culprit = Culprit(CulpritKind.PRECISION, kernel="k")
+        ctx = Context(always(behaves), Seen())
+        precision.run(ctx, out)
+        assert out.culprit.kind == "precision"
+        assert (said in render(out.culprit.evidence[-1])) if said else not out.culprit.evidence
+        assert said or "failed otherwise (compile_error in compile)" in render(ctx.stages[0].finding)

@@ -29,10 +29,9 @@ def next_steps(argv: list[str], sig: Optional[Signature], c: Optional[Culprit], 
                         if c.kind == "folded_constant" else ", or hand the package the new weights "
                         "(load_constants / update_constant_buffer)"))
     if c and c.kind == "precision":
-        steps.append("Compare against float64, not float32/bfloat16 eager: eager rounds after every op, the fused "
-                     "kernel once; to see the package round as eager does, set "
-                     "torch._inductor.config.emulate_precision_casts = True before compiling, and rerun: "
-                     f"{cmd}")
+        steps.append("Judge the package against float64 rather than low-precision eager (eager rounds after every "
+                     "op, the fused kernel once); to build the package rounding as eager does "
+                     f"(torch._inductor.config.emulate_precision_casts): TORCHINDUCTOR_EMULATE_PRECISION_CASTS=1 {cmd}")
     if c and c.kind == "outside_instrumented_kernels":
         steps.append("Check the custom op's kernel and its fake/meta function (shapes, strides, bounds); "
                      + (f"run it under compute-sanitizer: PYTORCH_NO_CUDA_MEMORY_CACHING=1 "

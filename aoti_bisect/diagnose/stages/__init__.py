@@ -6,13 +6,13 @@ it found none, to decide whether the climb happens at all (docs/ladder.md, How t
 """
 from ...aoti import flags
 from ..findings import StageName
-from . import baseline, determinism, doctor, eager, fakecheck, inspect, memcheck, sanity, trace, unmask
+from . import baseline, determinism, doctor, eager, fakecheck, inspect, memcheck, precision, sanity, trace, unmask
 
 # The climb after the baseline: the memory checker where it goes first, the doctor (load failures only), then the
-# runtime stages, the eager walk before the inspect stage for a wrong value. A name may stand twice; the ladder runs a
-# stage once, at the first of its rungs that applies.
+# runtime stages, the eager walk before the inspect stage for a wrong value, and the precision control after a walk
+# that found one. A name may stand twice; the ladder runs a stage once, at the first of its rungs that applies.
 LATER = (memcheck.FIRST, doctor.RUNG, sanity.RUNG, determinism.RUNG, trace.RUNG, fakecheck.RUNG, memcheck.RUNG,
-         eager.FIRST, inspect.RUNG, eager.RUNG)
+         eager.FIRST, inspect.RUNG, eager.RUNG, precision.RUNG)
 # What --stages offers (the baseline always runs), in order.
 REQUESTABLE = (StageName.BASELINE.value, *(str(r.name) for r in LATER if r.requestable))
 
