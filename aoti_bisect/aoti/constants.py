@@ -5,7 +5,7 @@ Pure. A damaged section becomes a `skipped` reason on its own load event; the re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ def _count(raw: dict, key: str) -> int:
     return value
 
 
-def _element(raw: object) -> Optional[tuple[tuple[int, ...], Optional[float]]]:
+def _element(raw: Any) -> Optional[tuple[tuple[int, ...], Optional[float]]]:
     if not raw:
         return None
     return tuple(int(i) for i in raw["index"]), raw.get("value")
@@ -106,7 +106,7 @@ def parse_value(raw: dict) -> ConstantValue:
                          _stale(raw.get("stale")), _element(raw.get("first_max")))
 
 
-def _stale(raw: object) -> Optional[Stale]:
+def _stale(raw: Any) -> Optional[Stale]:
     if not raw:
         return None
     return Stale(_count(raw, "differ"), raw.get("max_abs_diff"), tuple(int(i) for i in raw.get("index") or ()),
@@ -114,7 +114,7 @@ def _stale(raw: object) -> Optional[Stale]:
                  tuple(int(d) for d in raw["shape"]) if raw.get("shape") is not None else None)
 
 
-def parse_values(raw: object) -> Optional[ConstantValues]:
+def parse_values(raw: Any) -> Optional[ConstantValues]:
     """A load event's `constant_values` (None: the hook did not read them, e.g. an older hook or a failed load)."""
     if raw is None:
         return None

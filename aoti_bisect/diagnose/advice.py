@@ -4,60 +4,62 @@ from __future__ import annotations
 import shlex
 from typing import Optional
 
+from ..failure import FailureKind, Phase
 from ..run.types import Signature
-from .findings import Culprit
+from .findings import Culprit, CulpritKind
 
 
 def next_steps(argv: list[str], sig: Optional[Signature], c: Optional[Culprit], cuda: bool) -> list[str]:
     cmd = " ".join(shlex.quote(a) for a in argv)
-    kind = sig.kind if sig else ""
+    kind = sig.kind if sig else None
     steps = []
-    if c and c.kind == "model_input":
+    if c and c.kind == CulpritKind.MODEL_INPUT:
         steps.append("Feed inputs that match the compiled package (same device, dtype, sizes and strides: "
                      "call .contiguous() / .to(device)), or export with dynamic shapes (torch.export.Dim) "
                      f"for the dimension that varies; confirm with: AOTI_RUNTIME_CHECK_INPUTS=1 {cmd}")
-    if c and c.kind == "constant":
+    if c and c.kind == CulpritKind.CONSTANT:
         name = c.user_name or c.input_name
         steps.append(f"Find where `{name}` got its non-finite values (the checkpoint or state_dict the package "
                      f"was built from: torch.isfinite(model.get_parameter('{name}')).all(), or get_buffer), then "
                      "rebuild the package; nothing in the generated code needs fixing")
-    if c and c.kind in ("stale_constant", "folded_constant"):
+    if c and c.kind in (CulpritKind.STALE_CONSTANT, CulpritKind.FOLDED_CONSTANT):
         name = c.user_name or c.input_name
         steps.append(f"Rebuild the package from the module as it is now (`{name}` changed after the build)"
                      + (": Inductor folded it into the generated code, so no constant update reaches it; keep it "
                         "a graph input or a parameter the package lists if it must change after packaging"
-                        if c.kind == "folded_constant" else ", or hand the package the new weights "
+                        if c.kind == CulpritKind.FOLDED_CONSTANT else ", or hand the package the new weights "
                         "(load_constants / update_constant_buffer)"))
-    if c and c.kind == "precision":
+    if c and c.kind == CulpritKind.PRECISION:
         steps.append("Judge the package against float64 rather than low-precision eager (eager rounds after every "
                      "op, the fused kernel once); to build the package rounding as eager does "
                      f"(torch._inductor.config.emulate_precision_casts): TORCHINDUCTOR_EMULATE_PRECISION_CASTS=1 {cmd}")
-    if c and c.kind == "outside_instrumented_kernels":
+    if c and c.kind == CulpritKind.OUTSIDE_INSTRUMENTED_KERNELS:
         steps.append("Check the custom op's kernel and its fake/meta function (shapes, strides, bounds); "
                      + (f"run it under compute-sanitizer: PYTORCH_NO_CUDA_MEMORY_CACHING=1 "
                         f"compute-sanitizer --tool memcheck {cmd}" if cuda else
                         f"run it under valgrind: valgrind --error-exitcode=9 {cmd}"))
-    if c and c.kind == "custom_op":
+    if c and c.kind == CulpritKind.CUSTOM_OP:
         steps.append(f"Make the fake function of `{c.kernel}` return what the op returns (shape, strides, dtype) "
                      "for every size the program is exported for, in SymInts; check it on the failing inputs "
                      "with torch.library.opcheck (the program and inputs are in the fakecheck run's capture/)")
-    if kind == "illegal_memory_access":
+    if kind == FailureKind.ILLEGAL_MEMORY_ACCESS:
         steps.append(f"Ground truth for the access: PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer "
                      f"--tool memcheck {cmd}")
-    if kind in ("index_out_of_bounds", "device_assert") and c and c.kind == "kernel":
+    if kind in (FailureKind.INDEX_OUT_OF_BOUNDS, FailureKind.DEVICE_ASSERT) and c and c.kind == CulpritKind.KERNEL:
         steps.append(f"Read the index computation in {c.kernel} (source below) against the bound in the "
                      "assertion; an index derived from input values needs clamping or a guard")
-    if kind == "nan_inf" and c and c.kind == "kernel":
+    if kind == FailureKind.NAN_INF and c and c.kind == CulpritKind.KERNEL:
         steps.append(f"Check the numerics of the ops fused into {c.kernel} (log/sqrt/div of values outside "
                      "their domain); on CUDA, TORCHINDUCTOR_RUNTIME_TRITON_NAN_ASSERTS=1 narrows it to the "
                      "element")
-    if sig and sig.phase == "load" and not (c and c.kind in ("missing_custom_op", "load_environment")):
+    loads_elsewhere = c and c.kind in (CulpritKind.MISSING_CUSTOM_OP, CulpritKind.LOAD_ENVIRONMENT)
+    if sig and sig.phase == Phase.LOAD and not loads_elsewhere:
         steps.append("Load failures: register every custom-op library the package calls "
                      "(torch.ops.load_library / import the extension) before aoti_load_package, and load "
                      "with the same torch build and C++ toolchain (CXX) that compiled it")
-    if sig and sig.phase in ("export", "compile"):
+    if sig and sig.phase in (Phase.EXPORT, Phase.COMPILE):
         steps.append(f"Reproduce the {sig.phase} error alone with TORCH_LOGS=+inductor and check custom-op "
                      f"fake/meta functions; shrink it with: DUMP_AOTI_MINIFIER=1 {cmd}")
-    elif c is None or c.kind in ("kernel", "unknown"):
+    elif c is None or c.kind in (CulpritKind.KERNEL, CulpritKind.UNKNOWN):
         steps.append(f"Shrink the graph with the AOTI minifier: DUMP_AOTI_MINIFIER=1 {cmd}")
     return steps

@@ -17,12 +17,14 @@ import enum
 import functools
 import re
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator, Optional
+from typing import Optional
 
 from ..aoti import wrapper
 from ..aoti.constants import ConstantValue
 from ..aoti.hook_record import ConstantName, HookRecord
+from ..failure import FailureKind
 from ..verdict import Verdict
 from .advice import next_steps
 from .facts import Fact, FactKind, Namer, Subject, SubjectKind, fact, kernel
@@ -31,7 +33,7 @@ from .findings import Culprit, CulpritKind, Findings
 MAX_WRAPPER_BYTES = 64 << 20
 
 
-def gather(records: list[HookRecord]) -> tuple[list[ConstantValue], list[str], Optional[str]]:
+def gather(records: list[HookRecord]) -> tuple[list[ConstantValue], list[str], Optional[tuple[Optional[str], str]]]:
     """(the first reading of each constant, why some loads read none, the package it came from) over the hooked
     runs' loads. Every run loads the same weights; a later reading of a constant only repeats the first."""
     seen: dict[str, ConstantValue] = {}
@@ -190,9 +192,10 @@ def describe_violation(x: Violation, kind: Optional[str], by: list[str], inlined
     eps) of batch_norm, read by cpp_fused_...: outside the op's domain, so the kernel makes NaN from finite values'"""
     v = x.value
     subject = Namer(constants={v.placeholder: v.fqn} if v.fqn else {}).constant(v.placeholder)
-    return fact(FactKind.CONSTANT, "{kind} {constant:quoted}" + (INLINED if inlined else "") + ": element [{index}] = {element:.6g} ({count} of {numel} "
-                "{outside}) feeds {op} (per {seen_in}), " + ("read by {by:, }" if by else "read by no launch by "
-                "name") + ": outside the op's domain, so finite inputs give NaN/Inf there",
+    return fact(FactKind.CONSTANT, "{kind} {constant:quoted}" + (INLINED if inlined else "")
+                + ": element [{index}] = {element:.6g} ({count} of {numel} {outside}) feeds {op} (per {seen_in}), "
+                + ("read by {by:, }" if by else "read by no launch by name")
+                + ": outside the op's domain, so finite inputs give NaN/Inf there",
                 kind=kind or "constant", constant=subject, index=", ".join(map(str, x.index)),
                 element=x.element if x.element is not None else float("nan"), count=x.count, numel=v.numel,
                 outside=x.rule.outside.value, op=x.rule.says, seen_in=x.seen_in, by=tuple(by))
@@ -285,14 +288,14 @@ def convict_constants(out: Findings, records: list[HookRecord], graph: Optional[
         pick = 0
     elif walked is not None:
         pick = next((i for i, (_, by, _, _) in enumerate(suspects) if walked in by), None)
-    elif (c is None or not c.pinned) and out.signature is not None and out.signature.kind == "nan_inf":
+    elif (c is None or not c.pinned) and out.signature is not None and out.signature.kind == FailureKind.NAN_INF:
         pick = 0 if bad else next((i for i, (x, _) in enumerate(outside) if x.seen_in == "the exported graph"),
                                   None)
     if pick is None and c is not None and c.kind == CulpritKind.CONSTANT:
         # The walk convicted a constant already (eager saw the package read it otherwise): what is wrong with it.
         pick = next((i for i, (v, _, _, _) in enumerate(suspects) if v.placeholder == c.input_name), None)
     if pick is None and stale and (c is None or not c.pinned) and out.signature is not None and \
-            out.signature.kind in ("nan_inf", "python_exception"):
+            out.signature.kind in (FailureKind.NAN_INF, FailureKind.PYTHON_EXCEPTION):
         # A wrong or NaN output and nothing pinned: the package computes from values the module no longer holds
         # (the eager reference, saved with the program at the build, holds the stale copy too and agrees).
         pick = len(bad) + len(outside)

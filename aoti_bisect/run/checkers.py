@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Optional
 
@@ -45,7 +46,7 @@ class Missing:
 
 
 def compute_sanitizer(path: Optional[str] = None, tools: tuple[str, ...] = ("memcheck",),
-                      env: Optional[dict[str, str]] = None) -> list[Checker] | Missing:
+                      env: Optional[Mapping[str, str]] = None) -> list[Checker] | Missing:
     """compute-sanitizer from --sanitizer PATH, else PATH, else $CUDA_HOME/bin, else /usr/local/cuda/bin.
 
     Memcheck runs with PYTORCH_NO_CUDA_MEMORY_CACHING=1: with the caching allocator on, an access inside one
@@ -78,7 +79,7 @@ VALGRIND_ERROR_EXIT = 99  # valgrind's exit status when memcheck reported an err
 VALGRIND_SUPPRESSIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "valgrind.supp")
 
 
-def valgrind(path: Optional[str] = None, env: Optional[dict[str, str]] = None,
+def valgrind(path: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
              cpuinfo: str = "/proc/cpuinfo") -> list[Checker] | Missing:
     """valgrind's memcheck from --valgrind PATH, else PATH (Debian, Ubuntu: apt-get install valgrind).
 
@@ -108,7 +109,7 @@ def valgrind(path: Optional[str] = None, env: Optional[dict[str, str]] = None,
 AVX2_ONLY = (("TORCHINDUCTOR_CPP_MARCH", "x86-64-v3"), ("ATEN_CPU_CAPABILITY", "avx2"))
 
 
-def avx512_host(env: dict[str, str], cpuinfo: str = "/proc/cpuinfo") -> bool:
+def avx512_host(env: Mapping[str, str], cpuinfo: str = "/proc/cpuinfo") -> bool:
     """Whether this CPU has AVX-512 and the user did not choose a -march or an ATen ISA of their own."""
     if "TORCHINDUCTOR_CPP_MARCH" in env or "ATEN_CPU_CAPABILITY" in env:
         return False

@@ -38,7 +38,8 @@ READ_TIMEOUT_S = 60.0  # addr2line or cuda-gdb; a reader that hangs costs the ru
 _SYSTEM = re.compile(r"^/(usr/)?lib(32|64|x32)?/|^/usr/local/cuda|/lib-dynload/|/libpython[\d.]+\.so|/bin/python[\d.]*$"
                      r"|/site-packages/(torch|nvidia|triton|numpy|functorch)/|" + re.escape(LIBRARY) + "$")
 FATAL = frozenset({_signal.SIGSEGV, _signal.SIGBUS, _signal.SIGILL, _signal.SIGFPE, _signal.SIGABRT})  # witness.c's
-_HEADER = re.compile(r"^aoti-bisect-crash pid=(?P<pid>\d{1,10}) signal=(?P<signal>\d{1,10}) addr=(?P<addr>0x[0-9a-f]+)$")
+_HEADER = re.compile(r"^aoti-bisect-crash pid=(?P<pid>\d{1,10}) signal=(?P<signal>\d{1,10}) "
+                     r"addr=(?P<addr>0x[0-9a-f]+)$")
 _FRAME = re.compile(r"^frame (?P<pc>0x[0-9a-f]+)(?: (?P<offset>0x[0-9a-f]+) (?P<object>\S+)(?: (?P<symbol>\S+))?)?$")
 _MODEL_SO = re.compile(r"aotinductor|\.wrapper\.so$|/data/aotinductor/", re.I)
 
@@ -75,7 +76,9 @@ class NativeCrash:
 
 def parse(text: str) -> list[NativeCrash]:
     """Every complete crash block of a witness file (a process that died mid-block leaves none)."""
-    crashes, header, frames = [], None, []
+    crashes: list[NativeCrash] = []
+    frames: list[NativeFrame] = []
+    header: Optional[re.Match[str]] = None
     for line in text.splitlines():
         if (m := _HEADER.match(line)) is not None:
             header, frames = m, []
@@ -219,7 +222,8 @@ class Witness:
                                    self.folder, os.path.join(self.folder, "build.log"), 60, cancel=self.cancel)
             if exit.returncode == 0 and os.path.isfile(out):
                 return out, None
-        return None, "no C compiler built the crash witness (CC, cc, gcc, clang): a crash is not located from its own run"
+        return None, ("no C compiler built the crash witness (CC, cc, gcc, clang): a crash is not located from its "
+                      "own run")
 
     def env(self, run_path: str, checked: bool = False) -> dict[str, str]:
         """What a run gets so that a crash can tell where it happened; nothing for a run under a memory checker,

@@ -37,8 +37,8 @@ from . import atomic, contract, eagerwalk, fakecheck, oplibs, pyops
 SCHEMA_VERSION = 1
 
 _state = {"program": None, "calls": 0, "manifest": None, "eager": None, "walk": None}
-_programs = {}  # package realpath -> the ExportedProgram compiled into it
-_models = weakref.WeakKeyDictionary()  # loaded model -> its package's realpath
+_programs: dict = {}  # package realpath -> the ExportedProgram compiled into it
+_models: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loaded model -> its package's realpath
 # Where a failure inside a call goes: hook.json's hook_errors once the recorder is installed (it sets this, so that
 # capture, which the recorder calls, never imports the recorder back); stderr before that.
 report_error = None

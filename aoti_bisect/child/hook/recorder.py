@@ -3,9 +3,10 @@
 Standard library only, and torch is never imported here: an import hook wraps
 torch._inductor.aoti_compile_and_package and aoti_load_package, torch._inductor.package.load_package, and
 torch.export.export (to remember the module each program came from), when the repro itself imports them. The
-wrappers pass every argument, return value and exception through unchanged, and recording never raises into the repro; where the harness asks for reuse, reuse.py may serve a
-compile from the flag set's cached package instead. The record is rewritten whole and atomically after
-every event, so a process that dies (a segfault while loading, in a kernel) leaves what happened before.
+wrappers pass every argument, return value and exception through unchanged, and recording never raises into the
+repro; where the harness asks for reuse, reuse.py may serve a compile from the flag set's cached package instead.
+The record is rewritten whole and atomically after every event, so a process that dies (a segfault while loading,
+in a kernel) leaves what happened before.
 """
 import contextlib
 import functools
@@ -34,14 +35,14 @@ _INPUT = re.compile(r'inputs_info_\[(\d+)\]\.name = "([^"]*)";')
 _CONSTANT = re.compile(r'constants_info_\[(\d+)\]\.(name|original_fqn) = "([^"]*)";')
 # package sha256 -> the ExportedProgram this process compiled into it: its parameters and buffers are the user's
 # module's own tensors, so at load they say whether the package's copy is stale.
-_EXPORTED = {}
+_EXPORTED: dict = {}
 # id(ExportedProgram) -> (its weakref, a weakref to the module torch.export.export was given): a parameter the
 # user replaced after the build (load_state_dict(assign=True), `m.w = Parameter(...)`) is no longer the object the
 # program holds, so only the module, looked up by the constant's FQN, shows the package's copy is stale.
-_MODULES = {}
+_MODULES: dict = {}
 # package sha256 -> {FQN: the value compiled}, for the constants Inductor folded or inlined into the generated code
 # (the wrapper lists no constant of that FQN): the package holds no copy to read at load, so the compile's is kept.
-_FOLDED = {}
+_FOLDED: dict = {}
 _MAX_INLINED = 1 << 16  # elements: Inductor inlines only small constants; a folded large one is not summarised
 _USER_KINDS = {"PARAMETER": "parameter", "BUFFER": "buffer", "CONSTANT_TENSOR": "constant"}
 
@@ -162,7 +163,7 @@ def wrapper_names(path, data, model_name="model"):
         if not mine:
             return None
         text = z.read(mine[0]).decode(errors="replace")
-    inputs = dict((int(i), name) for i, name in _INPUT.findall(text))
+    inputs = {int(i): name for i, name in _INPUT.findall(text)}
     constants = {}
     for i, field, value in _CONSTANT.findall(text):
         constants.setdefault(int(i), {})[field] = value

@@ -7,20 +7,20 @@ from typing import Optional
 
 from ...aoti import flags
 from ...aoti.provenance import SourceMap
+from ...failure import FailureKind, Phase
 from ...run.types import Signature
 from ..context import StageContext
 from ..eagerwalk import walk_eager
 from ..findings import CulpritKind, Findings, Stage, StageName
 from .rung import Rung
-from .trace import FAULT_KINDS
 
 
 def likely(sig: Optional[Signature]) -> bool:
     """Whether the baseline's failure looks like one this stage will be asked to explain: the script's own check
     failed at run time, and no fault or non-finite value gives the earlier stages a mark to follow (a hint for
     compiling its flag set early, never a decision)."""
-    return sig is not None and sig.phase == "run" and sig.kind not in FAULT_KINDS and sig.kind not in (
-        "nan_inf", "script_error", "infra")
+    return sig is not None and sig.phase is Phase.RUN and not sig.kind.stops_the_process and sig.kind not in (
+        FailureKind.NAN_INF, FailureKind.SCRIPT_ERROR, FailureKind.INFRA)
 
 
 def run(ctx: StageContext, out: Findings) -> None:
@@ -30,7 +30,7 @@ def run(ctx: StageContext, out: Findings) -> None:
     why = ("no generated wrapper to walk" if graph is None else
            "the trace stage did not reproduce the failure" if not trace.failures else
            "a launch never finished: the fault is not a wrong value" if ctx.clues.suspect else
-           f"a {sig.kind} is not a wrong value" if sig and sig.kind in FAULT_KINDS else None)
+           f"a {sig.kind} is not a wrong value" if sig and sig.kind.stops_the_process else None)
     if why:
         ctx.skip(StageName.EAGER, why)
         return

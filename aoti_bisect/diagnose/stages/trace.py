@@ -11,10 +11,6 @@ from ..facts import FactKind, fact, joined, kernel
 from ..findings import Culprit, CulpritKind, Findings, Stage, StageName, dominant
 from .rung import Rung
 
-# Failures that stop the process (or hang it): when every instrumented launch finished, the fault lies outside.
-FAULT_KINDS = {"illegal_memory_access", "device_assert", "index_out_of_bounds", "segfault", "abort", "crash",
-               "timeout", "out_of_memory"}
-
 
 def run(ctx: StageContext, out: Findings) -> None:
     copies, problems = ctx.instrumented(reinstrument.TRACE_LEVEL)
@@ -53,7 +49,7 @@ def run(ctx: StageContext, out: Findings) -> None:
                                                        others=tuple(kernel(k) for k in unfinished if k != name)))
         return
     last = Counter(t.last_finished for t in traces).most_common(1)[0][0]
-    if sig and sig.kind in FAULT_KINDS:
+    if sig and sig.kind.stops_the_process:
         nxt = graph.next_after(last) if graph else None
         c = Culprit(CulpritKind.OUTSIDE_INSTRUMENTED_KERNELS, kernel=nxt)
         c.evidence.append(fact(FactKind.LAUNCH, "every instrumented launch finished (last: {last}); the fault "
