@@ -470,11 +470,14 @@ def test_a_stale_buffer_folded_into_the_softmax_kernel_is_convicted_as_folded():
         g = wrapper.parse_wrapper(f.read(), "folded_temperature.wrapper.cpp")
     kernel = "cpp_fused__softmax_abs_all_amax_div_eq_ge_mul_ne_neg_scalar_tensor_sub_where_1"
     assert [l.name for l in g.launches] == ["cpp_fused_0", "aoti_torch_cpu_addmm_out", kernel]
-    out = findings(Culprit("kernel", kernel=kernel, evidence=[note(f"{kernel}'s output differs from eager")]),
-                   "python_exception")
+    from aoti_bisect.diagnose.findings import Gap
+    gaps = (Gap(2, kernel, "buf7", "differs", "softmax", 0.4152, 24.54),)
+    out = findings(Culprit("kernel", kernel=kernel, evidence=[note(f"{kernel}'s output differs from eager")],
+                           gaps=gaps), "python_exception")
     convict_constants(out, [record], g, ["python", "repro.py"])
     c = out.culprit
     assert (c.kind, c.user_name) == ("folded_constant", "temperature")
+    assert c.gaps == gaps  # the walk's numeric gap still shows where the values went wrong
     assert render(c.summary) == (
         "buffer `temperature` is folded into the generated code (the package lists no constant of that name) and "
         "stale there: changed on the module after the build, 1 of 1 elements differ by up to 1.5 (first []: 2 "

@@ -49,6 +49,7 @@ def run(ctx: StageContext, out: Findings) -> None:
         ctx.ledger.walked(StageName.EAGER, runs[walks.index(seen)].spec.name, culprit)
     if not culprit.pinned and out.culprit is not None:
         out.culprit.evidence.extend(culprit.evidence)
+        out.culprit.gaps = culprit.gaps
         return
     out.culprit = culprit
 
