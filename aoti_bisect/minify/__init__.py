@@ -39,6 +39,8 @@ from .search import Expected, Trials, scratch
 
 if TYPE_CHECKING:
     from ..report.record import ReportRecord
+    from ..stats import Rate
+    from .graph import Source
 
 EXTRACT_CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "extract_child.py")
 RESULT = "minify.json"
@@ -151,6 +153,13 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
         return _finish(run, MinifyResult(Status.NO_PROGRAM, problem), {"capture": capture})
     steps.done("extract")
     graph = Graph.from_json({**run.read_json("minify/graph.json"), "python_ops": python_ops})
+    return _search(run, out, report, graph, capture, options, say, steps)
+
+
+def _search(run: RunFolder, out: str, report: ReportRecord, graph: Graph, capture: str, options: MinifyOptions,
+            say: Callable[[str], None], steps: _Steps) -> MinifyResult:
+    """The search over the extracted graph: the smallest program that still fails as the run did, verified alone."""
+    python, start = options.python, steps.start
     expected = _expected(report, graph)
     jobs, gpus = default_jobs(graph)
     runs = runs_per_candidate(report.reproduction.failures, report.reproduction.runs, options.max_runs)
@@ -178,11 +187,17 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
     record["lines_before"] = trials.lines_of(Candidate(whole))
     say(f"minify: {len(seed)} node(s) reproduce alone; ddmin over them")
     best = _reduce(graph, trials, seed)
-    kept = best.kept
     source = trials.write_final(best, out)
     steps.done("search")
     rate, verify_sig = trials.verify(out, best)
     steps.done("verify")
+    return _finish(run, _result(record, graph, trials, best, source, rate, verify_sig, steps, out), record)
+
+
+def _result(record: dict, graph: Graph, trials: Trials, best: Candidate, source: Source, rate: Rate,
+            verify_sig: Optional[str], steps: _Steps, out: str) -> MinifyResult:
+    """What the search found, said in one line and added to minify's record."""
+    kept = best.kept
     verified = rate.failures > 0
     record.update({"nodes_after": len(kept), "lines_after": source.text.count("\n"),
                    "kept": list(kept), "zeros": list(best.zeros), "inputs": list(source.inputs),
@@ -190,7 +205,7 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
                               if graph.value(n)["kind"] == "tensor"},
                    "ops_after": sorted({graph.node(n).op for n in kept}), "verified": verified,
                    "verify_signature": verify_sig, "repro_failure_rate": rate.to_json(),
-                   "seconds": round(time.monotonic() - start, 1), "step_seconds": steps.seconds,
+                   "seconds": round(time.monotonic() - steps.start, 1), "step_seconds": steps.seconds,
                    **trials.summary()})
     if len(kept) > 5:
         record["why_not_smaller"] = ("ddmin stopped at a 1-minimal set: removing any one node loses the failure"
@@ -205,14 +220,15 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
                   f"did NOT fail the same way in {rate.runs} runs alone from a copy ({verify_sig})")
                + (f"; it {carried}" if carried else ""))
     status = Status.VERIFIED if verified else Status.UNVERIFIED
-    return _finish(run, MinifyResult(status, message, os.path.join(out, "repro.py")), record)
+    return MinifyResult(status, message, os.path.join(out, "repro.py"))
 
 
 class _Steps:
     """Seconds of each step of a minify (capture, extract, search, verify): where a slow one spent its time."""
 
     def __init__(self, start: float) -> None:
-        self.last, self.seconds = start, dict[str, float]()
+        self.start = self.last = start
+        self.seconds = dict[str, float]()
 
     def done(self, step: str) -> None:
         now = time.monotonic()
