@@ -476,7 +476,9 @@ def test_a_stale_buffer_folded_into_the_softmax_kernel_is_convicted_as_folded():
                            gaps=gaps), "python_exception")
     convict_constants(out, [record], g, ["python", "repro.py"])
     c = out.culprit
-    assert (c.kind, c.user_name) == ("folded_constant", "temperature")
+    assert (c.kind, c.user_name, c.input_name) == ("folded_constant", "temperature", None)  # no wrapper name
+    headline = Report.from_findings("/nonexistent", ["python", "repro.py"], out).headline()
+    assert headline.endswith("| culprit: folded_constant (`temperature`)")
     assert c.gaps == gaps  # the walk's numeric gap still shows where the values went wrong
     assert render(c.summary) == (
         "buffer `temperature` is folded into the generated code (the package lists no constant of that name) and "

@@ -309,7 +309,9 @@ def convict_constants(out: Findings, records: list[HookRecord], graph: Optional[
 def _convict(out: Findings, suspects: list, pick: int, argv: list[str], cuda: bool) -> None:
     c = out.culprit
     v, _, line, kind = suspects[pick]
-    convicted = Culprit(kind, input_name=v.placeholder, user_name=v.fqn, probes=c.probes if c else [], summary=line,
+    # A folded constant has no wrapper name: the package lists none.
+    wrapper_name = None if kind is CulpritKind.FOLDED_CONSTANT else v.placeholder
+    convicted = Culprit(kind, input_name=wrapper_name, user_name=v.fqn, probes=c.probes if c else [], summary=line,
                         gaps=c.gaps if c else ())  # the walk's numeric gap still shows where the values went wrong
     convicted.evidence = [*(c.evidence if c else []), line, *(_also(x) for i, (_, _, x, _) in enumerate(suspects)
                                                                if i != pick)]

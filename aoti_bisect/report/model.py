@@ -184,7 +184,8 @@ class Report:
         elif c.kind is CulpritKind.MODEL_INPUT:
             line += f" | culprit: {c.who()}"
         elif c.kind:
-            line += f" | culprit: {c.kind}" + (f" ({c.who()})" if c.kernel or c.input_name or c.op else "")
+            line += f" | culprit: {c.kind}" + (f" ({c.who()})" if c.kernel or c.input_name or c.user_name or c.op
+                                               else "")
         if not r.complete:
             line += " | INTERRUPTED: partial report"
         return printable(line)

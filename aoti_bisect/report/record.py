@@ -303,7 +303,7 @@ class Culprit:
         """The culprit in a few words: a kernel, or a model input / constant by the user's name where known."""
         name = self.input_name
         if self.user_name:
-            name = f"`{self.user_name}`, wrapper {name}"
+            name = f"`{self.user_name}`" + (f", wrapper {name}" if name else "")  # a folded constant has none
         if self.kind is CulpritKind.MODEL_INPUT:  # before its kernel: an index computed from it faulted there
             return f"model input {self.input_index} ({name})"
         return self.kernel or self.op or name or "-"
