@@ -20,7 +20,7 @@ from typing import Optional
 from ..aoti.sanitizer import AccessError, SanitizerReport
 from ..exits import UsageFailure
 from ..files.own import loads_child_json
-from ..report.redact import process_redactor
+from ..report.redact import Redactor, process_redactor
 from ..run.classify import fingerprint
 from ..run.types import Outcome, RunResult
 from .plan import Shard
@@ -194,16 +194,30 @@ def read_records(paths: list[str]) -> Night:
     """Folds record files into one night; shard files of one batch may come in any order."""
     if not paths:
         raise RecordError("no record files given")
-    headers: list[dict] = []
-    repros: dict[str, dict] = {}
-    runs: list[dict] = []
-    problems: list[str] = []
-    ends: dict[str, dict] = {}
-    memchecks: dict[str, dict] = {}
-    redactor = process_redactor()
-    unfinished, finished_files = set(), []
+    fold = _Fold(process_redactor())
     for path in paths:
-        header, n_end, before = None, 0, len(problems)
+        fold.add(path)
+    return fold.night()
+
+
+@dataclass
+class _Fold:
+    """The record files read so far (read_records folds them one by one), then the night they make."""
+
+    redactor: Redactor
+    headers: list[dict] = field(default_factory=list)
+    repros: dict[str, dict] = field(default_factory=dict)
+    runs: list[dict] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    ends: dict[str, dict] = field(default_factory=dict)
+    memchecks: dict[str, dict] = field(default_factory=dict)
+    unfinished: set[str] = field(default_factory=set)
+    finished_files: list[str] = field(default_factory=list)
+
+    def add(self, path: str) -> None:
+        """One record file: its header, then its lines in order; a torn last line or no end line is a problem of
+        the night (the shard did not finish), anything else malformed is a RecordError."""
+        header, n_end, before = None, 0, len(self.problems)
         try:
             with open(path, "rb") as f:
                 lines = f.readlines()
@@ -216,66 +230,78 @@ def read_records(paths: list[str]) -> Night:
             except ValueError:  # not JSON, not UTF-8, or nested past MAX_JSON_DEPTH or the parser's recursion
                 # A shard killed mid-write leaves a torn last line; everything before it still counts.
                 if lineno == len(lines):
-                    problems.append(f"{path}: last line is incomplete (the shard was killed?)")
+                    self.problems.append(f"{path}: last line is incomplete (the shard was killed?)")
                     continue
                 raise RecordError(f"{path}:{lineno}: not a JSON line")
             if isinstance(obj, dict) and obj.get("type") == "header" and obj.get("schema") not in READABLE_SCHEMAS:
                 raise RecordError(f"{path}:{lineno}: record schema {obj.get('schema')} (this aoti-bisect reads "
                                   f"{' and '.join(map(str, READABLE_SCHEMAS))})")
             _check_record(obj, f"{path}:{lineno}")
-            obj = redactor.data(obj)  # again with this process's secrets: a record may come from an older writer
-            kind = obj.get("type")
-            if kind == "header":
+            obj = self.redactor.data(obj)  # again with this process's secrets: a record may come from an older writer
+            if obj.get("type") == "header":
                 header = obj
-                headers.append(obj)
+                self.headers.append(obj)
             elif header is None:
                 raise RecordError(f"{path}:{lineno}: records before the header (not an aoti-bisect record file?)")
-            elif kind == "repro":
-                repros.setdefault(obj["repro"], obj)
-            elif kind == "run":
-                runs.append({**obj, **{k: header["environment"].get(k) for k in _RUN_ENV_KEYS},
-                             "shard": header["shard"]})
-            elif kind == "memcheck":
-                if obj["repro"] not in repros:
-                    raise RecordError(f"{path}:{lineno}: memcheck record for {obj['repro']} before its repro record")
-                memchecks.setdefault(obj["repro"], obj)
-            elif kind == "end":
-                n_end += 1
-                ends[path] = obj
-                if obj.get("interrupted"):
-                    problems.append(f"{path}: the shard was interrupted")
+            else:
+                n_end += self._line(obj, header, path, f"{path}:{lineno}")
         if header is None:
             raise RecordError(f"{path}: no header line (not an aoti-bisect record file?)")
         if not n_end:
-            problems.append(f"{path}: no end line (the shard did not finish)")
-        if len(problems) > before:
-            unfinished.add(header["shard"])
+            self.problems.append(f"{path}: no end line (the shard did not finish)")
+        if len(self.problems) > before:
+            self.unfinished.add(header["shard"])
         else:
-            finished_files.append(path)
-    counts = {h["shard"].split("/")[1] for h in headers}
-    if len(counts) > 1:
-        raise RecordError(f"record files come from different shardings: {', '.join(sorted(counts))} shards")
-    shards = sorted({h["shard"] for h in headers}, key=lambda s: int(s.split("/")[0]))
-    total = int(next(iter(counts)))
-    missing = sorted(set(range(total)) - {int(s.split("/")[0]) for s in shards})
-    if missing:
-        problems.append(f"shard(s) {', '.join(f'{i}/{total}' for i in missing)} missing")
-    if len(shards) < len(headers):
-        raise RecordError("the same shard appears in two record files")
-    batches = sorted({h["batch"] for h in headers})
-    seen, unique = set(), []
-    for r in runs:
-        key = (r["repro"], r["index"])
-        if key not in seen:
-            seen.add(key)
-            unique.append(r)
-    return Night(batch="+".join(batches), started=min(h["started"] for h in headers),
-                 finished=max((e["finished"] for e in ends.values()), default=None),
-                 set_path=headers[0].get("set", ""), shards=shards, complete=not problems, problems=problems,
-                 redo=sorted(unfinished | {f"{i}/{total}" for i in missing}, key=lambda s: int(s.split("/")[0])),
-                 finished_files=finished_files,
-                 plan=headers[0].get("plan", {}), hosts=[h["environment"] for h in headers], repros=repros,
-                 runs=unique, memchecks=memchecks)
+            self.finished_files.append(path)
+
+    def _line(self, obj: dict, header: dict, path: str, where: str) -> int:
+        """One record after its file's header; 1 for an end line, else 0."""
+        kind = obj.get("type")
+        if kind == "repro":
+            self.repros.setdefault(obj["repro"], obj)
+        elif kind == "run":
+            self.runs.append({**obj, **{k: header["environment"].get(k) for k in _RUN_ENV_KEYS},
+                              "shard": header["shard"]})
+        elif kind == "memcheck":
+            if obj["repro"] not in self.repros:
+                raise RecordError(f"{where}: memcheck record for {obj['repro']} before its repro record")
+            self.memchecks.setdefault(obj["repro"], obj)
+        elif kind == "end":
+            self.ends[path] = obj
+            if obj.get("interrupted"):
+                self.problems.append(f"{path}: the shard was interrupted")
+            return 1
+        return 0
+
+    def night(self) -> Night:
+        """The night the files make: one sharding, each shard once, a run counted once however often it was
+        recorded; missing or unfinished shards are problems, and what to run again."""
+        headers, problems = self.headers, self.problems
+        counts = {h["shard"].split("/")[1] for h in headers}
+        if len(counts) > 1:
+            raise RecordError(f"record files come from different shardings: {', '.join(sorted(counts))} shards")
+        shards = sorted({h["shard"] for h in headers}, key=lambda s: int(s.split("/")[0]))
+        total = int(next(iter(counts)))
+        missing = sorted(set(range(total)) - {int(s.split("/")[0]) for s in shards})
+        if missing:
+            problems.append(f"shard(s) {', '.join(f'{i}/{total}' for i in missing)} missing")
+        if len(shards) < len(headers):
+            raise RecordError("the same shard appears in two record files")
+        batches = sorted({h["batch"] for h in headers})
+        seen, unique = set(), []
+        for r in self.runs:
+            key = (r["repro"], r["index"])
+            if key not in seen:
+                seen.add(key)
+                unique.append(r)
+        return Night(batch="+".join(batches), started=min(h["started"] for h in headers),
+                     finished=max((e["finished"] for e in self.ends.values()), default=None),
+                     set_path=headers[0].get("set", ""), shards=shards, complete=not problems, problems=problems,
+                     redo=sorted(self.unfinished | {f"{i}/{total}" for i in missing},
+                                 key=lambda s: int(s.split("/")[0])),
+                     finished_files=self.finished_files, plan=headers[0].get("plan", {}),
+                     hosts=[h["environment"] for h in headers], repros=self.repros, runs=unique,
+                     memchecks=self.memchecks)
 
 
 _RUN_ENV_KEYS = ("host", "torch", "torch_git", "gpu", "driver", "env_fp")
