@@ -351,6 +351,46 @@ def _start(argv: list[str], env: dict[str, str], cwd: str, fd: int, niceness: in
     return child
 
 
+def _watch(child: subprocess.Popen, token: str, log: _CappedLog, deadline: float,
+           cancel: Optional[Cancel]) -> tuple[bool, bool, list[psutil.Process]]:
+    """Waits for the child's exit, keeping its log under the caps; at the deadline or a cancel the whole tree is
+    killed. Returns (timed out, cancelled, the processes that left the group), those for the final sweep."""
+    seen: dict[int, psutil.Process] = {}
+    timed_out = cancelled = False
+    next_scan = 0.0
+    exit_fd = _pidfd(child.pid)
+    try:
+        while child.poll() is None:
+            now = time.monotonic()
+            if now >= next_scan:
+                # Only for processes that dropped the mark (a cleared environment) and left the group.
+                for pid in members(child.pid, token):
+                    if pid not in seen:
+                        try:
+                            seen[pid] = psutil.Process(pid)
+                        except psutil.Error:
+                            pass
+                next_scan = now + TREE_SCAN_S
+            log.check()
+            if now > deadline:
+                timed_out = True
+            elif cancel is not None and cancel.is_set():
+                cancelled = True
+            if timed_out:
+                # With PYTHONFAULTHANDLER set, SIGABRT makes a hung Python dump every thread's stack (even
+                # when stuck in native code): that stack is the only record of where it hung.
+                _signal_and_wait(child, signal.SIGABRT, ABORT_GRACE_S)
+            if timed_out or cancelled:
+                kill_tree(child.pid, list(seen.values()), token=token)
+                child.wait()
+                break
+            _wait_exit(exit_fd, POLL_S)
+    finally:
+        if exit_fd is not None:
+            os.close(exit_fd)
+    return timed_out, cancelled, list(seen.values())
+
+
 def execute(
     argv: list[str],
     env: dict[str, str],
@@ -376,42 +416,12 @@ def execute(
         except OSError as exc:
             return ProcessExit(None, None, False, 0.0, 0, launch_error=f"{argv[0]}: {exc.strerror or exc}")
         log = _CappedLog(fd, limits)
-        seen: dict[int, psutil.Process] = {}
-        timed_out = cancelled = False
-        next_scan = 0.0
-        exit_fd = _pidfd(child.pid)
         try:
-            while child.poll() is None:
-                now = time.monotonic()
-                if now >= next_scan:
-                    # Only for processes that dropped the mark (a cleared environment) and left the group.
-                    for pid in members(child.pid, token):
-                        if pid not in seen:
-                            try:
-                                seen[pid] = psutil.Process(pid)
-                            except psutil.Error:
-                                pass
-                    next_scan = now + TREE_SCAN_S
-                log.check()
-                if now - start > timeout:
-                    timed_out = True
-                elif cancel is not None and cancel.is_set():
-                    cancelled = True
-                if timed_out:
-                    # With PYTHONFAULTHANDLER set, SIGABRT makes a hung Python dump every thread's stack (even
-                    # when stuck in native code): that stack is the only record of where it hung.
-                    _signal_and_wait(child, signal.SIGABRT, ABORT_GRACE_S)
-                if timed_out or cancelled:
-                    kill_tree(child.pid, list(seen.values()), token=token)
-                    child.wait()
-                    break
-                _wait_exit(exit_fd, POLL_S)
+            timed_out, cancelled, seen = _watch(child, token, log, start + timeout, cancel)
             duration = time.monotonic() - start
             # Inductor's compile workers and a repro's daemons may outlive its main process: always sweep.
-            kill_tree(child.pid, list(seen.values()), grace=1.0, token=token)
+            kill_tree(child.pid, seen, grace=1.0, token=token)
         finally:
-            if exit_fd is not None:
-                os.close(exit_fd)
             _tell_watchdog(f"-{child.pid}\n")
         size, dropped = log.finish()
         rc = child.returncode
