@@ -142,13 +142,7 @@ class Session:
                           f"{out.verdict.value}" + (f": {printable(self.redactor(render(what)))}" if what else ""))
 
     def execute(self) -> Report:
-        base_env, cancel = self.harness.environment.base_env, self.harness.cancel
-        evidence = RunEvidence(os.path.join(self.run_dir, "prebuilt"), base_env, cancel, self.progress.say,
-                               lambda ops: fresh_process(self.python, ops, os.path.join(self.run_dir, "doctor"),
-                                                         base_env, cancel),
-                               lambda path: toolchains.experiment(path, self.python,
-                                                                  os.path.join(self.run_dir, "doctor", "toolchains"),
-                                                                  base_env, cancel))
+        evidence = self._evidence()
         compile_ahead = self.harness.scheduler.ahead if self.config.ahead else lambda specs, now: None
         ladder = Ladder(self.argv, self._run_batch, evidence, self.options, compile_ahead,
                         on_verdict=self._announce, on_walk=self._announce_walk)
@@ -158,7 +152,31 @@ class Session:
                 keep_repro_script(self.run_dir, self.argv)
             except OSError as exc:  # the bundle goes without it; the runs do not need it
                 self.progress.say(f"aoti-bisect: cannot keep a copy of the repro script: {exc.strerror or exc}")
-        # The probe runs beside the baseline, not before it.
+        outcome, failure = self._climb(ladder)
+        report = self._report(outcome, evidence)
+        try:
+            report.write()
+            record_secret_spans(self.run_dir, report.data, self.redactor)  # a later bundle knows this run's secrets
+        except OSError as exc:
+            failure = failure or f"{exc.strerror or exc}: {exc.filename or self.run_dir}"
+            raise UsageFailure(f"{failure}; no report could be written", EXIT_INCONCLUSIVE)
+        if failure:
+            raise UsageFailure(f"{failure}; partial report: {os.path.join(self.run_dir, 'report.md')}",
+                               EXIT_INCONCLUSIVE)
+        return report  # the caller says the answer: `run` on stdout (cli._answer), a night in its own lines
+
+    def _evidence(self) -> RunEvidence:
+        base_env, cancel = self.harness.environment.base_env, self.harness.cancel
+        return RunEvidence(os.path.join(self.run_dir, "prebuilt"), base_env, cancel, self.progress.say,
+                           lambda ops: fresh_process(self.python, ops, os.path.join(self.run_dir, "doctor"),
+                                                     base_env, cancel),
+                           lambda path: toolchains.experiment(path, self.python,
+                                                              os.path.join(self.run_dir, "doctor", "toolchains"),
+                                                              base_env, cancel))
+
+    def _climb(self, ladder: Ladder) -> tuple[Findings, Optional[str]]:
+        """The ladder's findings, with the environment probe running beside the baseline. A Ctrl-C gives the partial
+        findings; a run directory that cannot be written (full disk, quota, read-only) gives them with what failed."""
         probe: dict[str, Any] = {}
         self._probe = probe
         self._probed = threading.Event()
@@ -186,6 +204,11 @@ class Session:
             outcome = Findings(Verdict.ERROR, outcome.signature, outcome.baseline if ran else Rate(0, 0),
                                outcome.stages, summary=note(problem))  # Rate(0, 0): "could not run", not 0/20
             self.progress.say(f"aoti-bisect: error: {problem}")
+        return outcome, failure
+
+    def _report(self, outcome: Findings, evidence: RunEvidence) -> Report:
+        """The findings as the report: with the environment, what the hooked runs compiled and loaded, the constants'
+        conviction and the culprit's source lines, all read from what the runs left."""
         self.environment.update(self._vec_isa())
         cache = self.harness.environment.bytecode_cache()
         if cache:
@@ -202,15 +225,5 @@ class Session:
         compiles = [self._compiles(s, records) for s, (_, records) in zip(outcome.stages, hooks)]
         ahead = [{**ahead_row(r.spec.name, evidence.hook(r), r.exit.duration, r.exit.launch_error == "cancelled"),
                   "flag_set": compile_key(r.spec.env_dict)} for r in self.harness.scheduler.ahead_results]
-        report = Report.from_findings(self.run_dir, self.argv, outcome, self.environment, self.redactor, packages,
-                                      compiles, self.harness.environment.reuse, ahead)
-        try:
-            report.write()
-            record_secret_spans(self.run_dir, report.data, self.redactor)  # a later bundle knows this run's secrets
-        except OSError as exc:
-            failure = failure or f"{exc.strerror or exc}: {exc.filename or self.run_dir}"
-            raise UsageFailure(f"{failure}; no report could be written", EXIT_INCONCLUSIVE)
-        if failure:
-            raise UsageFailure(f"{failure}; partial report: {os.path.join(self.run_dir, 'report.md')}",
-                               EXIT_INCONCLUSIVE)
-        return report  # the caller says the answer: `run` on stdout (cli._answer), a night in its own lines
+        return Report.from_findings(self.run_dir, self.argv, outcome, self.environment, self.redactor, packages,
+                                    compiles, self.harness.environment.reuse, ahead)
