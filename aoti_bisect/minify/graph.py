@@ -301,12 +301,6 @@ def render(graph: Graph, candidate: Candidate, check: Check, headline: str, rate
     saved = tuple(p for p in params if p not in candidate.zeros)
     body = [f"        {_ident(n)} = {_call(graph.node(n), literals)}" for n in kept]
     outputs = ", ".join(_ident(n) for n in graph.sinks(kept))
-    device_sync = any(graph.value(p).get("device", "cpu").startswith("cuda") for p in params)
-    arg_lines = [f'        inputs["{p}"]{_to(graph.value(p))},' if p in saved else
-                 f"        {_zeros(graph.value(p), candidate.shape(graph, p))}," for p in params]
-    notes = [f"    #   {_ident(p)}: {_describe(graph, p)}" + ("" if p in saved else "; zeros fail the same")
-             + (f"; cut to {candidate.shape(graph, p)}" if candidate.shape(graph, p) != graph.value(p)["shape"]
-                else "") for p in params]
     custom = _custom_lines(graph, kept)
     libraries = graph.libraries if any("load_library" in line for line in custom) else ()
     needs = ("needs torch and what its custom ops' code imports" if any(l.startswith("# The custom ops the repro")
@@ -339,6 +333,26 @@ def render(graph: Graph, candidate: Candidate, check: Check, headline: str, rate
         f"        return ({outputs},)",
         "",
         "",
+        *_main(graph, candidate, params, saved, check),
+        "",
+        "",
+        'if __name__ == "__main__":',
+        "    main()",
+        "",
+    ]
+    return Source("\n".join(lines), saved, len(kept), libraries)
+
+
+def _main(graph: Graph, candidate: Candidate, params: list[str], saved: tuple[str, ...], check: Check) -> list[str]:
+    """The program's main(): its inputs (saved ones from inputs.pt, the others zeros), build the package unless
+    --reuse finds it, load, run, check."""
+    device_sync = any(graph.value(p).get("device", "cpu").startswith("cuda") for p in params)
+    arg_lines = [f'        inputs["{p}"]{_to(graph.value(p))},' if p in saved else
+                 f"        {_zeros(graph.value(p), candidate.shape(graph, p))}," for p in params]
+    notes = [f"    #   {_ident(p)}: {_describe(graph, p)}" + ("" if p in saved else "; zeros fail the same")
+             + (f"; cut to {candidate.shape(graph, p)}" if candidate.shape(graph, p) != graph.value(p)["shape"]
+                else "") for p in params]
+    return [
         "def main():",
         '    inputs = torch.load(os.path.join(HERE, "inputs.pt"), weights_only=True)' if saved else "    inputs = {}",
         "    # The module's inputs: what the original program held there on the failing call",
@@ -356,10 +370,4 @@ def render(graph: Graph, candidate: Candidate, check: Check, headline: str, rate
         *(["    outs = out if isinstance(out, (list, tuple)) else [out]"] if CHECKS[check] else []),
         *([CHECKS[check].rstrip("\n")] if CHECKS[check] else []),
         '    print("aoti-bisect repro: ran without the failure")',
-        "",
-        "",
-        'if __name__ == "__main__":',
-        "    main()",
-        "",
     ]
-    return Source("\n".join(lines), saved, len(kept), libraries)
