@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Optional
 
@@ -127,20 +127,7 @@ def explain(bound: IndexBound, kernel_name: str, graph: WrapperGraph, inputs: Ma
     sizes = [run_time_size(r, inputs) for r in refs]
     value = bound.value if bound.value is not None else (sizes[0] if len(refs) == 1 and bound.symbols == (
         bound.bound,) else None)
-    lines = []
-    if bound.value is None:
-        args = ", ".join(f"{p} = {graph.size_argument(kernel_name, p) or '?'}" for p in bound.symbols)
-        where = tuple(fact(FactKind.INDEX, "{dim} ({size} at run time)", dim=dim(r), size="?" if n is None else n)
-                      for r, n in zip(refs, sizes))
-        lines.append(fact(FactKind.INDEX, "the bound `{bound}` of {kernel} is a size known only at run time: "
-                          "{args}, read from {where: and }", bound=bound.bound, kernel=k, args=args,
-                          where=where or ("no model input the wrapper names (an intermediate size)",)))
-    elif refs:
-        lines.append(fact(FactKind.INDEX, "the bound {value} of {kernel} was fixed at export: the size of "
-                          "{dims: or }", value=bound.value, kernel=k, dims=tuple(dim(r) for r in refs)))
-    else:
-        lines.append(fact(FactKind.INDEX, "the bound {value} of {kernel} is no static dimension of a model input "
-                          "it reads (an intermediate buffer's size)", value=bound.value, kernel=k))
+    lines = [_bound_fact(bound, kernel_name, graph, refs, sizes, dim)]
     target = _target(refs, sizes, bound, value, dim)
     ints = [s for s in reads if not s.is_float and s.scalar is None and s.numel]
     if operands:  # another integer tensor the kernel reads indexes another table: not this bound's suspect
@@ -150,22 +137,7 @@ def explain(bound: IndexBound, kernel_name: str, graph: WrapperGraph, inputs: Ma
     sources = tuple(namer.var(s.arg) for s in ints)
     past = [s for s in ints if value is not None and s.max >= value]
     total = index_sum(terms, graph, [*inputs.values(), *reads], value, target, k, namer)
-    if total is not None:
-        sentence = total
-    elif past:
-        sentence = fact(FactKind.INDEX, "index into {target} reached {max:g}; the values come from {sources:quoted}",
-                        target=target, max=max(s.max for s in past), sources=tuple(namer.var(s.arg) for s in past))
-    elif value is not None and ints and min(s.min for s in ints) < -value:
-        sentence = fact(FactKind.INDEX, "index into {target} went to {min:g}, below zero even after a negative index "
-                        "wraps by adding {value}; the values come from {sources:quoted}", target=target,
-                        min=min(s.min for s in ints), value=value, sources=sources)
-    elif ints:
-        sentence = fact(FactKind.INDEX, "index into {target} went out of range; {kernel} computes it from "
-                        "{sources:quoted} (values {lo:g}..{hi:g}), so the index itself is not printed", target=target,
-                        kernel=k, sources=sources, lo=min(s.min for s in ints), hi=max(s.max for s in ints))
-    else:
-        sentence = fact(FactKind.INDEX, "index into {target} went out of range; {kernel} reads no integer tensor the "
-                        "printer shows", target=target, kernel=k)
+    sentence = total if total is not None else _reached(target, k, ints, past, value, sources, namer)
     held, checked = causes(graph, inputs, ints, value, namer)
     if came is not None:  # a computed index: where it came from is the cause, whichever usual one held
         lines += [*checked, sentence, came[0]]
@@ -176,6 +148,44 @@ def explain(bound: IndexBound, kernel_name: str, graph: WrapperGraph, inputs: Ma
                fact(FactKind.INDEX, "{sentence}; none of the guide's usual causes held (zero-size dimension, "
                     "negative index, size outside the exported range)", sentence=sentence))
     return BoundStory(tuple(lines), summary)
+
+
+def _bound_fact(bound: IndexBound, kernel_name: str, graph: WrapperGraph, refs: list[DimRef],
+                sizes: list[Optional[int]], dim: Callable[[DimRef], Fact]) -> Fact:
+    """Where the bound comes from: a size known only at run time (and which), a dimension fixed at export, or no
+    dimension of a model input at all."""
+    k = kernel(kernel_name)
+    if bound.value is None:
+        args = ", ".join(f"{p} = {graph.size_argument(kernel_name, p) or '?'}" for p in bound.symbols)
+        where = tuple(fact(FactKind.INDEX, "{dim} ({size} at run time)", dim=dim(r), size="?" if n is None else n)
+                      for r, n in zip(refs, sizes))
+        return fact(FactKind.INDEX, "the bound `{bound}` of {kernel} is a size known only at run time: "
+                    "{args}, read from {where: and }", bound=bound.bound, kernel=k, args=args,
+                    where=where or ("no model input the wrapper names (an intermediate size)",))
+    if refs:
+        return fact(FactKind.INDEX, "the bound {value} of {kernel} was fixed at export: the size of "
+                    "{dims: or }", value=bound.value, kernel=k, dims=tuple(dim(r) for r in refs))
+    return fact(FactKind.INDEX, "the bound {value} of {kernel} is no static dimension of a model input "
+                "it reads (an intermediate buffer's size)", value=bound.value, kernel=k)
+
+
+def _reached(target: Fact, k: Subject, ints: list[TensorStats], past: list[TensorStats], value: Optional[int],
+             sources: tuple[Subject, ...], namer: Namer) -> Fact:
+    """How far the index went, from the integer tensors the kernel read (where the index is no sum of known terms):
+    past the bound, below zero after a negative index wraps, or out of range by a computation not printed."""
+    if past:
+        return fact(FactKind.INDEX, "index into {target} reached {max:g}; the values come from {sources:quoted}",
+                    target=target, max=max(s.max for s in past), sources=tuple(namer.var(s.arg) for s in past))
+    if value is not None and ints and min(s.min for s in ints) < -value:
+        return fact(FactKind.INDEX, "index into {target} went to {min:g}, below zero even after a negative index "
+                    "wraps by adding {value}; the values come from {sources:quoted}", target=target,
+                    min=min(s.min for s in ints), value=value, sources=sources)
+    if ints:
+        return fact(FactKind.INDEX, "index into {target} went out of range; {kernel} computes it from "
+                    "{sources:quoted} (values {lo:g}..{hi:g}), so the index itself is not printed", target=target,
+                    kernel=k, sources=sources, lo=min(s.min for s in ints), hi=max(s.max for s in ints))
+    return fact(FactKind.INDEX, "index into {target} went out of range; {kernel} reads no integer tensor the "
+                "printer shows", target=target, kernel=k)
 
 
 @dataclass(frozen=True)
