@@ -57,28 +57,35 @@ def run(ctx: StageContext) -> tuple[Findings, Optional[str]]:
                                reuse)
         out.summary = named.headline
         return out, None
+    return out, _verdict(stage, out, reuse)
+
+
+def _verdict(stage: Stage, out: Findings, reuse: Optional[Fact]) -> Optional[str]:
+    """The baseline's verdict where no run named the culprit, said in its finding; why the ladder stops here (None:
+    it reproduced, and the ladder climbs on)."""
+    rate, sig = out.baseline, out.signature
     infra = [r for r in stage.results if r.signature and r.signature.kind is FailureKind.INFRA]
     if infra and len(infra) == len(stage.results):
         out.verdict, out.signature = Verdict.ERROR, infra[0].signature
         stage.finding = out.summary = fact(FactKind.REPRODUCTION, "the repro cannot run here: {message}",
                                            message=infra[0].signature.message)
-        return out, "infrastructure error"
+        return "infrastructure error"
     if rate.failures == 0:
         out.verdict = Verdict.INCONCLUSIVE if infra else Verdict.NOT_REPRODUCED
         stage.finding = out.summary = (
             fact(FactKind.REPRODUCTION, "did not reproduce: {rate}; {n} run(s) could not run: {message}",
                  rate=rate.describe(), n=len(infra), message=infra[0].signature.message) if infra else
             fact(FactKind.REPRODUCTION, "did not reproduce: {rate}", rate=rate.describe()))
-        return out, "baseline did not reproduce"
+        return "baseline did not reproduce"
     if all(r.signature and r.signature.kind is FailureKind.SCRIPT_ERROR for r in stage.failures):
         out.verdict = Verdict.ERROR
         stage.finding = out.summary = fact(FactKind.REPRODUCTION, "the repro itself is broken: {message}",
                                            message=sig.message)
-        return out, "the repro itself is broken"
+        return "the repro itself is broken"
     out.summary = fact(FactKind.REPRODUCTION, "reproduced {rate}: {kind} in {phase}: {message}",
                        rate=rate.describe(), kind=sig.kind, phase=sig.phase, message=sig.message)
     stage.finding = joined(out.summary, reuse)
-    return out, None
+    return None
 
 
 def _pinned(out: Findings) -> bool:
