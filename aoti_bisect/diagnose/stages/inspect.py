@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Optional
 
 from ...aoti import checks, flags, reinstrument
+from ...aoti.wrapper import WrapperGraph
 from ..context import StageContext
 from ..facts import FactKind, fact, joined, kernel
-from ..findings import CulpritKind, Findings, Stage, StageName
-from ..walk import walk
+from ..findings import Culprit, CulpritKind, Findings, Stage, StageName
+from ..walk import Observation, Observe, walk
 from .rung import Rung
 
 
@@ -27,7 +28,52 @@ def run(ctx: StageContext, out: Findings) -> None:
     crashed = suspect is not None
     probes: list[Stage] = []
 
-    def observe(kernels: list[str]):
+    def source(name: str):
+        """The whole kernel: a failed index check can lie far down it (checks.index_operands)."""
+        found = ctx.evidence.kernel_source(name, [s.results[0] for s in [*probes, trace] if s and s.results],
+                                              max_lines=1 << 20)
+        return found[1] if found else None
+
+    observe = _observer(ctx, graph, bound, crashed, probes)
+    culprit = walk(graph, observe, suspect, crashed, bound, ctx.opt.inspect_cap, ctx.namer, source)
+    out.culprit = _settled(ctx, out, culprit, suspect, probes)
+
+
+def _settled(ctx: StageContext, out: Findings, culprit: Culprit, suspect: Optional[str],
+             probes: list[Stage]) -> Culprit:
+    """The culprit the walk gives, on the ledger where it convicts; where it convicts nothing, the word of the
+    crash or checker that named the kernel, else the trace's never-finished launch, stands."""
+    crash, crashed = ctx.clues.named, suspect is not None
+    culprit.evidence[:0] = ctx.clues.checker
+    read = probes[-1].failures or probes[-1].results if probes else []
+    if culprit.pinned and read and culprit.headline is not None:
+        ctx.ledger.walked(StageName.INSPECT, read[0].spec.name, culprit)
+    if not culprit.pinned and crash is not None:
+        # The walk could not convict anything further back: the crash's (or the checker's) own word stands.
+        culprit = crash
+        culprit.evidence.append(fact(FactKind.NOTE, "inspection could not read past {kernel}'s inputs, so this rests "
+                                     "on {who} alone", kernel=kernel(suspect),
+                                     who="the crash" if crash.from_crash else "the memory checker's report"))
+    elif not culprit.pinned and crashed and suspect:
+        # The level-2 view could not convict anything, but the trace did name the faulting launch.
+        culprit.kind, culprit.kernel = CulpritKind.KERNEL, suspect
+        culprit.evidence.insert(0, fact(FactKind.LAUNCH, "the trace shows {kernel} never finished; inspection could "
+                                        "not read its inputs, so this rests on the trace alone",
+                                        kernel=kernel(suspect)))
+    if probes:
+        probes[-1].finding = joined(probes[-1].finding, culprit.evidence[-1] if culprit.evidence else None)
+    if out.culprit is not None and not out.culprit.pinned:
+        # what an earlier stage learnt without convicting (the eager walk)
+        culprit.evidence.extend(out.culprit.evidence)
+    return culprit
+
+
+def _observer(ctx: StageContext, graph: WrapperGraph, bound: Optional[checks.IndexBound], crashed: bool,
+              probes: list[Stage]) -> Observe:
+    """The walk's eyes: a level-2 run filtered to the kernels asked for (each appended to `probes`), and the views
+    and model-input statistics it printed, from the failing runs where a crash is walked."""
+
+    def observe(kernels: list[str]) -> Observation:
         copies, problems = ctx.instrumented(reinstrument.INSPECT_LEVEL, tuple(kernels))
         env = {**ctx.gpu_env(), **flags.INSPECT, flags.FILTER: ",".join(kernels), **copies}
         stage = ctx.until_seen(Stage(StageName.INSPECT, env))
@@ -53,35 +99,7 @@ def run(ctx: StageContext, out: Findings) -> None:
             kernels=tuple(kernel(k) for k in kernels), n=len(views))
         return views, inputs
 
-    def source(name: str):
-        """The whole kernel: a failed index check can lie far down it (checks.index_operands)."""
-        found = ctx.evidence.kernel_source(name, [s.results[0] for s in [*probes, trace] if s and s.results],
-                                              max_lines=1 << 20)
-        return found[1] if found else None
-
-    culprit = walk(graph, observe, suspect, crashed, bound, ctx.opt.inspect_cap, ctx.namer, source)
-    culprit.evidence[:0] = ctx.clues.checker
-    read = probes[-1].failures or probes[-1].results if probes else []
-    if culprit.pinned and read and culprit.headline is not None:
-        ctx.ledger.walked(StageName.INSPECT, read[0].spec.name, culprit)
-    if not culprit.pinned and crash is not None:
-        # The walk could not convict anything further back: the crash's (or the checker's) own word stands.
-        culprit = crash
-        culprit.evidence.append(fact(FactKind.NOTE, "inspection could not read past {kernel}'s inputs, so this rests "
-                                     "on {who} alone", kernel=kernel(suspect),
-                                     who="the crash" if crash.from_crash else "the memory checker's report"))
-    elif not culprit.pinned and crashed and suspect:
-        # The level-2 view could not convict anything, but the trace did name the faulting launch.
-        culprit.kind, culprit.kernel = CulpritKind.KERNEL, suspect
-        culprit.evidence.insert(0, fact(FactKind.LAUNCH, "the trace shows {kernel} never finished; inspection could "
-                                        "not read its inputs, so this rests on the trace alone",
-                                        kernel=kernel(suspect)))
-    if probes:
-        probes[-1].finding = joined(probes[-1].finding, culprit.evidence[-1] if culprit.evidence else None)
-    if out.culprit is not None and not out.culprit.pinned:
-        # what an earlier stage learnt without convicting (the eager walk)
-        culprit.evidence.extend(out.culprit.evidence)
-    out.culprit = culprit
+    return observe
 
 
 def _index_bound(ctx: StageContext, out: Findings) -> Optional[checks.IndexBound]:
