@@ -11,6 +11,7 @@ import shlex
 import shutil
 import stat
 import sys
+from collections.abc import Iterable
 from typing import Optional
 
 from .exits import EXIT_INCONCLUSIVE, UsageFailure
@@ -122,7 +123,7 @@ def repro_argv(script: Optional[str], script_args: tuple[str, ...], cmd: Optiona
     return [python or sys.executable, os.path.abspath(script), *absolute_paths(script_args)]
 
 
-def absolute_paths(args) -> list[str]:
+def absolute_paths(args: Iterable[str]) -> list[str]:
     """Every run has a private working directory, so an argument naming an existing file or folder relative to
     the user's directory would miss it there: such arguments become absolute. `--opt=path` forms stay as given."""
     return [os.path.abspath(a) if a and not os.path.isabs(a) and os.path.exists(a) else a for a in args]

@@ -10,7 +10,7 @@ import os
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from itertools import repeat
-from typing import Optional
+from typing import BinaryIO, Optional
 
 from ..files.own import NotOwnFile, open_own
 from .printer import (
@@ -57,7 +57,7 @@ def _collect_range(path: str, start: int, end: int,
     return collect(parse_blocks(read_pieces(path, start=start, end=end)), bound)
 
 
-def _header_at_or_after(f, offset: int, size: int) -> int:
+def _header_at_or_after(f: BinaryIO, offset: int, size: int) -> int:
     """The offset of the first line at or after `offset` that starts with a block header, else `size`."""
     f.seek(max(offset - 1, 0))
     pos = f.tell()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Optional
 
@@ -69,7 +70,7 @@ def user_line(trace: str) -> Optional[SourceLine]:
     return (mine or frames or [None])[-1]
 
 
-def _lines(traces) -> tuple[SourceLine, ...]:
+def _lines(traces: Iterable[str]) -> tuple[SourceLine, ...]:
     found = {(s.path, s.line): s for t in traces if (s := user_line(t)) is not None}
     return tuple(found[k] for k in sorted(found))
 

@@ -275,7 +275,8 @@ def _came_from(graph: WrapperGraph, kernel_name: str, operands: tuple[str, ...],
                 "the bound {bound}", **args), source
 
 
-def _target(refs: list[DimRef], sizes: list[Optional[int]], bound: IndexBound, value: Optional[int], dim) -> Fact:
+def _target(refs: list[DimRef], sizes: list[Optional[int]], bound: IndexBound, value: Optional[int],
+            dim: Callable[[DimRef], Fact]) -> Fact:
     if len(refs) != 1:
         return fact(FactKind.INDEX, "a dimension of size {size}", size=value if value is not None else bound.bound)
     if bound.value is not None:

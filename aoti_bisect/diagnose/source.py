@@ -12,8 +12,9 @@ from typing import Optional
 from ..aoti.hook_record import HookRecord
 from ..aoti.provenance import Origin, ProgramNode, SourceMap, read_kernel_information
 from ..aoti.wrapper import WrapperGraph
+from .evidence import Evidence
 from .facts import Fact, FactKind, SubjectKind, fact, kernel
-from .findings import Findings
+from .findings import Findings, StageName
 
 
 def source_map(graph: Optional[WrapperGraph], records: list[HookRecord]) -> SourceMap:
@@ -24,9 +25,9 @@ def source_map(graph: Optional[WrapperGraph], records: list[HookRecord]) -> Sour
     return SourceMap(read_kernel_information(graph.path) if graph and graph.path else {}, program)
 
 
-def walked_graph(out: Findings, evidence) -> Optional[WrapperGraph]:
+def walked_graph(out: Findings, evidence: Evidence) -> Optional[WrapperGraph]:
     """The wrapper the trace stage compiled (the one the walk read, with provenance), else any stage's."""
-    for stage in sorted(out.stages, key=lambda s: s.name != "trace"):
+    for stage in sorted(out.stages, key=lambda s: s.name != StageName.TRACE):
         if stage.results and (graph := evidence.graph(stage.results[0])) is not None:
             return graph
     return None

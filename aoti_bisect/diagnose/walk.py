@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Container, Iterator
 from typing import Optional
 
 from ..aoti.checks import IndexBound, index_operands, index_terms
@@ -33,7 +33,7 @@ def spread(items: list, k: int) -> list:
     return [items[round(i * (len(items) - 1) / (k - 1))] for i in range(k)]
 
 
-def _batch(graph: WrapperGraph, launches: list[Launch], seen, cap: int) -> list[str]:
+def _batch(graph: WrapperGraph, launches: list[Launch], seen: Container[str], cap: int) -> list[str]:
     """The kernels one compile prints: these launches not `seen` yet, and a spread of their unseen ancestors."""
     wanted = [launch for launch in launches if launch.name not in seen]
     if not wanted:
@@ -86,7 +86,7 @@ class _Walk:
             return None
         return (view.before if when == "before" else view.after).get(var)
 
-    def _arg_stats(self, launch: Launch, storages: tuple[str, ...], when: str):
+    def _arg_stats(self, launch: Launch, storages: tuple[str, ...], when: str) -> Iterator[tuple[str, TensorStats]]:
         for var in launch.args:
             if self.graph.storage(var) in storages and (s := self.stats(launch, var, when)) is not None:
                 yield var, s

@@ -20,7 +20,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
@@ -266,7 +266,7 @@ def _why_not_alone(trials: Trials, custom: list[str]) -> str:
                   "script makes, or a package built from other code than this program")
 
 
-def _custom_ops_kept(graph: Graph, kept: tuple[str, ...], libraries) -> Optional[str]:
+def _custom_ops_kept(graph: Graph, kept: tuple[str, ...], libraries: Sequence[str]) -> Optional[str]:
     """Said plainly: the file is only as standalone as the library or the source it carries, and one call cannot
     hold the op's state."""
     kept_custom = sorted({graph.node(n).target for n in kept if graph.node(n).custom})
@@ -352,7 +352,7 @@ def _capture(run: RunFolder, out: str, report: ReportRecord, options: MinifyOpti
     """One more hooked run of the repro with capture on, through the harness (the same overlay as the ladder's
     hooked stages); returns (capture folder, None) or (None, why not in one line)."""
     from ..run.harness import Harness
-    from ..run.types import RunSpec
+    from ..run.types import RunResult, RunSpec
 
     argv = options.repro
     say("minify: no captured program in the run; running the named repro to capture it")
@@ -364,10 +364,10 @@ def _capture(run: RunFolder, out: str, report: ReportRecord, options: MinifyOpti
                         options.jobs or len(os.sched_getaffinity(0)))
     harness = Harness(out, jobs=wave, reuse="none", cache_root=run.folder(CACHE))
 
-    def fails_as_the_run(r) -> bool:
+    def fails_as_the_run(r: RunResult) -> bool:
         return bool(r.signature and r.signature.kind == kind)
 
-    def done(rs) -> bool:  # a flaky failure: only a call that failed holds inputs that fail
+    def done(rs: list[RunResult]) -> bool:  # a flaky failure: only a call that failed holds inputs that fail
         return any(fails_as_the_run(r) or _missing(run, os.path.join(r.run_dir, CAPTURE_DIR)) for r in rs)
 
     results: list = []

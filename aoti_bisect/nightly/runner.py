@@ -104,7 +104,7 @@ def run_set(repros: list[Repro], plan: Plan, run_batch: RunBatch, writer: Record
                  for i in plan.shard.indices(plan.runs)]
         results: list[RunResult] = []
 
-        def keep(r: RunResult, repro=repro, results=results) -> None:
+        def keep(r: RunResult, repro: Repro = repro, results: list[RunResult] = results) -> None:
             results.append(r)
             writer.run(repro, r)
 
@@ -146,8 +146,9 @@ def run_records(repros: list[Repro], plan: Plan, set_path: str, out: str, batch:
     say(f"aoti-bisect: nightly {batch}, shard {plan.shard}: {len(repros)} repro(s), {slots} slot(s)"
         + (f" on GPU(s) {','.join(gpus)}" if gpus else ""))
 
-    def run_batch(specs, on_result, stop):
-        def landed(r):
+    def run_batch(specs: list[RunSpec], on_result: Callable[[RunResult], None],
+                  stop: Callable[[list[RunResult]], bool]) -> None:
+        def landed(r: RunResult) -> None:
             on_result(r)
             on_run(r)
         harness.scheduler.run_many(specs, on_result=landed, stop=stop)

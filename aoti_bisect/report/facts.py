@@ -49,11 +49,11 @@ def tensor(t: Tensor) -> str:
 
 
 class _Formatter(string.Formatter):
-    def format_field(self, value, spec: str) -> str:
+    def format_field(self, value: object, spec: str) -> str:
         return _value(value, spec)
 
 
-def _value(value, spec: str = "") -> str:
+def _value(value: object, spec: str = "") -> str:
     if isinstance(value, Subject):
         return phrase(value) if spec == "phrase" else quoted(value) if spec == "quoted" else mention(value)
     if isinstance(value, Tensor):

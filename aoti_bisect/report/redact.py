@@ -9,7 +9,7 @@ import re
 import shlex
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from ..files.write import user_name
 from ..text import printable
@@ -191,7 +191,7 @@ class Redactor:
     def env(self, env: dict[str, str]) -> dict[str, str]:
         return {k: MASK if is_secret_name(k) else self(v) for k, v in env.items()}
 
-    def data(self, value):
+    def data(self, value: Any) -> Any:
         """Report data with every string value redacted, keys untouched: redacting serialized JSON instead
         would let a `"` or `\\` in a secret escape the mask, and a secret equal to a key rename it."""
         if isinstance(value, dict):

@@ -94,7 +94,8 @@ def experiment(package: str, python: Optional[str], folder: str, env: dict[str, 
                                              env, cancel, load_timeout) for i, cc in enumerate(others)))
 
 
-def _trial(package, python, compiler, folder, env, cancel, load_timeout) -> Trial:
+def _trial(package: str, python: str, compiler: str, folder: str, env: dict[str, str],
+           cancel: Optional[process.Cancel], load_timeout: float) -> Trial:
     os.makedirs(folder, exist_ok=True)
     log = os.path.join(folder, "version.log")
     said = process.execute([compiler, "--version"], env, folder, log, 30, cancel=cancel)
@@ -106,7 +107,8 @@ def _trial(package, python, compiler, folder, env, cancel, load_timeout) -> Tria
     return Trial(compiler, version, loads, outcome)
 
 
-def _load(python, package, log, folder, env, cancel, timeout) -> tuple[bool, str]:
+def _load(python: str, package: str, log: str, folder: str, env: dict[str, str], cancel: Optional[process.Cancel],
+          timeout: float) -> tuple[bool, str]:
     """(loads, one line): aoti_load_package of `package` in a fresh process of the repro's Python."""
     # TMPDIR holds Inductor's default cache: a load runs Inductor's ISA check, which builds and caches a
     # library with the g++ on PATH; that must not land in a cache the repro's runs share.

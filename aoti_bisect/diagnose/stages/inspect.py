@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Optional
 
 from ...aoti import checks, flags, reinstrument
+from ...aoti.printer import Observation
 from ...aoti.wrapper import WrapperGraph
 from ..context import StageContext
 from ..facts import FactKind, fact, joined, kernel
 from ..findings import Culprit, CulpritKind, Findings, Stage, StageName
-from ..walk import Observation, Observe, walk
+from ..walk import Observe, walk
 from .rung import Rung
 
 
@@ -28,7 +29,7 @@ def run(ctx: StageContext, out: Findings) -> None:
     crashed = suspect is not None
     probes: list[Stage] = []
 
-    def source(name: str):
+    def source(name: str) -> Optional[str]:
         """The whole kernel: a failed index check can lie far down it (checks.index_operands)."""
         found = ctx.evidence.kernel_source(name, [s.results[0] for s in [*probes, trace] if s and s.results],
                                               max_lines=1 << 20)
