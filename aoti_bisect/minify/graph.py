@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import keyword
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -76,7 +76,7 @@ class Graph:
     def node(self, name: str) -> Node:
         return self._by_name[name]
 
-    def order(self, names) -> tuple[str, ...]:
+    def order(self, names: Iterable[str]) -> tuple[str, ...]:
         """names in graph order, each once."""
         wanted = set(names)
         return tuple(n.name for n in self.nodes if n.name in wanted)
@@ -84,7 +84,7 @@ class Graph:
     def value(self, name: str) -> dict:
         return self.inputs[name] if name in self.inputs else self.node(name).value
 
-    def ancestors(self, names) -> tuple[str, ...]:
+    def ancestors(self, names: Iterable[str]) -> tuple[str, ...]:
         """names and every node they read, directly or not, in graph order."""
         seen, todo = set(), list(names)
         while todo:
@@ -95,7 +95,7 @@ class Graph:
             todo += list(refs(self.node(name).args)) + list(refs(self.node(name).kwargs))
         return self.order(seen)
 
-    def feeds(self, kept) -> tuple[str, ...]:
+    def feeds(self, kept: Iterable[str]) -> tuple[str, ...]:
         """What the kept nodes read but do not compute, in first-use order: the candidate's inputs or literals."""
         kept, out = set(kept), []
         for name in self.order(kept):
@@ -105,7 +105,7 @@ class Graph:
                     out.append(ref)
         return tuple(out)
 
-    def problem(self, kept) -> Optional[str]:
+    def problem(self, kept: Collection[str]) -> Optional[str]:
         """Why these kept nodes make no program (None: they do)."""
         if not kept:
             return "no node kept"
@@ -115,7 +115,7 @@ class Graph:
                 return f"reads {ref}, which has no saved value ({kind})"
         return None
 
-    def within(self, kept, name: str) -> tuple[str, ...]:
+    def within(self, kept: Iterable[str], name: str) -> tuple[str, ...]:
         """name and the kept nodes it reads, directly or not, through kept nodes only."""
         kept, seen, todo = set(kept), set(), [name]
         while todo:
@@ -126,13 +126,13 @@ class Graph:
             todo += [*refs(self.node(current).args), *refs(self.node(current).kwargs)]
         return self.order(seen)
 
-    def sinks(self, kept) -> tuple[str, ...]:
+    def sinks(self, kept: Collection[str]) -> tuple[str, ...]:
         """Kept nodes no kept node reads: the candidate's outputs."""
         read = {r for name in kept for r in (*refs(self.node(name).args), *refs(self.node(name).kwargs))}
         return tuple(n for n in self.order(kept) if n not in read)
 
 
-def refs(arg) -> Iterator[str]:
+def refs(arg: object) -> Iterator[str]:
     if isinstance(arg, dict) and "ref" in arg:
         yield arg["ref"]
     elif isinstance(arg, dict) and "py" not in arg:
@@ -168,7 +168,7 @@ def _ident(name: str) -> str:
     return f"{name}_" if keyword.iskeyword(name) else name
 
 
-def _expr(arg, literals: dict) -> str:
+def _expr(arg: object, literals: dict) -> str:
     if isinstance(arg, dict) and "ref" in arg:
         return literals.get(arg["ref"], _ident(arg["ref"]))
     if isinstance(arg, dict) and "py" in arg:
@@ -228,7 +228,7 @@ CHECKS = {
 }
 
 
-def definitions(python_ops: dict, ops, have: tuple[str, ...] = ()) -> str:
+def definitions(python_ops: dict, ops: Iterable[str], have: tuple[str, ...] = ()) -> str:
     """The source that defines these custom ops (qualnames), each piece once, what it reads first ('' if none of
     them is defined in Python); pieces equal to a line in `have` (the file's own imports) are left out."""
     keys = dict.fromkeys(k for op in ops for k in (python_ops.get("ops") or {}).get(op, ()))

@@ -17,18 +17,22 @@ import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from ..files.own import read_log
 from ..files.runfolder import RunFolder
 from ..files.write import user_name, write_file
 from ..run import process
 from ..run.classify import classify
-from ..run.types import Outcome, Signature
+from ..run.types import Outcome, ProcessExit, Signature
 from ..stats import Rate
 from .graph import PACKAGE, Candidate, Check, Graph, Source, render
+
+if TYPE_CHECKING:  # the options are minify's own (minify/__init__.py), which imports this module
+    from . import MinifyOptions
 
 PROGRAM = "repro.py"
 INPUTS = "inputs.pt"
@@ -68,7 +72,8 @@ def differing_output(log: str) -> Optional[str]:
     return found[-1] if found else None
 
 
-def same_failure(graph: Graph, kept: tuple[str, ...], expected: Expected, signature, log: str) -> bool:
+def same_failure(graph: Graph, kept: tuple[str, ...], expected: Expected, signature: Optional[Signature],
+                 log: str) -> bool:
     """Whether one run failed as the run did: its kind and phase, and for wrong values an output that differs
     from eager and reads an op of the culprit kernel (another wrong output is another bug). Pure."""
     if signature is None or signature.kind != expected.kind or signature.phase != expected.phase:
@@ -123,7 +128,8 @@ SHARED_CACHE = "cache/shared"
 
 
 class Trials:
-    def __init__(self, out: str, graph: Graph, expected: Expected, python: str, options, say,
+    def __init__(self, out: str, graph: Graph, expected: Expected, python: str, options: MinifyOptions,
+                 say: Callable[[str], None],
                  libraries: str = "", runs: int = 1, jobs: int = 1, gpus: int = 0,
                  headers: Optional[str] = None, start: Optional[float] = None) -> None:
         self.out, self.graph, self.expected, self.python = out, graph, expected, python
@@ -274,7 +280,7 @@ class Trials:
         with ThreadPoolExecutor(len(slots)) as pool:
             return list(pool.map(lambda i: self._execute(folder, slots[i], first + i), range(len(slots))))
 
-    def _execute(self, folder: str, slot: int, run: int = 0):
+    def _execute(self, folder: str, slot: int, run: int = 0) -> tuple[ProcessExit, str]:
         """One run of the folder's repro.py; the first compiles it, later ones run the package it built."""
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1",
                **scratch(RunFolder(self.out), f"cache/slot{slot}", SHARED_CACHE, self.headers)}

@@ -15,7 +15,7 @@ from ..files.out import default_out, out_lock, prepare_out
 from ..report.redact import process_redactor
 from .history import History, HistoryError, default_path, reused_batch
 from .plan import Plan, Shard, parse_shard
-from .records import find_records, read_records, record_path, records_dir
+from .records import Night, find_records, read_records, record_path, records_dir
 from .sets import Repro, load_set
 from .submitit_executor import Submitit
 
@@ -229,7 +229,7 @@ def _not_judged(problems: list[str], redo: list[str], finished: list[str], batch
                                       "problems": problems})
 
 
-def _bisect(night, names: list[str], out: str, jobs: Optional[int], say: Say) -> dict[str, str]:
+def _bisect(night: Night, names: list[str], out: str, jobs: Optional[int], say: Say) -> dict[str, str]:
     """The full ladder on each changed repro; returns report.md paths, relative to out."""
     from ..config import RunConfig
     from ..progress import Progress

@@ -9,8 +9,10 @@ import dataclasses
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Optional
+from types import ModuleType
+from typing import Any, Optional
 
 from .plan import Plan, Shard
 from .records import records_in
@@ -47,7 +49,8 @@ def route_logging_to_stderr() -> None:
             handler.addFilter(lambda record: record.levelno < logging.WARNING)
 
 
-def shard_gpus(requested: Optional[int], cluster: str, partition: Optional[str], local_gpus, say) -> int:
+def shard_gpus(requested: Optional[int], cluster: str, partition: Optional[str],
+               local_gpus: Callable[[], list[str]], say: Callable[[str], None]) -> int:
     """GPUs each array task asks for. On Slurm a request no node of the partition can meet would pend forever
     (or be refused by sbatch), so it is checked first: an explicit --gpus-per-shard is refused in one line, the
     default (1) falls back to none and says so."""
@@ -82,7 +85,8 @@ class Submitit:
 
 
 def run_on_submitit(repros: list[Repro], plan: Plan, sub: Submitit, set_path: str, out: str, batch: str,
-                    jobs: Optional[int], local_gpus, say) -> tuple[list[str], list[str]]:
+                    jobs: Optional[int], local_gpus: Callable[[], list[str]],
+                    say: Callable[[str], None]) -> tuple[list[str], list[str]]:
     """Runs the shards as one submitit array and waits for it; returns the record files they wrote and one
     line per shard that did not finish."""
     try:
@@ -119,7 +123,7 @@ def run_on_submitit(repros: list[Repro], plan: Plan, sub: Submitit, set_path: st
     return records_in(out), failed
 
 
-def _wait(array, on_slurm: bool, submitit) -> list[str]:
+def _wait(array: list[Any], on_slurm: bool, submitit: ModuleType) -> list[str]:
     """Waits for every task of the array; returns one line per shard that did not finish.
 
     On Slurm a task's end is read from squeue, not from submitit: submitit asks sacct, which many clusters

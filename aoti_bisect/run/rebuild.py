@@ -45,7 +45,8 @@ def build(original: str, sha256: str, level: int, kernels: tuple[str, ...], fold
     return Copy(original, sha256, path, sources)
 
 
-def _build(original, level, kernels, folder, env, cancel, model, compiler) -> tuple[str, str]:
+def _build(original: str, level: int, kernels: tuple[str, ...], folder: str, env: dict[str, str],
+           cancel: Optional[process.Cancel], model: str, compiler: Optional[str]) -> tuple[str, str]:
     import zipfile
 
     package = reinstrument.read_package(original, model)

@@ -70,7 +70,9 @@ class Scheduler:
         results.sort(key=lambda r: r.spec.index)
         return results
 
-    def _drive(self, pool, pending, running, results, on_result, stop, on_start) -> None:
+    def _drive(self, pool: ThreadPoolExecutor, pending: list[RunSpec], running: set[Future],
+               results: list[RunResult], on_result: Callable[[RunResult], None],
+               stop: Callable[[list[RunResult]], bool], on_start: Callable[[RunSpec], None]) -> None:
         alone, first = None, None  # a cold key's first run, and its spec
         while (pending or running) and not self.cancel.is_set():
             while pending and len(running) + len(self._ahead_running) < self.jobs and not stop(results):
@@ -134,7 +136,7 @@ class Scheduler:
         if now:
             self._start_ahead(self._busy)
 
-    def _compiling_ahead(self, spec: RunSpec):
+    def _compiling_ahead(self, spec: RunSpec) -> Optional[Future]:
         """The running compile-only run that builds this spec's package, if one is."""
         key = warm_key(spec)
         with self._lock:
@@ -158,7 +160,7 @@ class Scheduler:
         for future in started:  # outside the lock: a future already done runs its callback here, at once
             future.add_done_callback(self._ahead_done)
 
-    def _ahead_done(self, future) -> None:
+    def _ahead_done(self, future: Future) -> None:
         with self._lock:
             self._ahead_running.pop(future, None)
             if not future.cancelled() and future.exception() is None:
