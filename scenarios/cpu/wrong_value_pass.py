@@ -1,6 +1,4 @@
-"""A compiler pass bug gives wrong but finite values: the package and eager disagree, nothing is NaN.
-
-    python wrong_value_pass.py [--bf16]    (--bf16: the same bug in a bfloat16 model, where eager rounds too)"""
+"""A compiler pass bug gives wrong but finite values: the package and eager disagree, nothing is NaN. [--bf16]"""
 import os
 import sys
 
