@@ -5,9 +5,11 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from types import FrameType
+from typing import TYPE_CHECKING, NoReturn, Optional
 
 
-def _interrupted_early(signum, frame):
+def _interrupted_early(signum: int, frame: Optional[FrameType]) -> NoReturn:
     """Ctrl-C while this module and its imports load, before entry() has its handlers: one line and 130, not
     Python's KeyboardInterrupt traceback from inside some import."""
     print("aoti-bisect: interrupted", file=sys.stderr)
@@ -25,7 +27,7 @@ import json
 import math
 import os
 import shlex
-from typing import Optional
+from collections.abc import Callable
 
 import click
 
@@ -40,6 +42,10 @@ from .report.redact import console
 from .repro import check_python_runs, repro_argv, unknown_word, validate_python
 from .stats import DEFAULT_MAX_RUNS
 from .validate import MAX_JOBS, MAX_RUNS, check_count, check_seconds, check_timeout
+
+if TYPE_CHECKING:  # for annotations only: a real run or night imports them when it starts
+    from .nightly.command import Finished
+    from .report.model import Report
 
 EXIT_CODES_HELP = """\b
 Exit codes (a `git bisect run` predicate: 0 good, 1 bad, 125 skip, above 127 stop):
@@ -136,8 +142,11 @@ _run_dir: Optional[str] = None
                    "verdict's.")
 @click.option("-q", "--quiet", count=True, help="Less on stderr.")
 @click.option("-v", "--verbose", count=True, help="More on stderr.")
-def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, cache_dir, as_json, jobs, reuse, ahead,
-            stages, budget, redact_paths, sanitize, sanitizer, sanitizer_tools, then_minify, quiet, verbose):
+def run_cmd(script: Optional[str], script_args: tuple[str, ...], cmd: Optional[str], python: Optional[str],
+            runs: Optional[int], max_runs: int, timeout: float, out: Optional[str], cache_dir: Optional[str],
+            as_json: bool, jobs: int, reuse: str, ahead: bool, stages: str, budget: float, redact_paths: bool,
+            sanitize: bool, sanitizer: Optional[str], sanitizer_tools: str, then_minify: bool, quiet: int,
+            verbose: int) -> None:
     """Rerun a failing repro under the debugging ladder and localise the fault."""
     wanted = tuple(s.strip() for s in stages.split(",") if s.strip())
     unknown = [s for s in wanted if s not in STAGE_NAMES]
@@ -170,7 +179,7 @@ def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, cach
     from .run.probe import interpreter_of
     from .session import Session
 
-    config = RunConfig(run_dir, argv, jobs=jobs, runs=runs, max_runs=max_runs, timeout=timeout,
+    config = RunConfig(run_dir, tuple(argv), jobs=jobs, runs=runs, max_runs=max_runs, timeout=timeout,
                        stages=("baseline", *wanted), python_script=cmd is None, redact_paths=redact_paths,
                        python=interpreter_of(argv, python), sanitize=sanitize, sanitizer=sanitizer,
                        sanitizer_tools=tools, cache_root=cache_dir, reuse=reuse, ahead=ahead,
@@ -186,7 +195,7 @@ def run_cmd(script, script_args, cmd, python, runs, max_runs, timeout, out, cach
     sys.exit(report.exit_code)
 
 
-def _answer(report) -> None:
+def _answer(report: Report) -> None:
     """The run's last lines, on stdout: the answer and the next commands (report/plain.py); the chatter before them
     went to stderr. Read after a --minify, so they name what minify made."""
     from .report.model import minified_record
@@ -235,7 +244,7 @@ Exit codes:
               help="Instead, pack report, logs, commands, the culprit's generated sources and the minified repro "
                    "into a redacted .tar.gz (default RUN_DIR/bundle.tar.gz) and print its path.")
 @click.option("--redact-paths", is_flag=True, help="Replace home directories and the user name.")
-def report_cmd(run_dir, fmt, bundle, redact_paths):
+def report_cmd(run_dir: str, fmt: str, bundle: Optional[str], redact_paths: bool) -> None:
     """Re-render a finished run's report without rerunning anything."""
     from .report.markdown import render_markdown
     from .report.model import Report, minified_record, redact_data
@@ -305,7 +314,8 @@ Exit codes:
               help="The interpreter of the eager walk and every candidate, whose torch they use (default: the one "
                    "--cmd names, else the one running aoti-bisect).")
 @click.option("-q", "--quiet", count=True, help="Nothing on stderr (the result is on stdout).")
-def minify_cmd(run_dir, jobs, budget, max_candidates, max_runs, timeout, script, cmd, python, quiet):
+def minify_cmd(run_dir: str, jobs: Optional[int], budget: float, max_candidates: int, max_runs: int, timeout: float,
+               script: Optional[str], cmd: Optional[str], python: Optional[str], quiet: int) -> None:
     """Cut a finished run's failing program down to a standalone repro in RUN_DIR/minify/.
 
     Every candidate is compiled with AOTI and run in its own process; it is kept when it fails with the
@@ -343,7 +353,7 @@ def minify_cmd(run_dir, jobs, budget, max_candidates, max_runs, timeout, script,
 
 
 @main.group("scenarios")
-def scenarios_group():
+def scenarios_group() -> None:
     """The bundled library of real failing AOTI repros with known answers."""
 
 
@@ -351,7 +361,7 @@ def scenarios_group():
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), help="Only the scenarios of this device.")
 @click.option("--wide", is_flag=True, help="Also the expected culprit and what each demonstrates (long rows).")
 @click.option("--json", "as_json", is_flag=True, help="Every field of every scenario as JSON.")
-def scenarios_list(device, wide, as_json):
+def scenarios_list(device: Optional[str], wide: bool, as_json: bool) -> None:
     """List bundled scenarios: kind, rate, the stage that pins it, and the seconds its check takes."""
     from .scenarios import list_json, list_table, load_bundled
 
@@ -369,7 +379,8 @@ def scenarios_list(device, wide, as_json):
 @click.option("--reuse", type=click.Choice(REUSE_MODES), default="hooked", show_default=True,
               help="As for `aoti-bisect run`.")
 @click.option("--ahead/--no-ahead", default=True, show_default=True, help="As for `aoti-bisect run`.")
-def scenarios_check(names, jobs, out, stages, device, reuse, ahead):
+def scenarios_check(names: tuple[str, ...], jobs: int, out: Optional[str], stages: str, device: str, reuse: str,
+                    ahead: bool) -> None:
     """Run aoti-bisect on scenarios and compare with the manifest; non-zero exit on any mismatch."""
     from .scenarios import check, load_bundled
 
@@ -400,11 +411,11 @@ Exit codes:
 """
 
 
-def _say(quiet: int):
+def _say(quiet: int) -> Callable[[str], None]:
     return (lambda text: None) if quiet else (lambda text: print(console(text), file=sys.stderr, flush=True))
 
 
-def _judging_options(f):
+def _judging_options(f: Callable[..., None]) -> Callable[..., None]:
     for option in reversed([
         click.option("--db", envvar=DB_ENV, help="History database (default: "
                      f"$XDG_DATA_HOME/aoti-bisect/history.sqlite3; env {DB_ENV})."),
@@ -423,7 +434,7 @@ def _judging_options(f):
     return f
 
 
-def _finish(finished, as_json: bool) -> None:
+def _finish(finished: Finished, as_json: bool) -> NoReturn:
     if as_json and finished.summary is not None:
         print(json.dumps(finished.summary, indent=2))
     sys.exit(finished.exit_code)
@@ -463,9 +474,12 @@ def _finish(finished, as_json: bool) -> None:
                                                   "CUDA_HOME/bin).")
 @_judging_options
 @click.option("-v", "--verbose", count=True, help="One line per run on stderr.")
-def nightly_cmd(set_path, only, runs, until_confident, precision, min_runs, jobs, timeout, out, shard_text, batch,
-                executor, shards, cluster, gpus_per_shard, partition, shard_timeout_min, sanitize, sanitizer, db, alpha,
-                window, bisect_on_change, allow_partial, as_json, quiet, verbose):
+def nightly_cmd(set_path: str, only: tuple[str, ...], runs: int, until_confident: bool, precision: float,
+                min_runs: int, jobs: Optional[int], timeout: Optional[float], out: Optional[str],
+                shard_text: Optional[str], batch: Optional[str], executor: str, shards: int, cluster: str,
+                gpus_per_shard: Optional[int], partition: Optional[str], shard_timeout_min: int, sanitize: bool,
+                sanitizer: Optional[str], db: Optional[str], alpha: float, window: int, bisect_on_change: bool,
+                allow_partial: bool, as_json: bool, quiet: int, verbose: int) -> None:
     """Run every repro of SET many times; record rates and signatures, compare with history, report changes.
 
     SET is a manifest (the scenarios/manifest.toml format), a folder holding manifest.toml, or a folder of
@@ -504,7 +518,8 @@ def nightly_cmd(set_path, only, runs, until_confident, precision, min_runs, jobs
 @click.option("--out", type=str, help="Folder for the summaries (default: ./aoti-bisect-runs/merge-<timestamp>).")
 @click.option("--jobs", type=int, help="Parallel runs for --bisect-on-change.")
 @_judging_options
-def merge_cmd(records, out, jobs, db, alpha, window, bisect_on_change, allow_partial, as_json, quiet):
+def merge_cmd(records: tuple[str, ...], out: Optional[str], jobs: Optional[int], db: Optional[str], alpha: float,
+              window: int, bisect_on_change: bool, allow_partial: bool, as_json: bool, quiet: int) -> None:
     """Fold shard record files (or folders holding them) into the history and summarise the night."""
     from .nightly.command import Judging, merge
 
@@ -518,7 +533,7 @@ def merge_cmd(records, out, jobs, db, alpha, window, bisect_on_change, allow_par
 @click.option("--nights", type=int, default=14, show_default=True, help="Latest nights per repro.")
 @click.option("--json", "as_json", is_flag=True, help="Rows as JSON.")
 @click.option("--plot", type=str, metavar="PNG", help="Also draw the rates over time (needs aoti-bisect[plot]).")
-def history_cmd(repros, db, nights, as_json, plot):
+def history_cmd(repros: tuple[str, ...], db: Optional[str], nights: int, as_json: bool, plot: Optional[str]) -> None:
     """The trend of each repro's rate over the recorded nights."""
     from .nightly.command import history
     from .nightly.render import render_history
