@@ -304,3 +304,31 @@ def test_a_gap_float64_does_not_side_with_or_a_float32_one_stays_unexplained():
     # a walk from before float64 errors were measured (schema 2) is judged as before
     old = dataclasses.replace(walk, float64={})
     assert _bf16_walk(old).kind == "unknown"
+
+
+def test_the_eager_run_never_moves_the_state_of_the_users_module(monkeypatch):
+    # ep.module() holds the user's own buffers: a counter's add_ in forward (issue #165444's shape, which the package
+    # does not carry between calls) would move once more for each check, changing what the repro's eager call sees.
+    import torch
+
+    from aoti_bisect.child import contract
+    from aoti_bisect.child.hook import eagerwalk, fakecheck
+
+    class Counter(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("count", torch.ones(1))
+            self.scale = torch.nn.Parameter(torch.ones(1))
+
+        def forward(self, x):
+            self.count.add_(1)
+            return x * self.scale + self.count
+
+    model, x = Counter(), torch.zeros(1)
+    ep = torch.export.export(model, (x,))
+    assert fakecheck._written(ep) == {"count"}
+    monkeypatch.setenv(contract.EAGER_WALK_ENV, "1")
+    monkeypatch.chdir(os.path.dirname(__file__))
+    eager = eagerwalk.before_call(ep, (x,), {}, 0, 1 << 20)
+    assert float(eager["outputs"]) == 2.0 and float(model.count) == 1.0  # the check ran on a copy
+    assert float(model(x)) == 2.0  # the repro's own call sees what it would without aoti-bisect

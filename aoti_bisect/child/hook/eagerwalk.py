@@ -135,7 +135,7 @@ def before_call(ep, args, kwargs, call, budget):
     import torch
     import torch.utils._pytree as pytree
     positional, named = pytree.tree_map_only(torch.Tensor, lambda t: t.detach().clone(), (list(args), dict(kwargs)))
-    recorder = _interpreter_class()(ep.module(), budget)
+    recorder = _interpreter_class()(fakecheck.private_module(ep), budget)
     try:
         # The graph's placeholders are the leaves of (args, kwargs) with kwargs in the exported signature's order,
         # whatever order the call gave them in.

@@ -187,13 +187,46 @@ def check_call(ep, args, kwargs, call, path):
     try:
         with torch.random.fork_rng(devices=devices), torch.no_grad(), \
                 _mode_class()(set(doc["custom_ops"]), doc, path):
-            eager = ep.module()(*clones[0], **clones[1])
+            eager = private_module(ep)(*clones[0], **clones[1])
         doc["status"] = "done"
     except Exception as exc:
         doc.update(status="eager_raised", problem=f"the program raised when run eagerly: {_error(exc)}")
     write_json(path, doc)
     _found["mismatch"] = any(op["status"] == "mismatch" for op in doc["ops"])
     return eager
+
+
+def private_module(ep):
+    """ep.module() with a copy of each parameter or buffer the program writes. They are the user's module's own
+    tensors, so running it as is would move the repro's state (a counter's `add_`) once more for every check: the
+    repro's next eager call would then see another value than it does without aoti-bisect."""
+    import torch
+    module = ep.module()
+    for fqn in _written(ep):
+        owner, _, leaf = fqn.rpartition(".")
+        parent = module.get_submodule(owner)
+        old = getattr(parent, leaf)
+        copy = old.detach().clone()
+        setattr(parent, leaf, torch.nn.Parameter(copy, old.requires_grad) if isinstance(old, torch.nn.Parameter)
+                else copy)
+    return module
+
+
+def _written(ep):
+    """The FQNs of the parameters and buffers the program writes: a functional mutation (buffers_to_mutate), or an
+    in-place op on the placeholder, which torch 2.13's export keeps in the graph (`aten.add_` of a counter)."""
+    import torch
+    names = set()
+    for node in ep.graph.nodes:
+        schema = getattr(node.target, "_schema", None)
+        if node.op != "call_function" or schema is None or not schema.is_mutable:
+            continue
+        for i, arg in enumerate(schema.arguments):
+            value = node.args[i] if i < len(node.args) else node.kwargs.get(arg.name)
+            if arg.alias_info is not None and arg.alias_info.is_write and isinstance(value, torch.fx.Node):
+                names.add(value.name)
+    held = {s.arg.name: s.target for s in ep.graph_signature.input_specs if s.kind.name in ("PARAMETER", "BUFFER")}
+    return {held[n] for n in names if n in held} | set(ep.graph_signature.buffers_to_mutate.values())
 
 
 def _differ(i, eager, package):
