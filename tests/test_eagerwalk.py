@@ -332,3 +332,43 @@ def test_the_eager_run_never_moves_the_state_of_the_users_module(monkeypatch):
     eager = eagerwalk.before_call(ep, (x,), {}, 0, 1 << 20)
     assert float(eager["outputs"]) == 2.0 and float(model.count) == 1.0  # the check ran on a copy
     assert float(model(x)) == 2.0  # the repro's own call sees what it would without aoti-bisect
+
+
+def test_state_the_program_writes_and_the_package_does_not_carry_is_named_not_a_kernel(monkeypatch, tmp_path):
+    # unwritten_buffer's shape on a real exported program: the package keeps `step` as built (0), the module moves it.
+    import torch
+
+    from aoti_bisect.child import contract
+    from aoti_bisect.child.hook import eagerwalk
+
+    class Stepper(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("step", torch.zeros(1))
+
+        def forward(self, x):
+            self.step.add_(1)
+            return x * self.step
+
+    model, x = Stepper(), torch.ones(2)
+    ep = torch.export.export(model, (x,))
+    monkeypatch.setenv(contract.EAGER_WALK_ENV, "1")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(eagerwalk, "_state", {"kept": False})
+    eagerwalk.on_compile(ep)
+    model(x)  # the repro's own call 0 moves the counter to 1; the package's stays 0
+    eager = eagerwalk.before_call(ep, (x,), {}, 1, 1 << 20)
+    assert float(eager["outputs"][0]) == 2.0 and float(eager["as_built"][0][0]) == 1.0 and model.step.item() == 1
+    eagerwalk.after_call(eager, torch.ones(2), 1, str(tmp_path / "eager_walk.json"))  # the package's output: 1, 1
+    walk = read_eager_walk(str(tmp_path))
+    assert walk.status == "differs" and [f for f, _ in walk.unwritten] == ["step"]
+    c = walk_eager(wrapper.WrapperGraph("w.cpp", [], [], [], []), walk, lambda l: ())
+    assert (c.kind, c.user_name) == ("stale_constant", "step")
+    assert render(c.summary) == ("`step` is written by the program, but the package does not carry the write between "
+                                 "calls: on call 1 its outputs equal the program run with `step` as built, not as the "
+                                 "module holds it now (1 element(s) differ, first [0]: 0 as built, 1 now)")
+    # a package whose outputs follow the module's state carries its writes: nothing said of them
+    monkeypatch.setattr(eagerwalk, "_state", {"kept": False})
+    eager = eagerwalk.before_call(ep, (x,), {}, 1, 1 << 20)
+    eagerwalk.after_call(eager, torch.full((2,), 3.0), 1, str(tmp_path / "eager_walk.json"))
+    assert read_eager_walk(str(tmp_path)).unwritten == ()

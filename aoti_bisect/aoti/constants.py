@@ -103,10 +103,10 @@ def parse_value(raw: dict) -> ConstantValue:
                          _count(raw, "posinf"), _count(raw, "neginf"), raw.get("min"), raw.get("max"),
                          raw.get("mean"), raw.get("skipped"), _count(raw, "negative"), _count(raw, "zero"),
                          _element(raw.get("first_negative")), _element(raw.get("first_zero")),
-                         _stale(raw.get("stale")), _element(raw.get("first_max")))
+                         parse_stale(raw.get("stale")), _element(raw.get("first_max")))
 
 
-def _stale(raw: Any) -> Optional[Stale]:
+def parse_stale(raw: Any) -> Optional[Stale]:
     if not raw:
         return None
     return Stale(_count(raw, "differ"), raw.get("max_abs_diff"), tuple(int(i) for i in raw.get("index") or ()),
@@ -121,7 +121,7 @@ def parse_values(raw: Any) -> Optional[ConstantValues]:
     try:
         return ConstantValues(raw.get("so"), tuple(parse_value(r) for r in raw.get("constants") or ()),
                               raw.get("skipped"), _count(raw, "left_out"),
-                              tuple((str(r["fqn"]), _stale(r["stale"])) for r in raw.get("folded") or ()
+                              tuple((str(r["fqn"]), parse_stale(r["stale"])) for r in raw.get("folded") or ()
                                     if r.get("stale")))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         return ConstantValues(skipped=f"the hook's constant values are damaged: {type(exc).__name__}: {exc}"[:300])

@@ -9,6 +9,7 @@ from typing import Optional
 
 from ..child import contract
 from ..files.own import loads_child_json, read_run_file
+from .constants import Stale, parse_stale
 from .fakecheck import differing_outputs
 
 MAX_BYTES = 32 << 20
@@ -55,6 +56,9 @@ class EagerWalk:
     stability_problem: Optional[str] = None  # why the float64 run was not made or failed
     # node -> eager's own (max abs, RMSE) against the program run in float64
     float64: dict[str, tuple[Optional[float], Optional[float]]] = field(default_factory=dict)
+    # (FQN, as built against now) of the state the program writes, where its build values reproduce the package's
+    # outputs while the module's values now do not: the package does not carry the writes between calls
+    unwritten: tuple[tuple[str, Stale], ...] = ()
 
     def op(self, node: str) -> Optional[str]:
         """The aten op of a node (`linear` for aten.linear.default); None for a placeholder or a part."""
@@ -88,7 +92,9 @@ def parse(text: str) -> EagerWalk:
                          {str(k): str(v) for k, v in (data.get("targets") or {}).items()},
                          {str(k): _number(v) for k, v in (data.get("unstable") or {}).items()},
                          data.get("stability_problem"),
-                         {str(k): (_number(v[0]), _number(v[1])) for k, v in (data.get("float64") or {}).items()})
+                         {str(k): (_number(v[0]), _number(v[1])) for k, v in (data.get("float64") or {}).items()},
+                         tuple((str(u["fqn"]), stale) for u in data.get("unwritten") or ()
+                               if (stale := parse_stale(u.get("stale"))) is not None))
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         problem = f"{contract.EAGER_WALK_RESULT} is damaged: {type(exc).__name__}: {exc}"
         return EagerWalk("missing", problem=problem[:300])

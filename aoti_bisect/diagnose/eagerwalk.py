@@ -230,6 +230,8 @@ def walk_eager(graph: WrapperGraph, walk: EagerWalk, nodes_of: Callable[[Launch]
     if walk.stability_problem:
         head.append(fact(FactKind.UNVERIFIED, "unverified: the eager reference's stability (float32 against "
                          "float64): {why}", why=walk.stability_problem))
+    if walk.unwritten:
+        return _unwritten(walk, head)
     gaps: list[Fact] = []
     rows: list[Gap] = []
     rounded: list[tuple[Launch, str, Judged]] = []  # outputs that missed only unstable eager values
@@ -260,6 +262,29 @@ def walk_eager(graph: WrapperGraph, walk: EagerWalk, nodes_of: Callable[[Launch]
         "no tensor the instrumented kernels read or wrote differs from the eager value it stands for beyond "
         "tolerance (tensors not compared say why below): the difference arises outside them (an output copy or "
         "view, a custom op, state carried between calls) or where eager itself is unstable")]), gaps, rows)
+
+
+def _unwritten(walk: EagerWalk, head: list[Fact]) -> Culprit:
+    """The package computes from the state the program writes as it was built: its outputs equal the program run with
+    that state as built, and differ from it run as the module holds it now (pytorch#165444: a counter the package
+    returns as 2, 2, 2 where eager gives 2, 3, 4). No kernel is at fault: the package does not carry the writes."""
+    fqn, x = walk.unwritten[0]
+    subject = Namer(constants={fqn: fqn}).constant(fqn)
+    c = Culprit(CulpritKind.STALE_CONSTANT, user_name=fqn)
+    c.summary = fact(FactKind.EAGER, "{constant:quoted} is written by the program, but the package does not carry "
+                     "the write between calls: on call {call} its outputs equal the program run with "
+                     "{constant:quoted} as built, not as the module holds it now ({differ} element(s) differ, first "
+                     "[{index}]: {package:.6g} as built, {module:.6g} now)", constant=subject, call=walk.call,
+                     differ=x.differ, index=", ".join(map(str, x.index)), package=_num(x.package),
+                     module=_num(x.module))
+    c.evidence = [c.summary, *head, *(fact(FactKind.EAGER, "also written by the program and not carried: "
+                                           "{constant:quoted}", constant=Namer(constants={f: f}).constant(f))
+                                      for f, _ in walk.unwritten[1:])]
+    return c
+
+
+def _num(v: Optional[float]) -> float:
+    return float("nan") if v is None else v
 
 
 def _precision(rounded: list[tuple[Launch, str, Judged]], head: list[Fact], namer: Namer) -> Optional[Culprit]:

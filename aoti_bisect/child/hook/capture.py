@@ -119,6 +119,7 @@ def on_compile(ep, package_path):
     _state["program"] = ep
     if package_path:
         _programs[package_path] = ep
+    eagerwalk.on_compile(ep)
     if _on(contract.CAPTURE_ENV):
         import torch
         size = _tensor_bytes(list(ep.state_dict.values()) + list(ep.constants.values()))

@@ -23,6 +23,8 @@ eager_walk.json in the run folder (rewritten after each call):
    "targets": {node: "aten.linear.default", part: "aten.linear.default:mm" for a part such as "linear:mm"},
    "unstable": {node: max abs of float32 eager against float64 eager, where beyond the tolerance},
    "float64": {node: [max abs, RMSE] of eager's value against the program run in float64},
+   "unwritten": [{"fqn", "stale": {differ, max_abs_diff, index, package (as built), module (now)}}]: state the
+                program writes whose build values reproduce the package's outputs exactly, where eager's differ,
    "stability_problem": str | null (why the float64 run was not made or failed),
    "dumps": [{"when": "before" | "after", "stem": "<kernel>_<arg>", "device": "cpu", "shape": [...],
               "dtype": "float32", "rtol": r, "atol": a,
@@ -44,6 +46,9 @@ MAX_CALLS = fakecheck.MAX_CALLS
 _DUMP = re.compile(r"^(?:aoti_torch)?(before|after)_launch_(.+)_([a-z]+(?::\d+)?)\.pt$")
 
 _state = {"kept": False}
+# id(ExportedProgram) -> {FQN: its value at the build} of each parameter or buffer the program writes: a package that
+# does not carry the program's writes between calls computes from these values forever (pytorch#165444).
+_built: dict = {}
 
 
 def enabled():
@@ -123,6 +128,30 @@ def _parts(torch, node, args, kwargs, out):
     parts = [("mm", torch.nn.functional.linear(x, w).reshape(-1, out.shape[-1]))]
     return parts + [("addmm", flat)] if out.dim() > 2 else parts
 
+def on_compile(ep):
+    """Keeps the values the program's written parameters and buffers had when it was compiled."""
+    if enabled():
+        held = {**ep.state_dict, **ep.constants}
+        _built[id(ep)] = {fqn: held[fqn].detach().clone() for fqn in fakecheck._written(ep) if fqn in held}
+
+
+def _as_built(torch, ep, positional, budget):
+    """(the program's outputs with its written state as built, [FQN]) where that state has moved since the build;
+    else None. A package that keeps its state as built gives these outputs on every call."""
+    built = _built.get(id(ep)) or {}
+    held = {**ep.state_dict, **ep.constants}
+    moved = [fqn for fqn, value in built.items() if fqn in held and not torch.equal(held[fqn], value)]
+    if not moved:
+        return None
+    import torch.utils._pytree as pytree
+    module = fakecheck.private_module(ep)
+    for fqn in moved:
+        owner, _, leaf = fqn.rpartition(".")
+        getattr(module.get_submodule(owner), leaf).data.copy_(built[fqn])  # the private copy, not the user's
+    inputs = pytree.tree_map_only(torch.Tensor, lambda t: t.detach().clone(), positional)
+    return _run(torch, _interpreter_class()(module, budget), inputs), moved
+
+
 def before_call(ep, args, kwargs, call, budget):
     """The eager run of this call, {"status", "outputs", "values", "targets", "problem", "rerun"}, or None when not
     wanted. `rerun`: what the float64 run needs, the program and the placeholders' values."""
@@ -143,11 +172,12 @@ def before_call(ep, args, kwargs, call, budget):
             from torch.export._tree_utils import reorder_kwargs
             positional = [*positional, reorder_kwargs(named, ep.call_spec.in_spec)]
         outputs = _run(torch, recorder, positional)
+        as_built = _as_built(torch, ep, positional, budget)
     except Exception as exc:
         return {"status": "eager_raised", "outputs": None, "values": recorder.values, "targets": recorder.targets,
                 "rerun": None, "problem": f"the program raised when run eagerly: {fakecheck._error(exc)}"}
     return {"status": None, "outputs": outputs, "values": recorder.values, "targets": recorder.targets,
-            "rerun": (ep, positional, budget), "problem": (
+            "rerun": (ep, positional, budget), "as_built": as_built, "problem": (
                 f"{recorder.dropped} eager values were not kept: over the capture cap" if recorder.dropped else None)}
 
 
@@ -161,7 +191,7 @@ def after_call(eager, result, call, path):
     """Compares the call's outputs with eager's; on the first call that differs, every saved tensor too."""
     doc = {"schema_version": SCHEMA_VERSION, "status": eager["status"], "calls": call + 1, "call": None,
            "problem": eager["problem"], "factor": FACTOR, "outputs": [], "outputs_problem": None,
-           "values": len(eager["values"]), "targets": eager["targets"], "unstable": {}, "float64": {},
+           "values": len(eager["values"]), "targets": eager["targets"], "unstable": {}, "float64": {}, "unwritten": [],
            "stability_problem": None, "dumps": []}
     if eager["status"] is None:
         differential = fakecheck.differential(eager["outputs"], result, call)
@@ -170,12 +200,31 @@ def after_call(eager, result, call, path):
         doc["status"] = "differs" if differs else "agree"
         if differs:
             _state["kept"] = True
+            doc["unwritten"] = _unwritten(eager, result, call)
             wide, doc["unstable"], doc["float64"], doc["stability_problem"] = _unstable(eager["values"],
                                                                                        *eager["rerun"])
             as_double = {}  # each eager value on the CPU in float64, made once for every saved tensor of its shape
             doc["dumps"] = [_compare(*found, eager["values"], as_double, wide) for found in _dump_files()]
     _clear()
     fakecheck.write_json(path, doc)
+
+
+def _unwritten(eager, result, call):
+    """[{"fqn", "stale"}] of the written state, where the package's outputs equal the program run with that state as
+    built while they differ from it run as the module holds it now: the package does not carry the program's writes
+    between calls. [] otherwise."""
+    import torch
+
+    from . import constants
+    if not eager.get("as_built"):
+        return []
+    outputs, moved = eager["as_built"]
+    same = fakecheck.differential(outputs, result, call)
+    if same["problem"] or not all(row["close"] for row in same["outputs"]):
+        return []
+    ep = eager["rerun"][0]
+    held = {**ep.state_dict, **ep.constants}
+    return [{"fqn": fqn, "stale": constants._stale(torch, _built[id(ep)][fqn], held[fqn])} for fqn in moved]
 
 
 def _unstable(values, ep, positional, budget):
