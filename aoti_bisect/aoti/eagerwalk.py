@@ -100,11 +100,17 @@ def parse(text: str) -> EagerWalk:
         return EagerWalk("missing", problem=problem[:300])
 
 
-def _number(v) -> Optional[float]:
+# A number as the child's JSON holds it: a float (or int), or null where there is none. float() still converts it, so
+# that anything else raises the ValueError or TypeError that parse reports as a damaged file.
+Number = Optional[float]
+
+
+def _number(v: Number) -> Optional[float]:
     return None if v is None else float(v)
 
 
-def _pair(node, max_abs, close, max_rel=None, f64_abs=None, f64_rmse=None) -> Pair:
+def _pair(node: object, max_abs: Number, close: object, max_rel: Number = None, f64_abs: Number = None,
+          f64_rmse: Number = None) -> Pair:
     """A row of `pairs`; schema 1 rows have no relative difference, schema 2 rows no float64 error."""
     return Pair(str(node), _number(max_abs), bool(close), _number(max_rel), _number(f64_abs), _number(f64_rmse))
 
