@@ -17,7 +17,7 @@ import enum
 import functools
 import re
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Optional
 
@@ -250,16 +250,7 @@ def convict_constants(out: Findings, records: list[HookRecord], graph: Optional[
     lines = [describe(v, kinds.get(v.fqn or ""), by, v in inlined) for v, by in bad]
     c = out.culprit
     walked = c.kernel if c is not None and c.kind == CulpritKind.KERNEL else None
-    # Outside the domain: judged for the walk's kernel where there is one (its name's op words stand in for a
-    # graph the hook did not see), else only by the exported graph's uses.
-    outside = []
-    for v in values:
-        by = read_by(v)
-        for kernel_name in ([walked] if walked in by else []) or by or [None]:
-            found = violations(v, names.get(v.fqn or ""), kernel_name)
-            if found:
-                outside.append((found[0], by))
-                break
+    outside = _outside_domain(values, names, read_by, walked)
     outside_lines = [describe_violation(x, kinds.get(x.value.fqn or ""), by, x.value in inlined)
                      for x, by in outside]
     stale = [(v, read_by(v)) for v in values if v.stale is not None]
@@ -282,11 +273,41 @@ def convict_constants(out: Findings, records: list[HookRecord], graph: Optional[
                [(x.value, by, line, CulpritKind.CONSTANT) for (x, by), line in zip(outside, outside_lines)] + \
                [(v, by, line, CulpritKind.FOLDED_CONSTANT if v in inlined else CulpritKind.STALE_CONSTANT)
                 for (v, by), line in zip(stale, stale_lines)]
-    pick = None
     if index is not None:  # the walk's kernel faulted on an index this constant took out of range
         suspects.insert(0, (*index, CulpritKind.CONSTANT))
-        pick = 0
-    elif walked is not None:
+    pick = 0 if index is not None else _pick(out, suspects, walked, bad, outside, stale)
+    if pick is None:
+        if c is not None and c.kind != CulpritKind.CONSTANT:
+            c.evidence.extend(_also(line) for _, _, line, _ in suspects)
+        return
+    _convict(out, suspects, pick, argv, cuda=bool(graph and graph.cuda))
+
+
+def _outside_domain(values: list[ConstantValue], names: dict[str, ConstantName],
+                    read_by: Callable[[ConstantValue], list[str]],
+                    walked: Optional[str]) -> list[tuple[Violation, list[str]]]:
+    """Each constant outside an op's domain, with its readers. Judged for the walk's kernel where it reads the
+    constant (its name's op words stand in for a graph the hook did not see), else for each reader, else only by the
+    exported graph's uses."""
+    outside = []
+    for v in values:
+        by = read_by(v)
+        for kernel_name in ([walked] if walked in by else []) or by or [None]:
+            found = violations(v, names.get(v.fqn or ""), kernel_name)
+            if found:
+                outside.append((found[0], by))
+                break
+    return outside
+
+
+def _pick(out: Findings, suspects: list, walked: Optional[str], bad: list[tuple[ConstantValue, list[str]]],
+          outside: list[tuple[Violation, list[str]]], stale: list[tuple[ConstantValue, list[str]]]) -> Optional[int]:
+    """Which suspect the failure convicts, where no index fault names one: the one the walk's kernel reads; for a
+    NaN/Inf with nothing pinned, the first non-finite constant (else one the exported graph feeds outside its domain);
+    the constant the walk convicted; or, for a wrong or NaN output with nothing pinned, the first stale one."""
+    c = out.culprit
+    pick = None
+    if walked is not None:
         pick = next((i for i, (_, by, _, _) in enumerate(suspects) if walked in by), None)
     elif (c is None or not c.pinned) and out.signature is not None and out.signature.kind == FailureKind.NAN_INF:
         pick = 0 if bad else next((i for i, (x, _) in enumerate(outside) if x.seen_in == "the exported graph"),
@@ -299,11 +320,7 @@ def convict_constants(out: Findings, records: list[HookRecord], graph: Optional[
         # A wrong or NaN output and nothing pinned: the package computes from values the module no longer holds
         # (the eager reference, saved with the program at the build, holds the stale copy too and agrees).
         pick = len(bad) + len(outside)
-    if pick is None:
-        if c is not None and c.kind != CulpritKind.CONSTANT:
-            c.evidence.extend(_also(line) for _, _, line, _ in suspects)
-        return
-    _convict(out, suspects, pick, argv, cuda=bool(graph and graph.cuda))
+    return pick
 
 
 def _convict(out: Findings, suspects: list, pick: int, argv: list[str], cuda: bool) -> None:
