@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 # compute-sanitizer options taking a value
-VALUE_OPTIONS = {"--tool", "--print-limit", "--show-backtrace", "--log-file"}
+VALUE_OPTIONS = {"--tool", "--print-limit", "--show-backtrace", "--padding", "--log-file"}
 
 args = sys.argv[1:]
 i = 0
