@@ -45,6 +45,13 @@ class Missing:
     why: str
 
 
+# Bytes of padding compute-sanitizer puts after every allocation: an access up to this far past a tensor's end is
+# reported even where, unpadded, it lands in a neighbour's live allocation (a user Triton kernel's store 1 MiB past
+# its 2 MiB output: 0 errors unpadded, 130 invalid writes padded, same run time; H100, 2026-11-28). It costs this
+# much device memory per live allocation, which the checked run's PYTORCH_NO_CUDA_MEMORY_CACHING makes one per tensor.
+MEMCHECK_PADDING = 4 << 20
+
+
 def compute_sanitizer(path: Optional[str] = None, tools: tuple[str, ...] = ("memcheck",),
                       env: Optional[Mapping[str, str]] = None) -> list[Checker] | Missing:
     """compute-sanitizer from --sanitizer PATH, else PATH, else $CUDA_HOME/bin, else /usr/local/cuda/bin.
@@ -66,13 +73,6 @@ def compute_sanitizer(path: Optional[str] = None, tools: tuple[str, ...] = ("mem
                      *(("--padding", str(MEMCHECK_PADDING)) if tool == "memcheck" else ()), "--log-file", CHECKER_LOG),
                     (("PYTORCH_NO_CUDA_MEMORY_CACHING", "1"),) if tool == "memcheck" else ())
             for tool in tools]
-
-
-# Bytes of padding compute-sanitizer puts after every allocation: an access up to this far past a tensor's end is
-# reported even where, unpadded, it lands in a neighbour's live allocation (a user Triton kernel's store 1 MiB past
-# its 2 MiB output: 0 errors unpadded, 130 invalid writes padded, same run time; H100, 2026-11-28). It costs this
-# much device memory per live allocation, which the checked run's PYTORCH_NO_CUDA_MEMORY_CACHING makes one per tensor.
-MEMCHECK_PADDING = 4 << 20
 
 
 VALGRIND_ERROR_EXIT = 99  # valgrind's exit status when memcheck reported an error the suppressions did not hide

@@ -53,8 +53,7 @@ def _settled(ctx: StageContext, out: Findings, culprit: Culprit, suspect: Option
         # The walk could not convict anything further back: the crash's (or the checker's) own word stands.
         culprit = crash
         culprit.evidence.append(fact(FactKind.NOTE, "inspection could not read past {kernel}'s inputs, so this rests "
-                                     "on {who} alone", kernel=kernel(suspect),
-                                     who="the crash" if crash.from_crash else "the memory checker's report"))
+                                     "on {who} alone", kernel=kernel(suspect), who=crash.named_by))
     elif not culprit.pinned and crashed and suspect:
         # The level-2 view could not convict anything, but the trace did name the faulting launch.
         culprit.kind, culprit.kernel = CulpritKind.KERNEL, suspect

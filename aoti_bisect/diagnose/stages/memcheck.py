@@ -30,29 +30,28 @@ def run(ctx: StageContext, out: Findings, unmasking: bool = False) -> None:
     # A failure that another stage's flags turned into a memory fault (blocking launches make a wrong output an
     # illegal access) is checked under those flags.
     turned = ctx.ledger.memory_fault() if kind not in MEMORY_FAULTS else None
+    faulted = kind in MEMORY_FAULTS or turned is not None
     graph = ctx.any_graph()
-    if not worth_checking(ctx, out, unmasking, turned, graph if cuda else None):
+    if not worth_checking(ctx, out, unmasking, faulted, graph if cuda else None):
         ctx.skip(StageName.MEMCHECK, f"a {kind} is not a memory fault; --sanitize runs the checker anyway")
         return
     under = next((dict(s.env) for s in ctx.stages if turned and s.name == turned.stage), {})
     for checker in checkers:
         stage, found, seen = checked_runs(ctx, checker, under, graph)
         if found.culprit is not None:
-            faulted = kind in MEMORY_FAULTS or turned is not None
             convict(ctx, out, stage, found.culprit, seen, faulted, unmasking)
             return
 
 
-def worth_checking(ctx: StageContext, out: Findings, unmasking: bool, turned: Optional[Entry],
+def worth_checking(ctx: StageContext, out: Findings, unmasking: bool, faulted: bool,
                    cuda_graph: Optional[WrapperGraph]) -> bool:
     """Whether the checker runs: when un-masking, when asked (--sanitize), for a memory fault (the baseline's, or one
     another stage's flags turned it into), or where a CUDA repro's launch graph has kernels values cannot look into."""
-    kind = out.signature.kind if out.signature else None
     # On CUDA a user Triton kernel or custom op is where values cannot look (the printer wraps neither) and where a
     # stray store turns up as a wrong value, not a fault: compute-sanitizer costs about a plain run and sees it.
     pinned = out.culprit is not None and out.culprit.pinned
     unseen = cuda_graph.unwrapped() if cuda_graph is not None and not pinned else ()
-    return bool(unmasking or ctx.opt.sanitize or kind in MEMORY_FAULTS or turned or unseen)
+    return bool(unmasking or ctx.opt.sanitize or faulted or unseen)
 
 
 def checked_runs(ctx: StageContext, checker: Checker, under: dict[str, str],
