@@ -42,6 +42,7 @@ from .report.redact import console
 from .repro import check_python_runs, repro_argv, unknown_word, validate_python
 from .stats import DEFAULT_MAX_RUNS
 from .validate import MAX_JOBS, MAX_RUNS, check_count, check_seconds, check_timeout
+from .verdict import Verdict
 
 if TYPE_CHECKING:  # for annotations only: a real run or night imports them when it starts
     from .nightly.command import Finished
@@ -186,7 +187,7 @@ def run_cmd(script: Optional[str], script_args: tuple[str, ...], cmd: Optional[s
                        budget=budget)
     session = Session(config, Progress(verbose - quiet))
     report = session.execute()
-    if then_minify and report.data.get("verdict") == "reproduced":
+    if then_minify and report.record.verdict is Verdict.REPRODUCED:
         _minify_after_verdict(run_dir, jobs, quiet, argv, config.python or sys.executable)
     if as_json:
         print(json.dumps(report.data, indent=2))
@@ -247,9 +248,8 @@ Exit codes:
 def report_cmd(run_dir: str, fmt: str, bundle: Optional[str], redact_paths: bool) -> None:
     """Re-render a finished run's report without rerunning anything."""
     from .report.markdown import render_markdown
-    from .report.model import Report, minified_record, redact_data
+    from .report.model import Report, minified_record
     from .report.plain import render_text
-    from .report.record import ReportRecord
     from .report.redact import Redactor
 
     ctx = click.get_current_context()
@@ -261,19 +261,19 @@ def report_cmd(run_dir: str, fmt: str, bundle: Optional[str], redact_paths: bool
         from .report.bundle import write_bundle
 
         dest = bundle or os.path.join(run_dir, "bundle.tar.gz")
-        left_out = write_bundle(run_dir, dest, rep.data, redactor)
+        left_out = write_bundle(run_dir, dest, rep.record, redactor)
         if left_out:
             print(f"aoti-bisect: warning: {len(left_out)} file(s) left out of the bundle, their secrets unknown "
                   "(see LEFT_OUT.txt in the bundle)", file=sys.stderr)
         print(dest)
         sys.exit(0)
-    data = redact_data(rep.data, redactor)
+    shown = redactor.data(rep.record)
     if fmt == "json":
-        print(json.dumps(data, indent=2))
+        print(json.dumps(shown.to_json(), indent=2))
     elif fmt == "md":
-        print(render_markdown(ReportRecord.from_json(data), minified_record(run_dir, redactor)))
+        print(render_markdown(shown, minified_record(run_dir, redactor)))
     else:
-        print(render_text(ReportRecord.from_json(data), minified_record(run_dir, redactor)), end="")
+        print(render_text(shown, minified_record(run_dir, redactor)), end="")
     sys.exit(rep.exit_code)
 
 

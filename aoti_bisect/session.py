@@ -156,7 +156,7 @@ class Session:
         report = self._report(outcome, evidence)
         try:
             report.write()
-            record_secret_spans(self.run_dir, report.data, self.redactor)  # a later bundle knows this run's secrets
+            record_secret_spans(self.run_dir, report.record, self.redactor)  # a later bundle knows this run's secrets
         except OSError as exc:
             failure = failure or f"{exc.strerror or exc}: {exc.filename or self.run_dir}"
             raise UsageFailure(f"{failure}; no report could be written", EXIT_INCONCLUSIVE)

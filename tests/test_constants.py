@@ -172,7 +172,9 @@ def test_report_json_and_markdown_carry_the_constants(tmp_path):
     convict_constants(out, [captured()], graph(), ["python", "repro.py"])
     report = Report.from_findings(str(tmp_path), ["python", "repro.py"], out)
     report.write()
-    data = Report.load(str(tmp_path)).data  # the schema check accepts it
+    loaded = Report.load(str(tmp_path))  # the schema check accepts it
+    assert loaded.record == report.record  # written from the record, read back into the same one
+    data = loaded.data
     assert data["culprit"]["kind"] == "constant" and data["constants"]["nonfinite"][0]["nan"] == 3
     md = (tmp_path / "report.md").read_text()
     assert "## Constants" in md and "The hook read 3 constant(s) of the loaded package; holding NaN/Inf: 2." in md

@@ -45,7 +45,7 @@ def test_a_key_block_cut_by_the_excerpts_head_is_masked_whole(tmp_path):
     log = tmp_path / "output.log"
     log.write_text("\n".join([f"line {i}" for i in range(5)] + [PRIVATE_KEY] + [f"x {i}" for i in range(200)]))
     excerpt = log_excerpt(str(log), redactor=Redactor())
-    assert excerpt["head"] and not leaked(json.dumps(excerpt)), excerpt["head"]
+    assert excerpt.head and not leaked(json.dumps(excerpt.to_json())), excerpt.head
 
 
 def test_a_key_block_that_straddles_the_excerpts_read_edge_is_masked(tmp_path):
@@ -56,14 +56,14 @@ def test_a_key_block_that_straddles_the_excerpts_read_edge_is_masked(tmp_path):
     text = filler[:cut] + "\n" + PRIVATE_KEY + "\n" + filler[cut:] + "\n".join(f"end {i}" for i in range(5))
     log.write_text(text)
     excerpt = log_excerpt(str(log), tail_lines=10_000, redactor=Redactor())
-    assert not leaked(json.dumps(excerpt))
+    assert not leaked(json.dumps(excerpt.to_json()))
 
 
 def test_a_token_past_the_line_clip_is_not_cut_into_an_unrecognisable_half(tmp_path):
     log = tmp_path / "output.log"
     log.write_text("Error: " + "y" * (LINE_CHARS - 20) + f" {GH_TOKEN} more\n")
     excerpt = log_excerpt(str(log), redactor=Redactor())
-    assert GH_TOKEN[:16] not in json.dumps(excerpt), excerpt
+    assert GH_TOKEN[:16] not in json.dumps(excerpt.to_json()), excerpt
 
 
 def test_a_token_at_the_capped_logs_splice_is_not_split(tmp_path):
@@ -90,7 +90,7 @@ def test_a_log_replaced_by_a_link_is_never_read(tmp_path, kind):
     log.parent.mkdir()
     (os.symlink if kind == "symlink" else os.link)(secret, log)
     assert read_log(str(log)) == LINKED_LOG
-    assert "s3cr3t-notes" not in json.dumps(log_excerpt(str(log)))
+    assert "s3cr3t-notes" not in json.dumps(log_excerpt(str(log)).to_json())
     assert not _packable(str(tmp_path / "run"), str(log))
 
 
@@ -506,4 +506,4 @@ def test_a_token_at_the_excerpts_read_edge_in_a_line_without_end_is_not_cut(tmp_
     body = body[:tail_edge] + f" {GH_TOKEN} " + body[tail_edge:]
     log.write_text(body)
     excerpt = log_excerpt(str(log), redactor=Redactor())
-    assert not leaked(json.dumps(excerpt)), [p for p in leaked(json.dumps(excerpt))]
+    assert not leaked(json.dumps(excerpt.to_json())), [p for p in leaked(json.dumps(excerpt.to_json()))]

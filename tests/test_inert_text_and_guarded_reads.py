@@ -22,6 +22,7 @@ from aoti_bisect.files.runfolder import RunFolder, RunFolderError
 from aoti_bisect.files.write import report_crash
 from aoti_bisect.report.markdown import md_cell, md_code, render_markdown
 from aoti_bisect.report.model import Report
+from aoti_bisect.report.record import ReportRecord
 from aoti_bisect.report.redact import MASK, Redactor
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "report-nan_after_matmul.json")
@@ -92,7 +93,7 @@ def test_inline_code_of_child_text_is_one_span_with_nothing_live():
 def test_a_hostile_message_reaches_report_md_with_nothing_live(tmp_path):
     message = " ".join(HOSTILE)
     run = run_folder(tmp_path, lambda d: d["signature"].update(message=message))
-    md = render_markdown(Report.load(str(run)).data)
+    md = render_markdown(Report.load(str(run)).record)
     line = next(line for line in md.splitlines() if line.startswith("- **Message**"))
     assert live_markup(line.removeprefix("- **Message**:")) == []
 
@@ -353,7 +354,7 @@ def test_bundle_member_names_are_redacted_as_contents_are(tmp_path):
     (run / "runs" / f"baseline-{GH_TOKEN}" / "output.log").write_text("failed\n")
     (run / "report.json").write_text(json.dumps(data))
     dest = tmp_path / "b.tar.gz"
-    write_bundle(str(run), str(dest), data, Redactor())
+    write_bundle(str(run), str(dest), ReportRecord.from_json(data), Redactor())
     with tarfile.open(dest) as tar:
         names = tar.getnames()
         left_out = tar.extractfile(next(n for n in names if n.endswith("LEFT_OUT.txt"))).read().decode()
@@ -374,8 +375,8 @@ def _bundle_run(tmp_path, hook_json: str):
     data["stages"] = data["stages"][:1]
     data["stages"][0]["logs"] = [str(folder / "output.log")]
     (run / "report.json").write_text(json.dumps(data))
-    record_secret_spans(str(run), data, Redactor())
-    return run, data
+    record_secret_spans(str(run), ReportRecord.from_json(data), Redactor())
+    return run, ReportRecord.from_json(data)
 
 
 @pytest.mark.parametrize("record", [
@@ -387,17 +388,17 @@ def _bundle_run(tmp_path, hook_json: str):
 def test_a_bundle_from_a_malformed_redaction_record_leaves_files_out_without_a_crash(tmp_path, record):
     from aoti_bisect.report.bundle import RECORD, write_bundle
 
-    run, data = _bundle_run(tmp_path, "{}")
+    run, report = _bundle_run(tmp_path, "{}")
     (run / RECORD).write_text(json.dumps(record))
-    left_out = write_bundle(str(run), str(tmp_path / "b.tar.gz"), data, Redactor())
+    left_out = write_bundle(str(run), str(tmp_path / "b.tar.gz"), report, Redactor())
     assert "runs/baseline-000/output.log" in left_out
 
 
 def test_a_bundle_of_a_hook_record_nested_past_the_redactor_redacts_it_as_text(tmp_path):
     from aoti_bisect.report.bundle import write_bundle
 
-    run, data = _bundle_run(tmp_path, f'{{"token": "{GH_TOKEN}", "x": ' + "[" * 5000 + "]" * 5000 + "}")
-    assert write_bundle(str(run), str(tmp_path / "b.tar.gz"), data, Redactor()) == []
+    run, report = _bundle_run(tmp_path, f'{{"token": "{GH_TOKEN}", "x": ' + "[" * 5000 + "]" * 5000 + "}")
+    assert write_bundle(str(run), str(tmp_path / "b.tar.gz"), report, Redactor()) == []
     with tarfile.open(tmp_path / "b.tar.gz") as tar:
         hook = tar.extractfile(next(n for n in tar.getnames() if n.endswith("hook.json"))).read().decode()
     assert GH_TOKEN not in hook and MASK in hook

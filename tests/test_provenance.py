@@ -22,7 +22,7 @@ from aoti_bisect.diagnose.findings import Culprit, CulpritKind, Findings
 from aoti_bisect.diagnose.facts import FactKind, Namer, Subject, SubjectKind, fact, kernel
 from aoti_bisect.diagnose.source import locate_findings, source_map
 from aoti_bisect.report.markdown import render_markdown
-from aoti_bisect.report.model import Report, culprit_json
+from aoti_bisect.report.model import Report, culprit_record
 from aoti_bisect.stats import Rate
 from aoti_bisect.verdict import Verdict
 
@@ -127,7 +127,7 @@ def buffer(name: str) -> Subject:
     return Subject(SubjectKind.BUFFER, name)
 
 
-def test_the_verdict_and_each_step_of_the_walk_name_the_line():
+def test_the_verdict_and_each_step_of_the_walk_name_the_line(tmp_path):
     out = walked(nan_walk())
     g = graph("nan_source_line/model.wrapper.cpp")
     locate_findings(out, g, source_map(g, [hook()]))
@@ -149,6 +149,8 @@ def test_the_verdict_and_each_step_of_the_walk_name_the_line():
                                      "code": "y = torch.sqrt(x - 0.5)  # BUG: NaN wherever x < 0.5"}]
     assert f"(from {SCENARIO}:14)" in report.headline()
     md = render_markdown(report.data)
+    Report(str(tmp_path), report.record).write()
+    assert Report.load(str(tmp_path)).record == report.record  # each fact's tensors and origins read back
     assert f"- **Source**: line 14 of {SCENARIO}: `y = torch.sqrt(x - 0.5) # BUG: NaN wherever x < 0.5`" in md
 
 
@@ -279,6 +281,6 @@ def test_the_scenarios_evidence_is_checked_in_the_users_names(scenario, names, s
     evidence = [fact(FactKind.INDEX, t, i0=namer.var("arg0_1"), i1=namer.var("arg1_1")) for t in said]
     out = walked(Culprit(CulpritKind.KERNEL, kernel="k", evidence=evidence))
     report = {"verdict": s.verdict, "signature": {"kind": s.kind, "phase": s.phase}, "reproduction": {"ci95": [1, 1]},
-              "culprit": {**culprit_json(out.culprit), "kind": s.culprit["kind"], "input_index": s.culprit.get("input"),
+              "culprit": {**culprit_record(out).to_json(), "kind": s.culprit["kind"], "input_index": s.culprit.get("input"),
                           "kernel": "cpp_fused_index_sum_tanh_0"}}
     assert [p for p in compare(s, report) if "evidence" in p] == []

@@ -10,7 +10,6 @@ import tarfile
 
 import pytest
 
-from aoti_bisect.report.model import redact_data
 from aoti_bisect.report.redact import MASK, Redactor
 
 
@@ -97,7 +96,7 @@ def test_long_secret_values_are_masked_even_inside_other_text():
 
 def test_argv_flag_then_value_is_masked_in_the_data():
     data = {"verdict": "reproduced", "command": ["python", "repro.py", "--password", "hunter2", "--api-key=k3y", "--steps", "3"]}
-    assert redact_data(data, Redactor())["command"] == ["python", "repro.py", "--password", MASK,
+    assert Redactor().data(data)["command"] == ["python", "repro.py", "--password", MASK,
                                                       f"--api-key={MASK}", "--steps", "3"]
 
 
@@ -105,7 +104,7 @@ def test_argv_flag_then_value_is_masked_in_the_data():
 def test_report_data_is_redacted_value_by_value(secret):
     data = {"verdict": "reproduced", "complete": True, "summary": f"failed with {secret}",
             "command": ["python", "x.py", secret]}
-    out = redact_data(data, Redactor.from_env({"MY_TOKEN": secret}))
+    out = Redactor.from_env({"MY_TOKEN": secret}).data(data)
     assert set(out) == set(data) and out["verdict"] == "reproduced" and out["complete"] is True
     assert out["summary"] == f"failed with {MASK}" and out["command"] == ["python", "x.py", MASK]
 

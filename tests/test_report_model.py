@@ -1,5 +1,6 @@
 """report.json as typed records: loading with its schema version, the first screen read from them, minify's
 section rewritten into report.md, and the bundle of a minified run read back from the tarball."""
+import glob
 import json
 import os
 import subprocess
@@ -17,6 +18,9 @@ from aoti_bisect.report.redact import MASK, Redactor
 from aoti_bisect.verdict import Verdict
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "report-nan_after_matmul.json")
+# report.json of real runs: the captured one and docs/examples' (each README says how it was made).
+REAL_REPORTS = [DATA, *sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "docs", "examples",
+                                                     "*.report.json")))]
 GH_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 LINE = "h = torch.log(x - 0.5) * 2.0"
 SOURCE = f" [cpp_fused_add_log_mul_relu_sub_0: line 14 of nan_after_matmul.py: `{LINE}`]"
@@ -54,6 +58,29 @@ def test_report_json_loads_into_typed_records():
     assert r.culprit.who() == "cpp_fused_add_log_mul_relu_sub_0" and r.environment.torch == "2.13.0+cpu"
     with pytest.raises(Exception):
         r.verdict = Verdict.ERROR  # frozen
+
+
+def _lost(written, again, where="") -> list[str]:
+    """Where `again` lacks a value `written` holds, or holds another."""
+    if isinstance(written, dict) and isinstance(again, dict):
+        return [lost for key, value in written.items()
+                for lost in (_lost(value, again[key], f"{where}.{key}") if key in again else [f"{where}.{key}"])]
+    if isinstance(written, list) and isinstance(again, list) and len(written) == len(again):
+        return [lost for i, (a, b) in enumerate(zip(written, again)) for lost in _lost(a, b, f"{where}[{i}]")]
+    return [] if written == again else [where]
+
+
+@pytest.mark.parametrize("path", REAL_REPORTS, ids=os.path.basename)
+def test_report_json_round_trips_through_the_typed_record(tmp_path, path):
+    """report.json is written from the record: read into it, written, read back, it is the same record, and every
+    field the real run wrote is still there with its value (the schema other readers rely on is kept)."""
+    written = json.load(open(path))
+    record = ReportRecord.from_json(written)
+    Report(str(tmp_path), record).write()
+    again = json.loads((tmp_path / "report.json").read_text())
+    assert again == record.to_json()
+    assert Report.load(str(tmp_path)).record == record
+    assert _lost(written, again) == []
 
 
 @pytest.mark.parametrize("edit, words", [
@@ -130,7 +157,7 @@ def test_the_bundle_of_a_minified_run_holds_the_repro_its_inputs_and_libraries_a
         {"status": "verified", "message": "minified", "repro": f"{minify}/repro.py", "nodes_after": 1}))
     os.symlink("/etc/passwd", os.path.join(minify, "liblink.so"))
     dest = tmp_path / "b.tar.gz"
-    left_out = write_bundle(run, str(dest), json.load(open(os.path.join(run, "report.json"))), Redactor())
+    left_out = write_bundle(run, str(dest), Report.load(run).record, Redactor())
     with tarfile.open(dest) as tar:
         files = {m.name.split("/", 1)[1]: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
     assert files["minify/inputs.pt"] == b"PK\x03\x04 tensors \x00\xff"  # whole: a masked zip would not load
@@ -160,5 +187,5 @@ def test_a_run_that_did_not_reproduce_reads_cleanly(tmp_path):
     assert first.startswith("# aoti-bisect report: not reproduced\n")
     assert "- **Verdict**: not reproduced: none of 3 run(s) failed" in first
     assert " - " not in first and "Message" not in first and "**Next**" not in first
-    report = Report(str(tmp_path), data["command"], data)
+    report = Report(str(tmp_path), ReportRecord.from_json(data))
     assert report.headline() == "verdict: not reproduced | 0/3 runs failed"

@@ -28,7 +28,7 @@ from ..files.runfolder import RunFolder, RunFolderError
 from ..files.write import atomic_write, valid_utf8, write_file
 from ..run.witness import DUMP_READING
 from .markdown import render_markdown
-from .model import MINIFY_RECORD, minified_record, redact_data
+from .model import MINIFY_RECORD, minified_record
 from .record import ReportRecord
 from .redact import Redactor, mask_spans
 
@@ -82,10 +82,10 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def record_secret_spans(run_dir: str, data: dict, redactor: Redactor) -> None:
-    """Called at the end of a run, by the process whose environment holds the secrets; `data` is report.json."""
+def record_secret_spans(run_dir: str, report: ReportRecord, redactor: Redactor) -> None:
+    """Called at the end of a run, by the process whose environment holds the secrets."""
     record = {}
-    for name, path in bundle_files(run_dir, ReportRecord.from_json(data)):
+    for name, path in bundle_files(run_dir, report):
         try:
             text = read_run_file(path, MAX_MEMBER)
         except OSError:  # a link, too large, or gone since bundle_files looked: never packed
@@ -123,21 +123,21 @@ def _redact_file(name: str, text: str, redactor: Redactor) -> str:
     return redactor(text)
 
 
-def write_bundle(run_dir: str, dest: str, data: dict, redactor: Redactor) -> list[str]:
+def write_bundle(run_dir: str, dest: str, report: ReportRecord, redactor: Redactor) -> list[str]:
     """Everything goes through the redactor on its way in: the bundle never holds a raw byte of a log.
-    `data` is report.json as the run wrote it; returns the names left out (changed since the run, or a run
+    `report` is report.json as the run wrote it; returns the names left out (changed since the run, or a run
     that recorded no redactions: an older aoti-bisect, or one killed before its report)."""
     inside = os.path.commonpath([os.path.realpath(dest), os.path.realpath(run_dir)]) == os.path.realpath(run_dir)
     if inside and os.path.lexists(dest) and not dest.endswith((".tar.gz", ".tgz")):
         raise UsageFailure(f"--bundle {dest} would overwrite a file of the run; give a new .tar.gz path")
     try:
-        return _write(run_dir, dest, data, redactor)
+        return _write(run_dir, dest, report, redactor)
     except OSError as exc:
         raise UsageFailure(f"cannot write the bundle {dest}: {exc.strerror or exc}",
                            EXIT_INCONCLUSIVE if exc.errno in DISK_FAULTS else EXIT_USAGE)  # a full disk: 125
 
 
-def _write(run_dir: str, dest: str, data: dict, redactor: Redactor) -> list[str]:
+def _write(run_dir: str, dest: str, report: ReportRecord, redactor: Redactor) -> list[str]:
     root = os.path.basename(os.path.abspath(run_dir)) or "aoti-bisect-run"
     record = _load_record(run_dir)
     left_out: dict[str, str] = {}  # name in the bundle -> why it is not in it
@@ -151,9 +151,8 @@ def _write(run_dir: str, dest: str, data: dict, redactor: Redactor) -> list[str]
             info.size = len(blob)
             tar.addfile(info, io.BytesIO(blob))
 
-        shown = redact_data(data, redactor)
-        report = ReportRecord.from_json(shown)
-        add("report.json", json.dumps(shown, indent=2))
+        report = redactor.data(report)
+        add("report.json", json.dumps(report.to_json(), indent=2))
         add("report.md", render_markdown(report, minified_record(run_dir, redactor)))
         for name, path in bundle_files(run_dir, report):
             try:

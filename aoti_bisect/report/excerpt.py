@@ -7,6 +7,7 @@ from typing import Optional
 
 from ..files.own import NotOwnFile, open_own
 from ..run.classify import collapse_repeats
+from .record import Excerpt
 from .redact import Redactor
 
 _KEY_LINE = re.compile(r"Error|error:|Exception|Assertion|Fatal Python error|Segmentation fault|Aborted|"
@@ -19,7 +20,7 @@ MARGIN = 64 << 10  # read past a chunk's edge up to a line end: a key block or a
 
 
 def log_excerpt(path: str, head_lines: int = 15, tail_lines: int = 40, key_lines: int = 20,
-                redactor: Optional[Redactor] = None) -> dict:
+                redactor: Optional[Redactor] = None) -> Excerpt:
     """Key lines first, then head and tail; reads at most 2 x (256 + 64) KiB of the log whatever its size.
 
     Masks before it cuts: each chunk read is redacted whole (a private key's BEGIN and END lines together, a
@@ -37,19 +38,18 @@ def log_excerpt(path: str, head_lines: int = 15, tail_lines: int = 40, key_lines
                 f.seek(size - EXCERPT_READ)
                 tail = _from_line_start(f.read())
     except NotOwnFile:
-        return {"log": path, "bytes": 0, "key_lines": [], "head": "", "tail": "(log not read: a link, or not a "
-                                                                               "regular file)"}
+        return Excerpt(path, 0, (), "", "(log not read: a link, or not a regular file)")
     except OSError:
-        return {"log": path, "bytes": 0, "key_lines": [], "head": "", "tail": "(log missing)"}
+        return Excerpt(path, 0, (), "", "(log missing)")
     head_text = redactor(head.decode("utf-8", errors="replace"))
     tail_text = redactor(tail.decode("utf-8", errors="replace"))
     lines_h, lines_t = head_text.splitlines(), tail_text.splitlines()
     whole = lines_h + lines_t
     keys = [line for line in collapse_repeats(whole) if _KEY_LINE.search(line)]
     clip = lambda ls: "\n".join(l if len(l) <= LINE_CHARS else l[:LINE_CHARS] + " [...]" for l in ls)  # noqa: E731
-    return {"log": path, "bytes": size, "key_lines": [l[:LINE_CHARS] for l in dict.fromkeys(keys[-key_lines:])],
-            "head": clip(lines_h[:head_lines]) if len(whole) > head_lines + tail_lines else "",
-            "tail": clip(whole[-tail_lines:])}
+    return Excerpt(path, size, tuple(l[:LINE_CHARS] for l in dict.fromkeys(keys[-key_lines:])),
+                   clip(lines_h[:head_lines]) if len(whole) > head_lines + tail_lines else "",
+                   clip(whole[-tail_lines:]))
 
 
 def _upto_line_end(chunk: bytes) -> bytes:

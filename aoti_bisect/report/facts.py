@@ -9,9 +9,11 @@ from __future__ import annotations
 import math
 import string
 from collections.abc import Iterable
-from typing import Optional, Union
+from types import MappingProxyType
+from typing import Union
 
 from ..diagnose.facts import Fact, Subject, SubjectKind, Tensor
+from . import record
 
 
 def mention(s: Subject) -> str:
@@ -85,18 +87,19 @@ def render_all(facts: Iterable[Fact]) -> list[str]:
     return [render(f) for f in facts]
 
 
-def fact_json(f: Optional[Fact]) -> Optional[dict]:
+def fact_record(f: Fact) -> record.Fact:
     """report.json's structured form of a fact, beside its sentence."""
-    if f is None:
-        return None
-    return {"kind": f.kind.value, "text": render(f), "subjects": [s.to_json() for s in _unique(f.subjects())],
-            "tensors": [tensor_json(t) for t in f.tensors()],
-            "source": {name: origin.to_json() for name, origin in f.origins} or None}
+    return record.Fact(f.kind, render(f), tuple(_unique(f.subjects())), tuple(tensor_record(t) for t in f.tensors()),
+                       MappingProxyType(dict(f.origins)) or None)
 
 
-def tensor_json(t: Tensor) -> dict:
-    return {**t.stats.to_json(), "kernel": t.stats.kernel, **({"user_name": t.subject.user_name}
-                                                              if t.subject.user_name else {})}
+def tensor_record(t: Tensor) -> record.TensorStat:
+    st = t.stats
+    if st.scalar is not None:
+        return record.TensorStat(st.kernel, st.when, st.arg, scalar=st.scalar, user_name=t.subject.user_name)
+    shown = st.to_json()  # its statistics as the printer words them (a NaN as "nan")
+    return record.TensorStat(st.kernel, st.when, st.arg, st.dtype, st.size, st.stride, st.numel, shown["min"],
+                             shown["max"], shown["mean"], st.device, user_name=t.subject.user_name)
 
 
 def _unique(subjects: list[Subject]) -> list[Subject]:

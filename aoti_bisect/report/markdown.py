@@ -15,6 +15,7 @@ from typing import Optional
 from tabulate import tabulate
 
 from ..aoti.hook_record import describe_counts
+from ..diagnose.facts import FactKind
 from ..diagnose.findings import CulpritKind
 from ..text import html_text, longest_backtick_run, md_cell, md_code, printable
 from ..verdict import Verdict
@@ -229,9 +230,9 @@ def evidence_chain(c: Culprit) -> list[str]:
     shown: set = set()
     chain = []
     for sentence, fact in zip(c.evidence, c.facts):
-        if fact.tensors and fact.kind != "conviction" and shown.issuperset(fact.tensors):
+        if fact.shown and fact.kind is not FactKind.CONVICTION and shown.issuperset(fact.shown):
             continue
-        shown.update(fact.tensors)
+        shown.update(fact.shown)
         chain.append(sentence)
     return chain
 
@@ -326,7 +327,7 @@ def _compiles(r: ReportRecord) -> list[str]:
     out = [line for s in r.stages if s.compiles and s.compiles["runs"] and not _said_by_packages(s.compiles)
            for line in _item(md_cell(describe_counts(s.compiles)))]
     # Compile-only runs for a later stage, in slots the baseline's first run left idle (run/harness.py).
-    for row in r.compiles_ahead:
+    for row in r.compiled_ahead:
         out += _item(md_cell(f"{describe_counts(row)} ({row['seconds']} s, compiling ahead for a later stage; "
                              f"{row['ended']})"))
     return out
@@ -364,7 +365,7 @@ def _constants(r: ReportRecord) -> list[str]:
     if k is None or not (k.findings or k.not_read):
         return []
     return (["", "## Constants", "", f"The hook read {k.read} constant(s) of the loaded package; holding NaN/Inf: "
-             f"{k.nonfinite}.", ""] + [f"- {md_cell(finding)}" for finding in k.findings]
+             f"{len(k.nonfinite)}.", ""] + [f"- {md_cell(finding)}" for finding in k.findings]
             + [f"- not read: {md_cell(why)}" for why in k.not_read])
 
 

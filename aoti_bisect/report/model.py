@@ -6,11 +6,12 @@ import json
 import os
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Optional
 
 from .. import __version__
-from ..diagnose.findings import Culprit, CulpritKind, Entry, Findings, Stage
+from ..diagnose.findings import CulpritKind, Entry, Findings, Stage
 from ..exits import (
     EXIT_INCONCLUSIVE,
     EXIT_INTERRUPTED,
@@ -18,16 +19,16 @@ from ..exits import (
     EXIT_REPRODUCED,
     UsageFailure,
 )
-from ..failure import FailureKind
 from ..files.own import NotOwnFile, read_own_text
 from ..files.runfolder import RunFolder, RunFolderError
 from ..files.write import atomic_write, valid_utf8
 from ..text import printable
 from ..verdict import Verdict
+from . import record
 from .excerpt import log_excerpt
-from .facts import fact_json, render, tensor_json
+from .facts import fact_record, render, tensor_record
 from .markdown import minify_step, render_markdown, verdict_words
-from .record import SCHEMA_VERSION, Malformed, Minified, NewerSchema, ReportRecord
+from .record import Malformed, Minified, NewerSchema, ReportRecord, frozen
 from .redact import Redactor, process_redactor
 
 # A report holds excerpts, not logs: even 10,000 runs' paths make a few MB. More is not a report.
@@ -44,34 +45,21 @@ VERDICT_EXIT = {
 }
 
 
-def exit_reason(data: dict) -> str:
-    """The finer reason behind the exit code: not_reproduced, reproduced, inconclusive (some runs could not
-    run, none failed), infra (no run could run here: torch not importable, no GPU), script_broken (the repro
-    fails before it tests anything: a syntax or import error), interrupted."""
-    if not data.get("complete", True):
-        return "interrupted"
-    if data["verdict"] != Verdict.ERROR.value:
-        return data["verdict"]
-    broken = (data.get("signature") or {}).get("kind") == FailureKind.SCRIPT_ERROR
-    return "script_broken" if broken else "infra"
-
-
 # PyTorch's in-process minifier (diagnose/advice.py): aoti-bisect minify does it from the run directory, which
 # only the report knows, in a process of its own.
 _PYTORCH_MINIFIER_STEP = "Shrink the graph with the AOTI minifier:"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Report:
-    """report.json as written (`data`, what --json prints and the bundle redacts) and as typed records
-    (`record`, what every reader reads)."""
+    """report.json as its typed record (`record`, what is written and what every reader reads), in its run folder."""
     run_dir: str
-    command: list[str]
-    data: dict = field(default_factory=dict)
-    record: ReportRecord = field(init=False)
+    record: ReportRecord
 
-    def __post_init__(self) -> None:
-        self.record = ReportRecord.from_json(self.data)
+    @property
+    def data(self) -> dict:
+        """report.json as written: what --json prints and a bundle's secret spans are recorded from."""
+        return self.record.to_json()
 
     @classmethod
     def from_findings(cls, run_dir: str, command: list[str], outcome: Findings, environment: Optional[dict] = None,
@@ -79,54 +67,20 @@ class Report:
                       reuse: Optional[str] = None, ahead: Sequence[dict] = ()) -> Report:
         """`packages`: aoti/hook_record.package_rows of each stage, what the hooked runs compiled and loaded;
         `compiles`: aoti/hook_record.compile_counts of each stage, in order; `reuse`: the harness's reuse mode;
-        `ahead`: aoti/hook_record.ahead_row of each compile-only run."""
-        sig = outcome.signature
-        culprit = outcome.culprit
-        c_json = None
-        if culprit is not None:
-            c_json = culprit_json(culprit)
-            c_json["source"] = ({"path": outcome.source[0], "excerpt": outcome.source[1]}
-                                if outcome.source else None)
-            c_json["source_nodes"] = outcome.source_nodes or None
-        stages = []
-        for i, stage in enumerate(outcome.stages):
-            s = stage_json(stage)
-            s["compiles"] = compiles[i] if i < len(compiles) else None
-            s["rerun_script"] = _read(s["rerun"][0]) if s["rerun"] else None
-            log = s["failing_log"] or (s["logs"][0] if s["logs"] else None)
-            s["excerpt"] = log_excerpt(log, redactor=redactor) if log else None
-            stages.append(s)
-        data = {
-            "schema_version": SCHEMA_VERSION,
-            "tool": "aoti-bisect",
-            "tool_version": __version__,
-            "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-            "command": command,
-            "verdict": outcome.verdict.value,
-            "complete": not outcome.interrupted,
-            "exit_reason": None,
-            "summary": render(outcome.summary),
-            "signature": sig.to_json() if sig else None,
-            "reproduction": {**outcome.baseline.to_json(),
-                             "could_not_run": outcome.verdict is Verdict.ERROR and outcome.baseline.runs == 0},
-            "stages": stages,
-            "culprit": c_json or {"kind": None, "kernel": None, "evidence": []},
-            "masked": render(outcome.masked) or None,
-            "verdict_s": outcome.verdict_s,
-            "verdict_runs": outcome.verdict_runs,
-            "ledger": [entry_json(e) for e in outcome.ledger],
-            "packages": list(packages),
-            "constants": _constants(outcome.constants),
-            "reuse": reuse,
-            "compiled_ahead": list(ahead),
-            "next_steps": [minify_step(run_dir, command) if step.startswith(_PYTORCH_MINIFIER_STEP) else step
-                           for step in outcome.next_steps],
-            "environment": environment or {},
-            "run_dir": run_dir,
-            "paths_redacted": bool(redactor.paths),
-        }
-        data["exit_reason"] = exit_reason(data)
-        return cls(run_dir, command, redact_data(data, redactor))
+        `ahead`: aoti/hook_record.ahead_row of each compile-only run. Every string goes through the redactor."""
+        built = ReportRecord(
+            record.SCHEMA_VERSION, __version__, _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), tuple(command),
+            outcome.verdict, not outcome.interrupted, render(outcome.summary), outcome.signature,
+            record.Rate.of(outcome.baseline, outcome.verdict is Verdict.ERROR and outcome.baseline.runs == 0),
+            tuple(stage_record(stage, compiles[i] if i < len(compiles) else None, redactor)
+                  for i, stage in enumerate(outcome.stages)),
+            culprit_record(outcome) if outcome.culprit is not None else record.Culprit(),
+            render(outcome.masked) or None, outcome.verdict_s, outcome.verdict_runs,
+            tuple(entry_record(e) for e in outcome.ledger), tuple(record.Package(**row) for row in packages),
+            _constants(outcome.constants), reuse, tuple(frozen(row) for row in ahead),
+            tuple(_next_step(step, run_dir, command) for step in outcome.next_steps),
+            record.Environment.from_json(environment or {}, "environment."), run_dir, bool(redactor.paths))
+        return cls(run_dir, redactor.data(built))
 
     @classmethod
     def load(cls, run_dir: str) -> Report:
@@ -141,7 +95,7 @@ class Report:
         # The record checks the fields it takes; a field only a renderer indexes (a compile count, a vector
         # ISA) is checked by rendering once: one line, never a traceback.
         try:
-            report = cls(run_dir, list(data.get("command") or []) if isinstance(data, dict) else [], data)
+            report = cls(run_dir, ReportRecord.from_json(data))
             render_markdown(report.record)
             report.headline()
         except NewerSchema as exc:
@@ -155,9 +109,9 @@ class Report:
 
     @property
     def exit_code(self) -> int:
-        if not self.data.get("complete", True):
+        if not self.record.complete:
             return EXIT_INTERRUPTED
-        return VERDICT_EXIT[Verdict(self.data["verdict"])]
+        return VERDICT_EXIT[self.record.verdict]
 
     def write(self) -> None:
         atomic_write(os.path.join(self.run_dir, "report.json"), json.dumps(self.data, indent=2))
@@ -207,39 +161,53 @@ def rewrite_markdown(run_dir: str) -> None:
     report.write_markdown(minified_record(run_dir, process_redactor(report.record.paths_redacted)))
 
 
-def culprit_json(c: Culprit) -> dict:
-    """report.json's `culprit`: each fact as a sentence (`evidence`) and as data (`facts`)."""
-    tensors = [t for f in c.evidence for t in f.tensors()]
-    return {"kind": str(c.kind), "kernel": c.kernel, "summary": render(c.headline),
-            "conviction": render(c.headline, origins=False),
-            "input_index": c.input_index, "input_name": c.input_name, "user_name": c.user_name,
-            "evidence": [render(f) for f in c.evidence], "facts": [fact_json(f) for f in c.evidence],
-            "stats": [tensor_json(t) for t in tensors], "probes": c.probes, "op": c.op,
-            "convicted_by": [entry_json(e) for e in c.convicted_by], "gaps": [g.to_json() for g in c.gaps],
-            "origin": c.origin.to_json() if c.origin else None,
-            "kernel_origins": {name: o.to_json() for f in c.evidence for name, o in f.origins}}
+def culprit_record(outcome: Findings) -> record.Culprit:
+    """report.json's `culprit`: each fact as a sentence (`evidence`) and as data (`facts`), and its source."""
+    c = outcome.culprit
+    assert c is not None
+    origins = {name: o for f in c.evidence for name, o in f.origins}
+    return record.Culprit(
+        c.kind, c.kernel, render(c.headline), render(c.headline, origins=False), c.input_index, c.input_name,
+        c.user_name, tuple(render(f) for f in c.evidence), tuple(fact_record(f) for f in c.evidence),
+        tuple(tensor_record(t) for f in c.evidence for t in f.tensors()), tuple(tuple(p) for p in c.probes), c.op,
+        tuple(entry_record(e) for e in c.convicted_by), tuple(record.Gap(**vars(g)) for g in c.gaps), c.origin,
+        MappingProxyType(origins), record.KernelSource(*outcome.source) if outcome.source else None,
+        outcome.source_nodes or None)
 
 
-def entry_json(e: Entry) -> dict:
+def entry_record(e: Entry) -> record.LedgerEntry:
     """One entry of the evidence ledger (diagnose/judge.py): its kind, the stage and run that saw it, what it names."""
-    return {**e.to_json(), "text": render(e.fact)}
+    return record.LedgerEntry(e.kind, e.stage, e.run, e.names, render(e.fact))
 
 
-def stage_json(stage: Stage) -> dict:
+def stage_record(stage: Stage, compiles: Optional[dict], redactor: Redactor) -> record.Stage:
+    """One stage's row, with its first run's exact command and its (first failing) log's excerpt."""
     failures = stage.failures
-    return {"name": str(stage.name), "env": stage.env, "recompiled": stage.recompiled, "runs": stage.rate.runs,
-            "failures": stage.rate.failures, "rate": stage.rate.to_json(), "finding": render(stage.finding),
-            "fact": fact_json(stage.finding), "skipped": stage.skipped, "logs": [r.log_path for r in stage.results],
-            "rerun": [os.path.join(r.run_dir, "rerun.sh") for r in stage.results[:1]],
-            "failing_log": failures[0].log_path if failures else None,
-            "signatures": dict(Counter(r.signature.kind for r in failures if r.signature)), "tool": stage.tool}
+    logs = tuple(r.log_path for r in stage.results)
+    rerun = tuple(os.path.join(r.run_dir, "rerun.sh") for r in stage.results[:1])
+    failing_log = failures[0].log_path if failures else None
+    log = failing_log or (logs[0] if logs else None)
+    return record.Stage(
+        str(stage.name), MappingProxyType(dict(stage.env)), stage.recompiled, stage.rate.runs, stage.rate.failures,
+        record.Rate.of(stage.rate), render(stage.finding), fact_record(stage.finding) if stage.finding else None,
+        stage.skipped, logs, rerun, failing_log,
+        MappingProxyType(dict(Counter(str(r.signature.kind) for r in failures if r.signature))), stage.tool,
+        frozen(compiles) if compiles is not None else None, _read(rerun[0]) if rerun else None,
+        log_excerpt(log, redactor=redactor) if log else None)
 
 
-def _constants(constants: dict) -> Optional[dict]:
+def _constants(constants: dict) -> Optional[record.Constants]:
+    """diagnose/constants.py's rows, each finding rendered."""
     if not constants:
         return None
-    return {**constants, **{key: [{**row, "finding": render(row["finding"])} for row in constants.get(key) or ()]
-                            for key in ("nonfinite", "outside_domain", "stale")}}
+    rows = {key: tuple(frozen({**row, "finding": render(row["finding"])}) for row in constants.get(key) or ())
+            for key in ("nonfinite", "outside_domain", "stale")}
+    return record.Constants(constants["read"], tuple(constants.get("not_read") or ()),
+                     tuple(frozen(row) for row in constants.get("skipped") or ()), **rows)
+
+
+def _next_step(step: str, run_dir: str, command: list[str]) -> str:
+    return minify_step(run_dir, command) if step.startswith(_PYTORCH_MINIFIER_STEP) else step
 
 
 def _read(path: str) -> str:
@@ -249,9 +217,3 @@ def _read(path: str) -> str:
         return f"(not read, a link: {path})"
     except OSError:
         return f"(missing: {path})"
-
-
-def redact_data(data: dict, redactor: Redactor) -> dict:
-    """Every string value of the report goes through the redactor: the JSON is the only source of the Markdown.
-    The verdict is our own word, never user text, and the exit code is read from it."""
-    return {**redactor.data(data), "verdict": data["verdict"]}

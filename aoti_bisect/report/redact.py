@@ -2,20 +2,25 @@
 a bundle or a nightly file. The token rules are detect-secrets' and gitleaks', kept as data (secret_rules.py)."""
 from __future__ import annotations
 
+import dataclasses
+import enum
 import json
 import math
 import os
 import re
 import shlex
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from types import MappingProxyType
+from typing import Any, Optional, TypeVar, cast
 
 from ..files.write import user_name
 from ..text import printable
 from . import secret_rules
 
 MASK = "<redacted>"
+T = TypeVar("T")
 
 # A name is secret when it ends with one of these (MY_API_TOKEN, apiKey, PGPASSWORD, --api-key) or holds a
 # strong word anywhere (secret_key_base). Ending, not containing: KeyError, TOKENIZERS_PARALLELISM, max_tokens
@@ -191,15 +196,26 @@ class Redactor:
     def env(self, env: dict[str, str]) -> dict[str, str]:
         return {k: MASK if is_secret_name(k) else self(v) for k, v in env.items()}
 
-    def data(self, value: Any) -> Any:
-        """Report data with every string value redacted, keys untouched: redacting serialized JSON instead
-        would let a `"` or `\\` in a secret escape the mask, and a secret equal to a key rename it."""
-        if isinstance(value, dict):
-            return {k: self.data(v) for k, v in value.items()}
-        if isinstance(value, list):
+    def data(self, value: T) -> T:
+        """Report data (JSON, or a frozen record of it) with every string value redacted, keys and enums (our own
+        words: a verdict, a kind) untouched: redacting serialized JSON instead would let a `"` or `\\` in a secret
+        escape the mask, and a secret equal to a key rename it."""
+        return cast(T, self._data(value))
+
+    def _data(self, value: Any) -> Any:
+        if isinstance(value, enum.Enum):
+            return value
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return dataclasses.replace(value, **{f.name: self._data(getattr(value, f.name))
+                                                 for f in dataclasses.fields(value) if f.init})
+        if isinstance(value, Mapping):
+            redacted = {k: self._data(v) for k, v in value.items()}
+            return redacted if isinstance(value, dict) else MappingProxyType(redacted)
+        if isinstance(value, (list, tuple)):
             # An argv: `--password v` puts the secret in the element after the flag.
-            return [MASK if i and isinstance(v, str) and isinstance(value[i - 1], str)
-                    and _is_secret_flag(value[i - 1]) else self.data(v) for i, v in enumerate(value)]
+            items = [MASK if i and isinstance(v, str) and isinstance(value[i - 1], str)
+                     and _is_secret_flag(value[i - 1]) else self._data(v) for i, v in enumerate(value)]
+            return items if isinstance(value, list) else tuple(items)
         if isinstance(value, str):
             return self(value)
         return value
