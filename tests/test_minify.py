@@ -657,7 +657,7 @@ def test_a_rare_failure_keeps_a_candidate_from_the_run_it_fails_in(tmp_path):
     never = ScriptTrials(tmp_path / "never", runs=4, fail_at=0)
     never.options = MinifyOptions(max_candidates=1)  # the last candidate allowed still gets all its runs
     assert never.first_failing([Candidate(("sub",))]) is None and never.trials[0].runs == 4
-    assert never.summary()["candidate_runs"] == 4 and never.summary()["runs_per_candidate"] == 4
+    assert never.summary().candidate_runs == 4 and never.summary().runs_per_candidate == 4
 
 
 def test_the_reduced_repro_is_run_from_a_copy_and_its_rate_stated(tmp_path):

@@ -20,8 +20,8 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Optional
 
 from ..child.contract import CAPTURE_DIR, CAPTURE_ENV, CAPTURE_LIBS, CAPTURE_RECORD
@@ -35,7 +35,7 @@ from ..verdict import Verdict
 from .ddmin import ddmin, shrink_sizes, simplify_each
 from .graph import PACKAGE, Candidate, Check, Graph
 from .graph import definitions as definitions_source
-from .search import Expected, Trials, scratch
+from .search import Expected, SearchCounts, Trials, scratch
 
 if TYPE_CHECKING:
     from ..report.record import ReportRecord
@@ -110,15 +110,74 @@ def default_jobs(graph: Graph) -> tuple[int, int]:
 
 
 @dataclass(frozen=True)
+class Program:
+    """The program minify cuts down, and what a candidate must do to count (search.Expected): fail with the run's
+    kind and phase, by `check`, keeping an op of the culprit kernel (`op_family`)."""
+    kind: str
+    phase: str
+    check: Check
+    op_family: tuple[str, ...]
+    nodes_before: int
+    eager_failure: Optional[str]  # what the eager walk of the whole program raised, if it did
+    custom_ops: tuple[str, ...]  # the custom ops the graph calls, and the libraries that define them
+    libraries: tuple[str, ...]
+
+    def to_json(self) -> dict:
+        custom = {"custom_ops": list(self.custom_ops), "libraries": list(self.libraries)} if self.custom_ops else {}
+        return {"signature": {"kind": self.kind, "phase": self.phase}, "check": self.check.value,
+                "op_family": list(self.op_family), "nodes_before": self.nodes_before,
+                "eager_failure": self.eager_failure, **custom}
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """The smallest program that still failed as the run did, and how its copy failed alone."""
+    lines_before: int  # the whole program written out the same way
+    nodes_after: int
+    lines_after: int
+    kept: tuple[str, ...]  # its nodes
+    zeros: tuple[str, ...]  # the inputs it feeds zeros
+    inputs: tuple[str, ...]
+    shapes: Mapping[str, tuple[list, list]]  # each tensor it is fed: (the shape captured, the shape it takes)
+    ops_after: tuple[str, ...]
+    verified: bool
+    verify_signature: Optional[str]  # how the copy failed alone, where it did not fail as the run did
+    repro_failure_rate: Rate
+    seconds: float  # the whole minify
+    step_seconds: Mapping[str, float]  # each step's: capture, extract, search, verify
+    why_not_smaller: Optional[str] = None  # said where it kept more than a few nodes
+    custom_ops_kept: Optional[str] = None  # the custom ops it keeps, in a sentence
+
+    def to_json(self) -> dict:
+        body = {**vars(self), "kept": list(self.kept), "zeros": list(self.zeros), "inputs": list(self.inputs),
+                "shapes": {n: list(pair) for n, pair in self.shapes.items()}, "ops_after": list(self.ops_after),
+                "repro_failure_rate": self.repro_failure_rate.to_json(), "step_seconds": dict(self.step_seconds)}
+        # A sentence minify.json holds only where it applies.
+        return {key: value for key, value in body.items()
+                if value is not None or key not in ("why_not_smaller", "custom_ops_kept")}
+
+
+@dataclass(frozen=True)
 class MinifyResult:
+    """How a minify ended and, as far as it got, the program, the search and the reduction: minify.json
+    (`to_json`), and the terminal's line (`message`)."""
     status: Status
     message: str  # one line for the terminal
     repro: Optional[str] = None  # RUN_DIR/minify/repro.py
-    record: Optional[dict] = None  # what minify.json holds
+    capture: Optional[str] = None  # the capture folder the program and inputs came from
+    program: Optional[Program] = None
+    search: Optional[SearchCounts] = None
+    reduction: Optional[Reduction] = None
 
     @property
     def exit_code(self) -> int:
         return EXIT_CODES[self.status]
+
+    def to_json(self) -> dict:
+        parts = (self.program, self.search, self.reduction)
+        return {"schema_version": 1, "status": self.status.value, "message": self.message, "repro": self.repro,
+                **({"capture": self.capture} if self.capture else {}),
+                **{key: value for part in parts if part is not None for key, value in part.to_json().items()}}
 
 
 def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> MinifyResult:
@@ -144,13 +203,13 @@ def minify(run_dir: str, options: MinifyOptions, say: Callable[[str], None]) -> 
     capture, problem = found or _capture(run, out, report, options, say)
     steps.done("capture")
     if capture is None:
-        return _finish(run, MinifyResult(Status.NO_PROGRAM, problem), {})
+        return _finish(run, MinifyResult(Status.NO_PROGRAM, problem))
     say(f"minify: program and inputs from {capture}")
     python_ops = _python_ops(run, capture)
     problem = (_untrusted_code(capture, python_ops, options) or _unwritable(python_ops)
                or _extract(python, capture, out, options, say, python_ops))
     if problem:
-        return _finish(run, MinifyResult(Status.NO_PROGRAM, problem), {"capture": capture})
+        return _finish(run, MinifyResult(Status.NO_PROGRAM, problem, capture=capture))
     steps.done("extract")
     graph = Graph.from_json({**run.read_json("minify/graph.json"), "python_ops": python_ops})
     return _search(run, out, report, graph, capture, options, say, steps)
@@ -168,59 +227,58 @@ def _search(run: RunFolder, out: str, report: ReportRecord, graph: Graph, captur
             f"candidate gets up to {runs} runs")
     trials = Trials(out, graph, expected, python, options, say, os.path.join(capture, CAPTURE_LIBS), runs,
                     options.jobs or jobs, gpus, _headers(run), start)
-    record = {"capture": capture, "signature": {"kind": expected.kind, "phase": expected.phase},
-              "check": expected.check.value, "op_family": sorted(expected.family),
-              "nodes_before": len(graph.nodes), "eager_failure": graph.eager_failure}
     custom = sorted({n.target for n in graph.nodes if n.custom})
-    if custom:
-        record.update({"custom_ops": custom, "libraries": list(graph.libraries)})
+    program = Program(expected.kind, expected.phase, expected.check, tuple(sorted(expected.family)), len(graph.nodes),
+                      graph.eager_failure, tuple(custom), tuple(graph.libraries) if custom else ())
 
     whole = graph.order(n.name for n in graph.nodes)
     seeds = list(dict.fromkeys((_cut(graph, report), whole)))
     first = trials.first_failing([Candidate(s) for s in seeds])
     if first is None:
         return _finish(run, MinifyResult(Status.NOT_REPRODUCED, f"the failure does not reproduce in isolation: "
-                                                                f"{_why_not_alone(trials, custom)}"),
-                       {**record, **trials.summary()})
+                                                                f"{_why_not_alone(trials, custom)}", None, capture,
+                                         program, trials.summary()))
     seed = seeds[first]
     # Before: the whole program written out the same way (the user's script may hide it behind imports).
-    record["lines_before"] = trials.lines_of(Candidate(whole))
+    lines_before = trials.lines_of(Candidate(whole))
     say(f"minify: {len(seed)} node(s) reproduce alone; ddmin over them")
     best = _reduce(graph, trials, seed)
     source = trials.write_final(best, out)
     steps.done("search")
     rate, verify_sig = trials.verify(out, best)
     steps.done("verify")
-    return _finish(run, _result(record, graph, trials, best, source, rate, verify_sig, steps, out), record)
+    reduction = _reduction(graph, trials, best, source, lines_before, (rate, verify_sig), steps)
+    return _finish(run, _result(MinifyResult(Status.VERIFIED, "", os.path.join(out, "repro.py"), capture, program,
+                                             trials.summary(), reduction)))
 
 
-def _result(record: dict, graph: Graph, trials: Trials, best: Candidate, source: Source, rate: Rate,
-            verify_sig: Optional[str], steps: _Steps, out: str) -> MinifyResult:
-    """What the search found, said in one line and added to minify's record."""
-    kept = best.kept
-    verified = rate.failures > 0
-    record.update({"nodes_after": len(kept), "lines_after": source.text.count("\n"),
-                   "kept": list(kept), "zeros": list(best.zeros), "inputs": list(source.inputs),
-                   "shapes": {n: [graph.value(n)["shape"], best.shape(graph, n)] for n in graph.feeds(kept)
-                              if graph.value(n)["kind"] == "tensor"},
-                   "ops_after": sorted({graph.node(n).op for n in kept}), "verified": verified,
-                   "verify_signature": verify_sig, "repro_failure_rate": rate.to_json(),
-                   "seconds": round(time.monotonic() - steps.start, 1), "step_seconds": steps.seconds,
-                   **trials.summary()})
-    if len(kept) > 5:
-        record["why_not_smaller"] = ("ddmin stopped at a 1-minimal set: removing any one node loses the failure"
-                                     if not trials.spent() else "the budget ran out first")
-    carried = _custom_ops_kept(graph, kept, source.libraries)
-    if carried:
-        record["custom_ops_kept"] = carried
-    message = (f"minified {record['nodes_before']} -> {len(kept)} node(s) in {record['candidates']} candidate(s) "
-               f"({record['jobs']} at once, {record['seconds_per_candidate'] or 0:.0f}s each at the median), "
-               f"{record['seconds']:.0f}s: {os.path.join(out, 'repro.py')} "
-               + (f"fails alone as the run did: {rate.describe()} of runs from a copy" if verified else
-                  f"did NOT fail the same way in {rate.runs} runs alone from a copy ({verify_sig})")
+def _reduction(graph: Graph, trials: Trials, best: Candidate, source: Source, lines_before: int,
+               verify: tuple[Rate, Optional[str]], steps: _Steps) -> Reduction:
+    """What the search kept, and how its copy failed alone (`verify`: the rate, and how it failed otherwise)."""
+    kept, (rate, verify_sig) = best.kept, verify
+    shapes = {n: (graph.value(n)["shape"], best.shape(graph, n)) for n in graph.feeds(kept)
+              if graph.value(n)["kind"] == "tensor"}
+    return Reduction(lines_before, len(kept), source.text.count("\n"), kept, tuple(best.zeros), tuple(source.inputs),
+                     shapes, tuple(sorted({graph.node(n).op for n in kept})), rate.failures > 0, verify_sig, rate,
+                     round(time.monotonic() - steps.start, 1), dict(steps.seconds),
+                     None if len(kept) <= 5 else
+                     "ddmin stopped at a 1-minimal set: removing any one node loses the failure"
+                     if not trials.spent() else "the budget ran out first",
+                     _custom_ops_kept(graph, kept, source.libraries))
+
+
+def _result(found: MinifyResult) -> MinifyResult:
+    """The search's result, said in one line."""
+    program, search, done = found.program, found.search, found.reduction
+    assert program is not None and search is not None and done is not None
+    rate, carried = done.repro_failure_rate, done.custom_ops_kept
+    message = (f"minified {program.nodes_before} -> {done.nodes_after} node(s) in {search.candidates} candidate(s) "
+               f"({search.jobs} at once, {search.seconds_per_candidate or 0:.0f}s each at the median), "
+               f"{done.seconds:.0f}s: {found.repro} "
+               + (f"fails alone as the run did: {rate.describe()} of runs from a copy" if done.verified else
+                  f"did NOT fail the same way in {rate.runs} runs alone from a copy ({done.verify_signature})")
                + (f"; it {carried}" if carried else ""))
-    status = Status.VERIFIED if verified else Status.UNVERIFIED
-    return MinifyResult(status, message, os.path.join(out, "repro.py"))
+    return replace(found, status=Status.VERIFIED if done.verified else Status.UNVERIFIED, message=message)
 
 
 class _Steps:
@@ -296,12 +354,10 @@ def _reduce(graph: Graph, trials: Trials, seed: tuple[str, ...]) -> Candidate:
     return Candidate(kept, zeros, cut(sizes))
 
 
-def _finish(run: RunFolder, result: MinifyResult, record: dict) -> MinifyResult:
-    record = {"schema_version": 1, "status": result.status.value, "message": result.message,
-              "repro": result.repro, **record}
-    run.write_text(f"minify/{RESULT}", json.dumps(record, indent=2) + "\n")
+def _finish(run: RunFolder, result: MinifyResult) -> MinifyResult:
+    run.write_text(f"minify/{RESULT}", json.dumps(result.to_json(), indent=2) + "\n")
     rewrite_markdown(run.root)  # report.md's "Minified repro" section and next steps say what minify made
-    return MinifyResult(result.status, result.message, result.repro, record)
+    return result
 
 
 NO_CAPTURE = ("the run folder holds no captured program, and minify runs no command read from a run folder: name "

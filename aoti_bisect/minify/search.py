@@ -52,6 +52,22 @@ class Expected:
 
 
 @dataclass(frozen=True)
+class SearchCounts:
+    """What the search spent: minify.json's counts of candidates, runs and seconds."""
+    candidates: int  # candidates run
+    refused_without_running: int
+    jobs: int  # candidates at once
+    runs_per_candidate: int  # at most
+    candidate_runs: int
+    candidate_seconds: float
+    seconds_per_candidate: Optional[float]  # the median
+    verify_run_seconds: tuple[float, ...]  # each run of the final check, in run order
+
+    def to_json(self) -> dict:
+        return {**vars(self), "verify_run_seconds": list(self.verify_run_seconds)}
+
+
+@dataclass(frozen=True)
 class Trial:
     number: int
     folder: str
@@ -376,10 +392,9 @@ class Trials:
         return (f"expected {self.expected.kind}/{self.expected.phase}, the standalone programs gave "
                 f"{', '.join(seen)} (see {os.path.join(self.out, 'candidates')})")
 
-    def summary(self) -> dict:
+    def summary(self) -> SearchCounts:
         ran = [t for t in self.trials if t is not None]
-        return {"candidates": len(ran), "refused_without_running": self.refused, "jobs": self.jobs,
-                "runs_per_candidate": self.runs, "candidate_runs": sum(t.runs for t in ran),
-                "candidate_seconds": round(sum(t.seconds for t in ran), 1),
-                "seconds_per_candidate": round(statistics.median(t.seconds for t in ran), 1) if ran else None,
-                "verify_run_seconds": self.verify_seconds}
+        return SearchCounts(len(ran), self.refused, self.jobs, self.runs, sum(t.runs for t in ran),
+                            round(sum(t.seconds for t in ran), 1),
+                            round(statistics.median(t.seconds for t in ran), 1) if ran else None,
+                            tuple(self.verify_seconds))
