@@ -6,6 +6,8 @@ import itertools
 import os
 import signal
 
+import pytest
+
 from aoti_bisect.aoti import checks, wrapper
 from aoti_bisect.aoti.cudacore import parse as parse_dump
 from aoti_bisect.child.contract import CRASH_FILE
@@ -207,3 +209,11 @@ def test_the_ledger_and_the_entries_that_convicted_reach_report_json_and_the_fir
     assert record.ledger[0].run == run and record.culprit.convicted_by[0].stage == "sanity"
     first = render_markdown(data).split("\n## ")[0]
     assert f"evidence from run {run} (sanity, crash)" in first
+
+
+def test_a_culprit_holds_its_kind_as_the_enum_and_refuses_a_word_that_is_none():
+    from aoti_bisect.diagnose.findings import Culprit, CulpritKind
+
+    assert Culprit("model_input").kind is CulpritKind.MODEL_INPUT  # given as the word report.json holds
+    with pytest.raises(ValueError, match="sideways"):
+        Culprit("sideways")

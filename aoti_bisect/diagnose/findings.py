@@ -103,6 +103,10 @@ class Culprit:
     convicted_by: tuple[Entry, ...] = ()  # the ledger's entries the judge convicted from, each with its run
     gaps: tuple[Gap, ...] = ()  # a wrong value's walk against eager: each launch's output, in launch order
 
+    def __post_init__(self) -> None:
+        # Given as its word too (a test, a stage's table): held as the enum, and a word that is none is refused.
+        self.kind = CulpritKind(self.kind)
+
     @property
     def headline(self) -> Optional[Fact]:
         return self.summary or (self.evidence[0] if self.evidence else None)
