@@ -189,3 +189,17 @@ def test_a_run_that_did_not_reproduce_reads_cleanly(tmp_path):
     assert " - " not in first and "Message" not in first and "**Next**" not in first
     report = Report(str(tmp_path), ReportRecord.from_json(data))
     assert report.headline() == "verdict: not reproduced | 0/3 runs failed"
+
+
+def test_advice_names_the_minify_step_and_the_report_words_it_with_the_run_folder(tmp_path):
+    from aoti_bisect.diagnose.advice import Step, next_steps
+    from aoti_bisect.diagnose.findings import Culprit, Findings
+    from aoti_bisect.run.types import Signature
+    from aoti_bisect.stats import Rate
+
+    sig, culprit, argv = Signature(FailureKind.NAN_INF, Phase.RUN, "nan"), Culprit("kernel", kernel="k"), ["python", "r.py"]
+    steps = next_steps(argv, sig, culprit, cuda=False)
+    assert Step.MINIFY in steps  # a value, not a sentence the report would find by its words
+    out = Findings(Verdict.REPRODUCED, sig, Rate(2, 2), [], culprit=culprit, next_steps=steps)
+    record = Report.from_findings(str(tmp_path), argv, out).record
+    assert minify_step(str(tmp_path), argv) in record.next_steps and Step.MINIFY not in record.next_steps

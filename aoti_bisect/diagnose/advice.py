@@ -1,12 +1,18 @@
 """The report's next steps: what to try once the ladder has concluded, in the repro's own command line."""
 from __future__ import annotations
 
+import enum
 import shlex
 from typing import Optional
 
 from ..failure import FailureKind, Phase
 from ..run.types import Signature
 from .findings import Culprit, CulpritKind
+
+
+class Step(enum.StrEnum):
+    """A next step the report words, since only it knows the run's folder."""
+    MINIFY = "minify"  # cut the failing program down to a standalone repro: `aoti-bisect minify RUN_DIR`
 
 
 def next_steps(argv: list[str], sig: Optional[Signature], c: Optional[Culprit], cuda: bool) -> list[str]:
@@ -61,5 +67,5 @@ def next_steps(argv: list[str], sig: Optional[Signature], c: Optional[Culprit], 
         steps.append(f"Reproduce the {sig.phase} error alone with TORCH_LOGS=+inductor and check custom-op "
                      f"fake/meta functions; shrink it with: DUMP_AOTI_MINIFIER=1 {cmd}")
     elif c is None or c.kind in (CulpritKind.KERNEL, CulpritKind.UNKNOWN):
-        steps.append(f"Shrink the graph with the AOTI minifier: DUMP_AOTI_MINIFIER=1 {cmd}")
+        steps.append(Step.MINIFY)
     return steps

@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Optional
 
 from .. import __version__
+from ..diagnose.advice import Step
 from ..diagnose.findings import CulpritKind, Entry, Findings, Stage
 from ..exits import (
     EXIT_INCONCLUSIVE,
@@ -45,11 +46,6 @@ VERDICT_EXIT = {
 }
 
 
-# PyTorch's in-process minifier (diagnose/advice.py): aoti-bisect minify does it from the run directory, which
-# only the report knows, in a process of its own.
-_PYTORCH_MINIFIER_STEP = "Shrink the graph with the AOTI minifier:"
-
-
 @dataclass(frozen=True)
 class Report:
     """report.json as its typed record (`record`, what is written and what every reader reads), in its run folder."""
@@ -78,7 +74,7 @@ class Report:
             render(outcome.masked) or None, outcome.verdict_s, outcome.verdict_runs,
             tuple(entry_record(e) for e in outcome.ledger), tuple(record.Package(**row) for row in packages),
             _constants(outcome.constants), reuse, tuple(frozen(row) for row in ahead),
-            tuple(_next_step(step, run_dir, command) for step in outcome.next_steps),
+            tuple(minify_step(run_dir, command) if step is Step.MINIFY else step for step in outcome.next_steps),
             record.Environment.from_json(environment or {}, "environment."), run_dir, bool(redactor.paths))
         return cls(run_dir, redactor.data(built))
 
@@ -204,10 +200,6 @@ def _constants(constants: dict) -> Optional[record.Constants]:
             for key in ("nonfinite", "outside_domain", "stale")}
     return record.Constants(constants["read"], tuple(constants.get("not_read") or ()),
                      tuple(frozen(row) for row in constants.get("skipped") or ()), **rows)
-
-
-def _next_step(step: str, run_dir: str, command: list[str]) -> str:
-    return minify_step(run_dir, command) if step.startswith(_PYTORCH_MINIFIER_STEP) else step
 
 
 def _read(path: str) -> str:
