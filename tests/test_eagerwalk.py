@@ -280,8 +280,10 @@ def test_a_bfloat16_gap_where_float64_takes_the_packages_side_is_a_precision_dif
     assert render(culprit.summary) == (
         "a precision difference, not a miscompile: cpp_fused_exp_mul_neg_sub_0's output buf1 misses eager where "
         "eager itself rounds, and float64 takes the package's side: against `mul_1` run in float64 the package is "
-        "off by RMSE 2.95e-06 (max abs 7.63e-06), eager by RMSE 0.153 (max abs 0.5). Eager rounds to bfloat16 after "
-        "every op; the fused kernel computes in float32 and rounds once. No kernel is convicted")
+        "off by RMSE 2.95e-06 (max abs 7.63e-06), eager by RMSE 0.153 (max abs 0.5), within dynamo's rule (RMSE "
+        "against float64 at most 2 times eager's + 1e-05). Eager rounds to bfloat16 after every op; the fused kernel "
+        "computes in float32 and rounds once. No kernel is convicted")
+    assert culprit.precision.cause == "eager_rounding" and culprit.precision.control is None
     # the gap table: every launch output in launch order, with both sides against float64
     assert [(g.kernel, g.node, g.state) for g in culprit.gaps] == [
         ("aoti_torch_cpu_addmm_out", "linear", "agrees"), ("cpp_fused_exp_mul_neg_sub_0", "sub", "unjudged")]
@@ -304,6 +306,86 @@ def test_a_gap_float64_does_not_side_with_or_a_float32_one_stays_unexplained():
     # a walk from before float64 errors were measured (schema 2) is judged as before
     old = dataclasses.replace(walk, float64={})
     assert _bf16_walk(old).kind == "unknown"
+
+
+def _tf32_walk(walk, cuda=True, matmul=True):
+    """wrong_value_pass's record as if on a GPU, the program compiled with TF32 matmuls allowed, and the kernel it
+    convicts one that computes a linear (as a Triton GEMM template with its epilogue does)."""
+    import dataclasses
+    graph = dataclasses.replace(real_graph(), cuda=cuda)
+    walk = dataclasses.replace(walk, targets={**walk.targets, "linear": "aten.linear.default"})
+    of = nodes_of(graph)
+    return walk_eager(graph, walk, lambda l: (*of(l), "linear") if matmul and l.name.endswith("_sum_1") else of(l))
+
+
+def test_a_float32_matmul_kernel_compiled_with_tf32_allowed_waits_on_the_control_before_it_is_convicted():
+    import dataclasses
+    walk = dataclasses.replace(read_eager_walk(DATA), tf32=True)
+    c = _tf32_walk(walk)
+    assert (c.kind, c.kernel, c.precision.cause) == ("kernel", "cpp_fused__softmax_add_mul_sum_1", "tf32")
+    assert render(c.evidence[-2]).startswith(
+        "unverified: the program was compiled with TF32 matmuls allowed and cpp_fused__softmax_add_mul_sum_1 computes "
+        "a matmul in float32: TF32's rounding alone may make this gap; a control recompile with TF32 off decides")
+    # convicted at once: TF32 not allowed, the CPU (no TF32), or a kernel that computes no matmul
+    for other in (_tf32_walk(dataclasses.replace(walk, tf32=False)), _tf32_walk(walk, cuda=False),
+                  _tf32_walk(walk, matmul=False)):
+        assert other.kind == "kernel" and other.precision is None
+
+
+def test_each_comparison_names_its_metrics_ulp_and_cosine_where_measured():
+    from aoti_bisect.diagnose.eagerwalk import Judged, gap
+    p = Pair("mul_1", 0.5, False, 1.0, 7.6e-06, 2.9e-06, 64.0, 0.9838699)
+    assert gap(p, "bfloat16") == "max abs 0.5, max rel 1, 64 ULP in bfloat16, cosine 0.9838699"
+    saved = Saved((4, 8), "bfloat16", 0.16, 1e-4, (p,))
+    assert render(Judged("differs", p, saved).describe(None)) == (
+        "([4, 8] bfloat16) differs from eager `mul_1` by up to 0.5 (max abs; max rel 1; 64 ULP in bfloat16; cosine "
+        "0.9838699) (tolerance rtol 0.16, atol 0.0001)")
+    # a schema 4 row parses into them; older rows leave them None
+    doc = {"status": "differs", "tf32": True, "dumps": [{"when": "after", "stem": "k_buf0", "shape": [2], "dtype":
+                                                        "float32", "pairs": [["add", 0.1, False, 0.2, 0.3, 0.4, 5, 0.9]]}]}
+    walk = parse(json.dumps(doc))
+    row = walk.around("after", "k", "buf0").pairs[0]
+    assert walk.tf32 is True and (row.ulp, row.cosine) == (5.0, 0.9)
+    assert read_eager_walk(DATA).tf32 is None and read_eager_walk(DATA).saved[("after", "cpp_fused__softmax_add_mul_"
+                                                                               "sum_1_buf3")].pairs[0].ulp is None
+
+
+def test_the_hook_measures_ulp_in_the_saved_dtype_and_the_cosine():
+    import torch
+    from aoti_bisect.child.hook import eagerwalk
+    eager = torch.tensor([1.0, 2.0, 0.0, 1e-40], dtype=torch.float64)
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        eps = torch.finfo(dtype).eps
+        package = eager + torch.tensor([eps, 2 * eps, 0.0, 0.0], dtype=torch.float64)  # one last place each
+        assert eagerwalk._shape_of_gap(torch, dtype, package, eager) == (1.0, pytest.approx(1.0))
+    ulp, cosine = eagerwalk._shape_of_gap(torch, torch.bfloat16, torch.tensor([1.5, 2.0, 0.0, 0.0]).double(), eager)
+    assert ulp == 64 and cosine == pytest.approx(0.98387, abs=1e-5)
+    # bf16_rounding's shape: eager holds an exact 0 where the package holds 7.6e-6, and a bfloat16 step (2**-7) where
+    # the package holds 0: counted in the larger one's last place, 1 and 128, not 0's subnormal spacing (1e34)
+    ulp, _ = eagerwalk._shape_of_gap(torch, torch.bfloat16, torch.tensor([2.0 ** -17, 0.0]).double(),
+                                     torch.tensor([0.0, 2.0 ** -7]).double())
+    assert ulp == 128
+    assert eagerwalk._shape_of_gap(torch, torch.int64, eager, eager) == (None, None)
+
+
+def test_the_hook_notes_tf32_at_the_compile_and_the_control_turns_it_off_for_the_compile_alone(monkeypatch):
+    import torch
+    from aoti_bisect.child import contract
+    from aoti_bisect.child.hook import eagerwalk
+    matmul = torch.backends.cuda.matmul
+    before = matmul.allow_tf32
+    try:
+        matmul.allow_tf32 = True
+        with eagerwalk.compiling():
+            assert matmul.allow_tf32
+        assert eagerwalk._state["tf32"] is True
+        monkeypatch.setenv(contract.TF32_OFF_ENV, "1")
+        with eagerwalk.compiling():
+            assert not matmul.allow_tf32  # what Inductor reads while it generates a GEMM template
+        assert matmul.allow_tf32 and eagerwalk._state["tf32"] is True  # the script's setting is back
+    finally:
+        matmul.allow_tf32 = before
+        eagerwalk._state["tf32"] = None
 
 
 def test_the_eager_run_never_moves_the_state_of_the_users_module(monkeypatch):

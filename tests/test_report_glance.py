@@ -289,14 +289,16 @@ def test_the_numeric_gap_is_a_table_of_at_most_15_rows_around_the_first_output_b
     long = "cpp_fused__softmax_abs_all_amax_div_eq_ge_mul_ne_neg_scalar_tensor_sub_where_1"
     d["culprit"]["gaps"] = [{"launch": i, "kernel": long if i == 13 else f"cpp_fused_{i}", "tensor": f"buf{i}",
                              "state": "differs" if i >= 12 else "agrees", "node": f"mul_{i}", "max_abs": 0.5 * i,
-                             "max_rel": 0.01, "f64": 1e-6, "eager_f64": 1e-7, "rtol": 1.3e-5, "atol": 1e-4}
+                             "max_rel": 0.01, "f64": 1e-6, "eager_f64": 1e-7, "rtol": 1.3e-5, "atol": 1e-4,
+                             "ulp": 4096 * i, "cosine": 0.9999876}
                             for i in range(30)]
     md = render_markdown(d)
     table = md.split("## Numeric gap, kernel by kernel")[1].split("\n## ")[0]
     rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| #")]
     assert len(rows) == 15 and rows[0].startswith("| 5 |") and rows[-1].startswith("| 19 |")
     assert "Rows 6-20 of 30; all in report.json (`culprit.gaps`)." in " ".join(table.split())
-    assert rows[7] == "| 12 | cpp_fused_12 | buf12 | mul_12 | 6 (rel 0.01) | 1e-06 | 1e-07 | differs **first** |"
+    assert rows[7] == ("| 12 | cpp_fused_12 | buf12 | mul_12 | 6 (rel 0.01) | 4.92e+04 | 0.9999876 | 1e-06 | 1e-07 | "
+                       "differs **first** |")
     assert rows[8].startswith("| 13 | cpp_fused\\_\\_softmax_abs_all_amax_div_eq_ge_m… |")  # a long name is cut
     assert all(len(line) <= TABLE_LINE for line in table.splitlines())
     assert "<td>cpp_fused_12</td>" in GFM.render(md)

@@ -9,7 +9,8 @@ from aoti_bisect.aoti import checks, flags, printer
 from aoti_bisect.diagnose.judge import Ledger
 from aoti_bisect.diagnose.context import Clues, Options
 from aoti_bisect.diagnose.facts import Namer
-from aoti_bisect.diagnose.findings import Culprit, CulpritKind, Findings, Stage, StageName
+from aoti_bisect.diagnose.facts import FactKind, fact
+from aoti_bisect.diagnose.findings import Cause, Culprit, CulpritKind, Findings, Precision, Stage, StageName
 from aoti_bisect.diagnose.stages import determinism, fakecheck, memcheck, sanity, trace
 from aoti_bisect.report.facts import render
 from aoti_bisect.run.types import RunSpec, Signature
@@ -135,19 +136,65 @@ def test_the_precision_control_recompiles_rounding_as_eager_and_convicts_nothing
     # as bf16_rounding does (checked with TORCHINDUCTOR_EMULATE_PRECISION_CASTS=1): the control passes
     world = World(lambda spec: None if "TORCHINDUCTOR_EMULATE_PRECISION_CASTS" in spec.env_dict else wrong)
     out = Findings(Verdict.REPRODUCED, wrong, Rate(2, 2), [])
-    out.culprit = Culprit(CulpritKind.PRECISION, kernel="cpp_fused_exp_mul_neg_sub_0")
+    out.culprit = Culprit(CulpritKind.PRECISION, kernel="cpp_fused_exp_mul_neg_sub_0",
+                          precision=Precision(Cause.EAGER_ROUNDING))
     ctx = Context(world, Seen())
     assert precision.applies(ctx, out) and not precision.applies(ctx, findings(wrong))
     precision.run(ctx, out)
-    assert ctx.world.ran("precision")[0].env_dict == precision.EMULATE and len(ctx.world.specs) == 1
+    assert ctx.world.ran("precision")[0].env_dict == flags.EMULATE_PRECISION and len(ctx.world.specs) == 1
     assert out.culprit.kind == "precision" and render(out.culprit.evidence[-1]) == (
         "control recompile: the package built rounding as eager does (emulate_precision_casts) passes the script's "
         "check: the gap is eager's intermediate rounding")
     # a control that still fails says so; one that fails otherwise says nothing of the gap
     for behaves, said in ((wrong, "still fails the script's check"), (sig("compile_error", "compile"), None)):
-        out.culprit = Culprit(CulpritKind.PRECISION, kernel="k")
+        out.culprit = Culprit(CulpritKind.PRECISION, kernel="k", precision=Precision(Cause.EAGER_ROUNDING))
         ctx = Context(always(behaves), Seen())
         precision.run(ctx, out)
-        assert out.culprit.kind == "precision"
+        assert out.culprit.kind == "precision" and not precision.applies(ctx, out)  # the control ran: once
         assert (said in render(out.culprit.evidence[-1])) if said else not out.culprit.evidence
         assert said or "failed otherwise (compile_error in compile)" in render(ctx.stages[0].finding)
+
+
+def test_the_tf32_control_clears_a_matmul_kernel_or_lets_its_conviction_stand():
+    from aoti_bisect.diagnose.stages import precision
+
+    wrong = sig("python_exception", "run", "wrong values: max abs difference 0.0021")
+
+    def walked():  # as the eager walk leaves a float32 matmul kernel of a program compiled with TF32 allowed
+        out = Findings(Verdict.REPRODUCED, wrong, Rate(2, 2), [])
+        out.culprit = Culprit(CulpritKind.KERNEL, kernel="triton_tem_fused_addmm_gelu_0",
+                              precision=Precision(Cause.TF32, run="eager-004"))
+        out.culprit.summary = fact(FactKind.EAGER, "triton_tem_fused_addmm_gelu_0's output buf1 differs")
+        out.culprit.evidence = [out.culprit.summary]
+        return out
+
+    # gone with TF32 off (the hook compiles with it off): TF32's rounding, no kernel convicted, no ledger entry
+    out = walked()
+    ctx = Context(World(lambda spec: None if "AOTI_BISECT_TF32_OFF" in spec.env_dict else wrong), Seen(), cuda=True)
+    assert precision.applies(ctx, out)
+    precision.run(ctx, out)
+    assert ctx.world.ran("precision")[0].env_dict == flags.TF32_OFF
+    c = out.culprit
+    assert (c.kind, c.kernel, c.precision.control) == ("precision", "triton_tem_fused_addmm_gelu_0", "passes")
+    assert render(c.summary) == (
+        "a precision difference, not a miscompile: triton_tem_fused_addmm_gelu_0's output buf1 differs; the program "
+        "was compiled with TF32 matmuls allowed, and the package built with them off passes the script's check: the "
+        "gap is TF32's rounding of the matmul's operands (10 mantissa bits), which the compile allowed. No kernel is "
+        "convicted")
+    assert render(c.evidence[-1]).endswith("passes the script's check: the gap is TF32's rounding of the matmul's "
+                                           "operands") and not ctx.ledger.entries
+    # still there without TF32: a miscompile, convicted on the eager walk's run
+    out = walked()
+    ctx = Context(always(wrong), Seen(), cuda=True)
+    precision.run(ctx, out)
+    assert out.culprit.kind == "kernel" and out.culprit.precision.control == "still_fails"
+    assert [(e.kind, e.stage, e.run, e.names) for e in out.culprit.convicted_by] == [
+        ("walk", "eager", "eager-004", "triton_tem_fused_addmm_gelu_0")]
+    assert "still fails the script's check: the gap is there without TF32" in render(out.culprit.evidence[-1])
+    # a control that fails otherwise tells nothing: not convicted, since only the control could clear the kernel
+    out = walked()
+    ctx = Context(always(sig("compile_error", "compile")), Seen(), cuda=True)
+    precision.run(ctx, out)
+    assert (out.culprit.kind, out.culprit.kernel, out.culprit.convicted_by) == ("unknown", None, ())
+    assert render(out.culprit.evidence[0]).startswith("not convicted: triton_tem_fused_addmm_gelu_0's output buf1 "
+                                                      "differs, but the program was compiled with TF32 matmuls allowed")

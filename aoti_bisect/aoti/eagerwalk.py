@@ -24,6 +24,10 @@ class Pair:
     # The saved tensor against the node run in float64 (max abs, RMSE); None: no float64 value (schema < 3)
     f64_abs: Optional[float] = None
     f64_rmse: Optional[float] = None
+    # max |saved - eager| in units of the last place of the larger value in the saved dtype, and the two's cosine
+    # similarity; None: not measured (schema < 4) or not defined (an integer tensor, an all-zero one)
+    ulp: Optional[float] = None
+    cosine: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,7 @@ class EagerWalk:
     # (FQN, as built against now) of the state the program writes, where its build values reproduce the package's
     # outputs while the module's values now do not: the package does not carry the writes between calls
     unwritten: tuple[tuple[str, Stale], ...] = ()
+    tf32: Optional[bool] = None  # whether TF32 matmuls were allowed when the program was compiled; None: not seen
 
     def op(self, node: str) -> Optional[str]:
         """The aten op of a node (`linear` for aten.linear.default); None for a placeholder or a part."""
@@ -94,7 +99,8 @@ def parse(text: str) -> EagerWalk:
                          data.get("stability_problem"),
                          {str(k): (_number(v[0]), _number(v[1])) for k, v in (data.get("float64") or {}).items()},
                          tuple((str(u["fqn"]), stale) for u in data.get("unwritten") or ()
-                               if (stale := parse_stale(u.get("stale"))) is not None))
+                               if (stale := parse_stale(u.get("stale"))) is not None),
+                         None if data.get("tf32") is None else bool(data["tf32"]))
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         problem = f"{contract.EAGER_WALK_RESULT} is damaged: {type(exc).__name__}: {exc}"
         return EagerWalk("missing", problem=problem[:300])
@@ -110,9 +116,11 @@ def _number(v: Number) -> Optional[float]:
 
 
 def _pair(node: object, max_abs: Number, close: object, max_rel: Number = None, f64_abs: Number = None,
-          f64_rmse: Number = None) -> Pair:
-    """A row of `pairs`; schema 1 rows have no relative difference, schema 2 rows no float64 error."""
-    return Pair(str(node), _number(max_abs), bool(close), _number(max_rel), _number(f64_abs), _number(f64_rmse))
+          f64_rmse: Number = None, ulp: Number = None, cosine: Number = None) -> Pair:
+    """A row of `pairs`; schema 1 rows have no relative difference, schema 2 rows no float64 error, schema 3 rows
+    no ULP or cosine."""
+    return Pair(str(node), _number(max_abs), bool(close), _number(max_rel), _number(f64_abs), _number(f64_rmse),
+                _number(ulp), _number(cosine))
 
 
 def read_eager_walk(run_dir: str) -> EagerWalk:

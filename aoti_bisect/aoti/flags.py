@@ -24,6 +24,11 @@ INSPECT = {PRINTER: "2", **PROVENANCE}
 # exported program run eagerly on the same call's inputs (child/hook/eagerwalk.py).
 EAGER_WALK = {contract.EAGER_WALK_ENV: "1"}
 EAGER = {PRINTER: "1", **PROVENANCE, **EAGER_WALK}
+# The precision stage's control recompiles, each removing one source of rounding: the package built rounding as
+# eager does (every low-precision intermediate cast to its dtype and back), and built with TF32 matmuls off (the
+# hook turns them off around the compile: a Triton GEMM template bakes the setting into its code).
+EMULATE_PRECISION = {"TORCHINDUCTOR_EMULATE_PRECISION_CASTS": "1"}
+TF32_OFF = {contract.TF32_OFF_ENV: "1"}
 
 # Read by the AOTI runtime, the CUDA runtime or the interpreter at run time: they never need a fresh compile.
 # PYTHONMALLOC comes with the CPU memory checker (run/checkers.py): were it a compile key, the checked run
@@ -32,7 +37,8 @@ RUNTIME = frozenset({"AOTI_RUNTIME_CHECK_INPUTS", "PYTORCH_NO_CUDA_MEMORY_CACHIN
                      "PYTHONMALLOC", *FAKECHECK, *EAGER_WALK})
 
 # The tool's own: a user's shell may have them set, but a run must only see what its stage says.
-OWNED = (PRINTER, FILTER, contract.REDIRECT_ENV, contract.CONSTANTS_ENV, contract.AHEAD_ENV, *FAKECHECK, *EAGER_WALK)
+OWNED = (PRINTER, FILTER, contract.REDIRECT_ENV, contract.CONSTANTS_ENV, contract.AHEAD_ENV, *FAKECHECK, *EAGER_WALK,
+         *TF32_OFF)
 
 # Which runs serve a flag set's later compiles from the package its first run built (child/hook/reuse.py):
 # `hooked` the runs that carry the hook anyway (not the baseline's, nor determinism's: they run the user's way),

@@ -24,6 +24,7 @@ CAPTURE_ENV = "AOTI_BISECT_CAPTURE"  # "1": capture the program and the compiled
 FAKECHECK_ENV = "AOTI_BISECT_FAKECHECK"  # "1": check custom ops' fake functions before each call
 MAX_CAPTURE_MB_ENV = "AOTI_BISECT_MAX_CAPTURE_MB"  # tensors over this, in all, are not saved (default 512)
 EAGER_WALK_ENV = "AOTI_BISECT_EAGER_WALK"  # "1": compare a level-1 wrapper's saved tensors with eager values
+TF32_OFF_ENV = "AOTI_BISECT_TF32_OFF"  # "1": compile with TF32 matmuls off (the precision stage's control)
 RUN_INDEX_ENV = "AOTI_BISECT_RUN_INDEX"  # a repro may seed its randomness per run from this
 RUN_MARK = "AOTI_BISECT_RUN"  # <token> in every process of a run: whose an orphan is (run/process.py)
 # Where the preloaded crash witness (run/witness.c, which spells it again) appends a crashing process's native stack.

@@ -7,7 +7,7 @@ from typing import Optional
 
 from ..failure import FailureKind, Phase
 from ..run.types import Signature
-from .findings import Culprit, CulpritKind
+from .findings import Cause, Culprit, CulpritKind
 
 
 class Step(enum.StrEnum):
@@ -35,7 +35,11 @@ def next_steps(argv: list[str], sig: Optional[Signature], c: Optional[Culprit], 
                         "a graph input or a parameter the package lists if it must change after packaging"
                         if c.kind == CulpritKind.FOLDED_CONSTANT else ", or hand the package the new weights "
                         "(load_constants / update_constant_buffer)"))
-    if c and c.kind == CulpritKind.PRECISION:
+    if c and c.kind == CulpritKind.PRECISION and c.precision is not None and c.precision.cause is Cause.TF32:
+        steps.append("Compare against eager at the precision the package was built with, or build it with TF32 "
+                     "matmuls off: torch.set_float32_matmul_precision('highest') before aoti_compile_and_package (a "
+                     "Triton GEMM template keeps the setting it was compiled with)")
+    elif c and c.kind == CulpritKind.PRECISION:
         steps.append("Judge the package against float64 rather than low-precision eager (eager rounds after every "
                      "op, the fused kernel once); to build the package rounding as eager does "
                      f"(torch._inductor.config.emulate_precision_casts): TORCHINDUCTOR_EMULATE_PRECISION_CASTS=1 {cmd}")

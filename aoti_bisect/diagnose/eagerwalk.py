@@ -32,7 +32,7 @@ from typing import Optional
 from ..aoti.eagerwalk import EagerWalk, Pair, Saved
 from ..aoti.wrapper import Launch, WrapperGraph
 from .facts import Fact, FactKind, Namer, Subject, fact, kernel, note
-from .findings import Culprit, CulpritKind, Gap
+from .findings import Cause, Culprit, CulpritKind, Gap, Precision
 
 MAX_NAMED = 4
 MAX_GAPS = 12  # launches listed with their gap from eager, the nearest to where the walk ended
@@ -97,18 +97,25 @@ def eager_name(node: str) -> str:
     return f"the {part} part of `{name}`" if part else f"`{name}`"
 
 
-def gap(p: Pair) -> str:
-    """The named metric of one comparison: 'max abs 0.1248, max rel 0.031'."""
+def gap(p: Pair, dtype: str = "") -> str:
+    """The named metrics of one comparison: 'max abs 0.1248, max rel 0.031, 16 ULP in bfloat16, cosine 0.9998'."""
     if p.max_abs is None:
         return "no element finite in both"
-    return f"max abs {p.max_abs:.4g}" + ("" if p.max_rel is None else f", max rel {p.max_rel:.4g}")
+    return ", ".join([f"max abs {p.max_abs:.4g}", *_more(p, dtype)])
 
 
-def _up_to(p: Pair) -> str:
+def _up_to(p: Pair, dtype: str = "") -> str:
     """A miss, as the fakecheck's differential says it: 'up to 1.745 (max abs; max rel 0.2493)'."""
     if p.max_abs is None:
         return "? (no element finite in both)"
-    return f"up to {p.max_abs:.4g} (max abs" + ("" if p.max_rel is None else f"; max rel {p.max_rel:.4g}") + ")"
+    return f"up to {p.max_abs:.4g} (" + "; ".join(["max abs", *_more(p, dtype)]) + ")"
+
+
+def _more(p: Pair, dtype: str) -> list[str]:
+    """The metrics beside max abs, where measured: max rel, ULP in the tensor's dtype (a few: rounding), cosine."""
+    return [*([] if p.max_rel is None else [f"max rel {p.max_rel:.4g}"]),
+            *([] if p.ulp is None else [f"{p.ulp:.4g} ULP in {dtype or 'its dtype'}"]),
+            *([] if p.cosine is None else [f"cosine {p.cosine:.7g}"])]
 
 
 @dataclass(frozen=True)
@@ -168,9 +175,9 @@ class Judged:
                 fact(FactKind.EAGER, "{var}", var=var)
         if self.state == "agrees":
             return fact(FactKind.EAGER, "{tensor} = eager {node} ({gap})", tensor=tensor,
-                        node=eager_name(self.pair.node), gap=gap(self.pair))
+                        node=eager_name(self.pair.node), gap=gap(self.pair, s.dtype if s else ""))
         if self.state == "differs":
-            by = ", ".join(f"{eager_name(p.node)} by {_up_to(p)}" for p in (self.pair, *self.others))
+            by = ", ".join(f"{eager_name(p.node)} by {_up_to(p, s.dtype)}" for p in (self.pair, *self.others))
             return fact(FactKind.EAGER, "{tensor} differs from eager {by} (tolerance rtol {rtol:g}, atol {atol:g})",
                         tensor=tensor, by=by, rtol=s.rtol, atol=s.atol)
         why = self.why or (s.problem or "no eager value of its shape" if s else
@@ -215,7 +222,7 @@ def _unstable(walk: Optional[EagerWalk], p: Pair, dtype: str) -> Optional[Fact]:
     own = walk.unstable[p.node]
     return fact(FactKind.EAGER, "the eager reference {node} is itself unstable: {dtype} and float64 eager differ "
                 "by up to {own}, beyond the tolerance, and this tensor misses it by {gap}", node=eager_name(p.node),
-                dtype=dtype, own="?" if own is None else f"{own:.4g}", gap=gap(p))
+                dtype=dtype, own="?" if own is None else f"{own:.4g}", gap=gap(p, dtype))
 
 
 def walk_eager(graph: WrapperGraph, walk: EagerWalk, nodes_of: Callable[[Launch], tuple[str, ...]],
@@ -254,7 +261,8 @@ def walk_eager(graph: WrapperGraph, walk: EagerWalk, nodes_of: Callable[[Launch]
         if bad and later:
             return _ended(_lead(launch, bad, made, later, head, namer), gaps, rows)
         if bad:
-            return _ended(_bad_kernel(launch, bad, made, seen, head, namer), gaps, rows)
+            return _ended(_tf32(_bad_kernel(launch, bad, made, seen, head, namer), graph, walk, nodes_of(launch),
+                                made[bad[0]]), gaps, rows)
     found = _precision(rounded, head, namer)
     if found is not None:
         return _ended(found, gaps, rows)
@@ -302,11 +310,13 @@ def _precision(rounded: list[tuple[Launch, str, Judged]], head: list[Fact], name
             not r.closer or not all(other.rounded.within for _, _, other in rounded):
         return None
     k = kernel(launch.name)
-    c = Culprit(CulpritKind.PRECISION, kernel=launch.name)
+    c = Culprit(CulpritKind.PRECISION, kernel=launch.name, precision=Precision(Cause.EAGER_ROUNDING))
     c.summary = fact(FactKind.EAGER, "a precision difference, not a miscompile: {kernel}'s output {output} misses "
-                     "eager where eager itself rounds, and float64 takes the package's side: {rounded}. Eager rounds "
-                     "to {dtype} after every op; the fused kernel computes in float32 and rounds once. No kernel is "
-                     "convicted", kernel=k, output=namer.var(v), rounded=r.describe(), dtype=j.saved.dtype)
+                     "eager where eager itself rounds, and float64 takes the package's side: {rounded}, within "
+                     "dynamo's rule (RMSE against float64 at most {m:g} times eager's + {t:g}). Eager rounds to "
+                     "{dtype} after every op; the fused kernel computes in float32 and rounds once. No kernel is "
+                     "convicted", kernel=k, output=namer.var(v), rounded=r.describe(), m=MULTIPLIER, t=TOL / 10,
+                     dtype=j.saved.dtype)
     c.evidence = [c.summary, *head, fact(FactKind.EAGER, "{kernel} wrote {output}", kernel=k,
                                          output=j.describe(namer.var(v))),
                   *(fact(FactKind.EAGER, "also within dynamo's rule against float64 (RMSE at most {m:g} times "
@@ -316,12 +326,35 @@ def _precision(rounded: list[tuple[Launch, str, Judged]], head: list[Fact], name
     return c
 
 
+# aten ops a generated kernel may compute as a matmul: a Triton GEMM template (triton_tem_*) for one of these, or
+# with an epilogue fused into it
+MATMULS = frozenset({"mm", "addmm", "bmm", "baddbmm", "linear", "matmul"})
+
+
+def _tf32(c: Culprit, graph: WrapperGraph, walk: EagerWalk, nodes: tuple[str, ...], j: Judged) -> Culprit:
+    """A float32 GPU kernel that computes a matmul, convicted where the program was compiled with TF32 matmuls
+    allowed: a Triton GEMM template bakes TF32 into its code, so it rounds the operands to 10 mantissa bits while
+    eager, run at the setting the script holds when it calls, may compute in full float32. Its gap from eager can be
+    that design and no miscompile; float64 cannot tell (TF32 is the farther side either way), so the conviction
+    waits on the precision stage's control recompile with TF32 off."""
+    if not (graph.cuda and walk.tf32 and j.saved is not None and j.saved.dtype == "float32" and c.kernel
+            and extern_op(c.kernel) is None and ("_tem_" in c.kernel or any(walk.op(n) in MATMULS for n in nodes))):
+        return c
+    c.precision = Precision(Cause.TF32)
+    rounded = rounding(walk, [p for p in (j.pair, *j.others) if p is not None])
+    c.evidence.append(fact(FactKind.UNVERIFIED, "unverified: the program was compiled with TF32 matmuls allowed and "
+                           "{kernel} computes a matmul in float32: TF32's rounding alone may make this gap{f64}; a "
+                           "control recompile with TF32 off decides", kernel=kernel(c.kernel),
+                           f64=fact(FactKind.EAGER, " ({r})", r=rounded.describe()) if rounded else ""))
+    return c
+
+
 def _row(walk: EagerWalk, launch: Launch, var: str, j: Judged) -> Gap:
     p, s = j.pair, j.saved
     own = walk.float64.get(p.node) if p is not None else None
     return Gap(launch.index, launch.name, var, j.state, p.node if p else None, p.max_abs if p else None,
                p.max_rel if p else None, p.f64_abs if p else None, own[0] if own else None,
-               s.rtol if s else None, s.atol if s else None)
+               s.rtol if s else None, s.atol if s else None, p.ulp if p else None, p.cosine if p else None)
 
 
 def _shaky(walk: EagerWalk) -> list[Fact]:

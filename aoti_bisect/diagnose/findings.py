@@ -29,6 +29,28 @@ class CulpritKind(enum.StrEnum):
     UNKNOWN = "unknown"
 
 
+class Cause(enum.StrEnum):
+    """What a precision gap may come from, each told by a control recompile that removes it
+    (diagnose/stages/precision.py)."""
+    EAGER_ROUNDING = "eager_rounding"  # eager rounds a low-precision model after every op, a fused kernel once
+    TF32 = "tf32"  # the package's matmul was compiled with TF32 allowed; eager's runs in full float32
+
+
+class Control(enum.StrEnum):
+    """What the control recompile for a cause showed."""
+    PASSES = "passes"  # the script's check passes without the cause: the gap is the cause's
+    STILL_FAILS = "still_fails"  # the gap is not the cause's alone
+    INCONCLUSIVE = "inconclusive"  # it failed otherwise, or did not run: it says nothing of the gap
+
+
+@dataclass(frozen=True)
+class Precision:
+    """A gap a control recompile is to explain: the cause it tests, and what it showed."""
+    cause: Cause
+    control: Optional[Control] = None  # None: not run yet
+    run: str = ""  # the eager walk's run, where a conviction waits on the control (the ledger's entry names it)
+
+
 class StageName(enum.StrEnum):
     """The names of the stages that code names (the ladder, the stages that read each other's); the order they are
     climbed in is the registry's (diagnose/stages/__init__.py). A stage nothing else names needs no member here."""
@@ -81,11 +103,14 @@ class Gap:
     eager_f64: Optional[float] = None  # eager's own max abs against it
     rtol: Optional[float] = None
     atol: Optional[float] = None
+    ulp: Optional[float] = None  # the gap to eager in units of the last place of the larger value in its dtype
+    cosine: Optional[float] = None  # the cosine similarity of the package's tensor and eager's
 
     def to_json(self) -> dict:
         return {"launch": self.launch, "kernel": self.kernel, "tensor": self.tensor, "state": self.state,
                 "node": self.node, "max_abs": self.max_abs, "max_rel": self.max_rel, "f64": self.f64,
-                "eager_f64": self.eager_f64, "rtol": self.rtol, "atol": self.atol}
+                "eager_f64": self.eager_f64, "rtol": self.rtol, "atol": self.atol, "ulp": self.ulp,
+                "cosine": self.cosine}
 
 
 @dataclass
@@ -102,6 +127,7 @@ class Culprit:
     origin: Optional[Origin] = None  # the culprit kernel's source lines (diagnose/source.py)
     convicted_by: tuple[Entry, ...] = ()  # the ledger's entries the judge convicted from, each with its run
     gaps: tuple[Gap, ...] = ()  # a wrong value's walk against eager: each launch's output, in launch order
+    precision: Optional[Precision] = None  # a precision gap's cause, as a control recompile tests it
 
     def __post_init__(self) -> None:
         # Given as its word too (a test, a stage's table): held as the enum, and a word that is none is refused.

@@ -259,19 +259,23 @@ def _gaps(r: ReportRecord) -> list[str]:
     first = next((i for i, g in enumerate(gaps) if g.state == "differs"), None)
     start = 0 if first is None or len(gaps) <= GAP_ROWS else max(0, min(first - GAP_ROWS // 2, len(gaps) - GAP_ROWS))
     shown = gaps[start:start + GAP_ROWS]
-    intro = ("Each launch's output against the eager value it was held against (max abs, and max rel), and against "
-             "that value run in float64: the package's max abs error and eager's own. Tolerance: assert_close's for "
-             "the dtype, times 10; **first** marks the first output beyond it." +
+    intro = ("Each launch's output against the eager value it was held against (max abs, max rel, the largest gap "
+             "in units of the last place of the larger value in the output's dtype, and the cosine similarity), and "
+             "against that value run in float64: the package's max abs error and eager's own. Tolerance: "
+             "assert_close's for the dtype, times 10, on max abs and max rel; **first** marks the first output "
+             "beyond it." +
              (f" Rows {start + 1}-{start + len(shown)} of {len(gaps)}; all in report.json (`culprit.gaps`)."
               if len(shown) < len(gaps) else ""))
     out = ["", "## Numeric gap, kernel by kernel", "", *textwrap.wrap(intro, 100), "",
-           "| # | kernel | output | eager node | gap to eager | package vs float64 | eager vs float64 | judged |",
-           "|---|---|---|---|---|---|---|---|"]
+           "| # | kernel | output | eager node | gap to eager | ULP | cosine | package vs float64 | eager vs float64 "
+           "| judged |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for i, g in enumerate(shown, start):
         gap = "-" if g.max_abs is None else _g(g.max_abs) + ("" if g.max_rel is None else f" (rel {_g(g.max_rel)})")
         judged = g.state + (" **first**" if i == first else "")
         out.append(f"| {g.launch} | {md_cell(_short(g.kernel, 44)[0])} | {md_cell(g.tensor)} | "
-                   f"{md_cell(_short(g.node or '-', 20)[0])} | {gap} | {_g(g.f64)} | {_g(g.eager_f64)} | {judged} |")
+                   f"{md_cell(_short(g.node or '-', 20)[0])} | {gap} | {_g(g.ulp)} | "
+                   f"{'-' if g.cosine is None else f'{g.cosine:.7g}'} | {_g(g.f64)} | {_g(g.eager_f64)} | {judged} |")
     return out
 
 

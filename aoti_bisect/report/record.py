@@ -275,6 +275,8 @@ class Gap:
     eager_f64: Optional[float]
     rtol: Optional[float]
     atol: Optional[float]
+    ulp: Optional[float] = None  # the gap in units of the last place of the larger value in the tensor's dtype
+    cosine: Optional[float] = None
 
     @classmethod
     def from_json(cls, d: Any, where: str) -> Gap:
@@ -283,7 +285,7 @@ class Gap:
         return cls(_take(d, "launch", int, where), _take(d, "kernel", str, where), _take(d, "tensor", str, where),
                    _take(d, "state", str, where), _take(d, "node", str, where, None),
                    *(_take(d, key, number, where, None) for key in ("max_abs", "max_rel", "f64", "eager_f64", "rtol",
-                                                                     "atol")))
+                                                                     "atol", "ulp", "cosine")))
 
     def to_json(self) -> dict:
         return _flat(self)

@@ -14,6 +14,9 @@ fuses into the next kernel (CUDA), and runs a linear of a 3-D input as a 2-D add
 equals that extern's output, so `linear:mm` (no bias) and `linear:addmm` (flattened to 2-D) are kept beside it.
 On the call kept, the program runs again in float64: a node whose float32 value misses its float64 value
 beyond the tolerance is an unstable reference, and a kernel that misses it is not convicted on it.
+Around each compile (`compiling`) the hook notes whether TF32 matmuls were allowed: a Triton GEMM template bakes
+that setting into its code, so the package rounds its operands to TF32 whatever the setting when it runs, and eager
+run at "highest" does not. Under TF32_OFF_ENV it compiles with them off: the precision stage's control.
 
 eager_walk.json in the run folder (rewritten after each call):
   {"schema_version": 1, "status": "agree" | "differs" | "no_program" | "eager_raised",
@@ -26,26 +29,32 @@ eager_walk.json in the run folder (rewritten after each call):
    "unwritten": [{"fqn", "stale": {differ, max_abs_diff, index, package (as built), module (now)}}]: state the
                 program writes whose build values reproduce the package's outputs exactly, where eager's differ,
    "stability_problem": str | null (why the float64 run was not made or failed),
+   "tf32": whether TF32 matmuls were allowed when the program was compiled (null: no compile seen),
    "dumps": [{"when": "before" | "after", "stem": "<kernel>_<arg>", "device": "cpu", "shape": [...],
               "dtype": "float32", "rtol": r, "atol": a,
-              "pairs": [[node, max_abs | null, close, max_rel | null, f64 max_abs | null, f64 RMSE | null], ...],
+              "pairs": [[node, max_abs | null, close, max_rel | null, f64 max_abs | null, f64 RMSE | null,
+                         ulp | null, cosine | null], ...],
               "pairs_dropped": j, "problem": str | null}]}
+ulp: max |saved - eager| in units of the last place of the larger of the two in the saved dtype; cosine: the
+cosine similarity of the two over the elements finite in both (null where either is all zero).
 Tolerances are torch.testing.assert_close's for the saved tensor's dtype, times FACTOR: kernels reorder
 floating-point arithmetic, so a correct fused kernel can miss eager by a few ulps more than one op does.
 The saved tensors are removed after each call (the kept call's after comparing): they never pile up.
 """
+import contextlib
 import os
 import re
+import sys
 
 from . import contract, fakecheck
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 FACTOR = 10
 MAX_PAIRS = 256  # per saved tensor: the closest eager values of its shape
 MAX_CALLS = fakecheck.MAX_CALLS
 _DUMP = re.compile(r"^(?:aoti_torch)?(before|after)_launch_(.+)_([a-z]+(?::\d+)?)\.pt$")
 
-_state = {"kept": False}
+_state: dict = {"kept": False, "tf32": None}
 # id(ExportedProgram) -> {FQN: its value at the build} of each parameter or buffer the program writes: a package that
 # does not carry the program's writes between calls computes from these values forever (pytorch#165444).
 _built: dict = {}
@@ -128,6 +137,26 @@ def _parts(torch, node, args, kwargs, out):
     parts = [("mm", torch.nn.functional.linear(x, w).reshape(-1, out.shape[-1]))]
     return parts + [("addmm", flat)] if out.dim() > 2 else parts
 
+@contextlib.contextmanager
+def compiling():
+    """Around the outermost aoti_compile_and_package: notes whether TF32 matmuls are allowed, and under TF32_OFF_ENV
+    turns them off for the compile alone (the script's own setting is back when it returns)."""
+    torch = sys.modules.get("torch")
+    matmul = getattr(getattr(getattr(torch, "backends", None), "cuda", None), "matmul", None)
+    if matmul is None:
+        yield
+        return
+    _state["tf32"] = allowed = bool(matmul.allow_tf32)
+    off = os.environ.get(contract.TF32_OFF_ENV) == "1" and allowed
+    if off:
+        matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        if off:
+            matmul.allow_tf32 = True
+
+
 def on_compile(ep):
     """Keeps the values the program's written parameters and buffers had when it was compiled."""
     if enabled():
@@ -192,7 +221,7 @@ def after_call(eager, result, call, path):
     doc = {"schema_version": SCHEMA_VERSION, "status": eager["status"], "calls": call + 1, "call": None,
            "problem": eager["problem"], "factor": FACTOR, "outputs": [], "outputs_problem": None,
            "values": len(eager["values"]), "targets": eager["targets"], "unstable": {}, "float64": {}, "unwritten": [],
-           "stability_problem": None, "dumps": []}
+           "stability_problem": None, "tf32": _state.get("tf32"), "dumps": []}
     if eager["status"] is None:
         differential = fakecheck.differential(eager["outputs"], result, call)
         doc.update(outputs=differential["outputs"], outputs_problem=differential["problem"], call=call)
@@ -306,6 +335,22 @@ def _misses(torch, narrow_values, references):
     return found
 
 
+def _shape_of_gap(torch, dtype, a, b):
+    """(max ULP, cosine) of the package's elements `a` against eager's `b` (finite in both, as float64): the gap in
+    units of the last place of the larger of the two in `dtype`, which says whether it is rounding (a few) or not;
+    and the cosine similarity, which says whether the two point the same way. None where not defined. The larger of
+    the two, not eager's alone: where eager holds an exact 0 the package's 1e-5 would be 1e34 of 0's last place."""
+    if not dtype.is_floating_point or a.numel() == 0:
+        return None, None
+    info = torch.finfo(dtype)
+    # x = m * 2**e with m in [0.5, 1): its last place is eps * 2**(e - 1); below the smallest normal the spacing is
+    # the subnormals', that of the smallest normal.
+    _, e = torch.frexp(torch.maximum(a.abs(), b.abs()).clamp_min(info.tiny))
+    ulp = float(((a - b).abs() / torch.ldexp(torch.full_like(b, info.eps), e - 1)).max())
+    norms = float(a.norm() * b.norm())
+    return ulp, (float(a @ b) / norms if norms > 0 else None)
+
+
 def _compare(path, when, stem, device, values, as_double, wide):
     import torch
     from torch.testing._comparison import default_tolerances
@@ -340,7 +385,7 @@ def _compare(path, when, stem, device, values, as_double, wide):
         exact = wide.get(name)
         # Against the node's float64 value too: which of the package and eager float64 takes, where they differ.
         f64 = _errors(torch, saved, exact) if exact is not None and exact.shape == saved.shape else (None, None)
-        pairs.append([name, max_abs, close, max_rel, *f64])
+        pairs.append([name, max_abs, close, max_rel, *f64, *_shape_of_gap(torch, saved.dtype, a[both], b[both])])
     pairs.sort(key=lambda p: (not p[2], float("inf") if p[1] is None else p[1]))
     row["pairs"], row["pairs_dropped"] = pairs[:MAX_PAIRS], max(0, len(pairs) - MAX_PAIRS)
     return row

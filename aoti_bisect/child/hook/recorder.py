@@ -22,7 +22,7 @@ import time
 import weakref
 import zipfile
 
-from . import atomic, capture, constants, contract, provenance, redirect, reuse, vecisa
+from . import atomic, capture, constants, contract, eagerwalk, provenance, redirect, reuse, vecisa
 
 SCHEMA_VERSION = 1
 # module -> the functions wrapped in it. torch._inductor.package re-exports load_package from .package.package,
@@ -418,7 +418,8 @@ def _wrap_compile(original):
             event = _begin_compile(target)
             kwargs = redirect.compile_kwargs(RECORD, event, kwargs)
             try:
-                result = reuse.compile_or_reuse(original, args, kwargs, functools.partial(_note_reuse, event))
+                with eagerwalk.compiling():  # notes TF32; the precision stage's control compiles with it off
+                    result = reuse.compile_or_reuse(original, args, kwargs, functools.partial(_note_reuse, event))
             except BaseException as exc:
                 _end(event, "raised", _describe_error(exc))
                 raise

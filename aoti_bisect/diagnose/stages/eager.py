@@ -3,6 +3,7 @@ NaN or bad index marks where it went wrong, so the package's every saved tensor 
 program run eagerly on the failing call's inputs (diagnose/eagerwalk.py)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Optional
 
 from ...aoti import flags
@@ -11,7 +12,7 @@ from ...failure import FailureKind, Phase
 from ...run.types import Signature
 from ..context import StageContext
 from ..eagerwalk import walk_eager
-from ..findings import CulpritKind, Findings, Stage, StageName
+from ..findings import Findings, Stage, StageName
 from .rung import Rung
 
 
@@ -44,9 +45,13 @@ def run(ctx: StageContext, out: Findings) -> None:
     culprit = walk_eager(compiled, seen, lambda l: sources.origin(l.name, l.handle, l.source_nodes).nodes,
                          ctx.namer)
     stage.finding = culprit.headline
-    # A precision difference names where a rounding gap arises and convicts nothing: no entry on the ledger.
-    if culprit.pinned and culprit.kind is not CulpritKind.PRECISION and culprit.headline is not None:
-        ctx.ledger.walked(StageName.EAGER, runs[walks.index(seen)].spec.name, culprit)
+    # A precision difference names where a rounding gap arises and convicts nothing: no entry on the ledger. A
+    # conviction rounding may explain (a TF32 matmul) waits on the precision stage's control, which enters it.
+    run = runs[walks.index(seen)].spec.name
+    if culprit.precision is not None:
+        culprit.precision = replace(culprit.precision, run=run)
+    elif culprit.pinned and culprit.headline is not None:
+        ctx.ledger.walked(StageName.EAGER, run, culprit)
     if not culprit.pinned and out.culprit is not None:
         out.culprit.evidence.extend(culprit.evidence)
         out.culprit.gaps = culprit.gaps

@@ -1,47 +1,112 @@
-"""The precision stage: a control recompile for a precision difference the eager walk found (culprit kind
-`precision`). Inductor builds the package once more rounding as eager does (`emulate_precision_casts`: every
-intermediate of a low-precision op cast to its dtype and back, as eager stores it); if the script's check then
-passes, eager's intermediate rounding is the gap, named by the control as Polygraphy names a precision culprit by
-running a layer in higher precision. Convicts nothing either way: the float64 evidence stands."""
+"""The precision stage: a control recompile for a gap the eager walk put down to rounding, or found where rounding
+may explain it. The control removes one source of rounding, as Polygraphy names a precision culprit by running a
+layer in higher precision; the script's own check then says whether the gap went with it.
+
+- Eager's intermediate rounding (culprit kind `precision`: a low-precision kernel that float64 sides with): the
+  package built rounding as eager does (`emulate_precision_casts`: every intermediate of a low-precision op cast to
+  its dtype and back, as eager stores it). Convicts nothing either way: the float64 evidence stands.
+- TF32 (a float32 matmul kernel of a program compiled with TF32 matmuls allowed, convicted by the walk; float64
+  cannot clear it, TF32 being the farther side by design): the package built with TF32 matmuls off. Passing, the
+  gap is TF32's and the kernel is cleared (kind `precision`); still failing, the gap is there without TF32, a
+  miscompile, and the conviction enters the ledger; failing otherwise, nothing clears the gap nor convicts: unknown.
+"""
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
+from ...aoti import flags
 from ..context import StageContext
-from ..facts import FactKind, fact
-from ..findings import CulpritKind, Findings, Stage
+from ..facts import Fact, FactKind, fact, kernel
+from ..findings import Cause, Control, Culprit, CulpritKind, Findings, Stage, StageName
 from .rung import Rung
 
 NAME = "precision"
-EMULATE = {"TORCHINDUCTOR_EMULATE_PRECISION_CASTS": "1"}
+
+
+@dataclass(frozen=True)
+class Recompile:
+    """The control recompile that tells a cause: its flags, and what they build and remove, in words."""
+    env: dict[str, str]
+    built: str
+    gap: str
+    otherwise: str  # what a control that still fails leaves standing
+
+
+RECOMPILES = {
+    Cause.EAGER_ROUNDING: Recompile(flags.EMULATE_PRECISION, "rounding as eager does (emulate_precision_casts)",
+                                    "eager's intermediate rounding", "the gap is not eager's intermediate rounding "
+                                    "alone; float64 still takes the package's side, so no kernel is convicted"),
+    Cause.TF32: Recompile(flags.TF32_OFF, "with TF32 matmuls off", "TF32's rounding of the matmul's operands",
+                          "the gap is there without TF32: a miscompile, and the kernel stays convicted"),
+}
 
 
 def run(ctx: StageContext, out: Findings) -> None:
     # One run, as the determinism stage after a baseline that failed every run: it says whether the flag keeps
     # the failure. No printer and no walk: the script's own check is the answer.
-    stage = ctx.run_stage(Stage(NAME, dict(EMULATE)), 1)
-    if not stage.results or out.culprit is None:
+    c = out.culprit
+    if c is None or c.precision is None:
         return
-    sig, rate = stage.results[0].signature, out.baseline
+    recompile = RECOMPILES[c.precision.cause]
+    stage = ctx.run_stage(Stage(NAME, dict(recompile.env)), 1)
+    control, stage.finding = _control(stage, out, recompile)
+    c.precision = replace(c.precision, control=control)
+    if c.kind is CulpritKind.PRECISION:
+        if control is not Control.INCONCLUSIVE and stage.finding is not None:
+            c.evidence.append(stage.finding)
+        return
+    _settle(ctx, c, control, stage.finding)
+
+
+def _control(stage: Stage, out: Findings, recompile: Recompile) -> tuple[Control, Fact]:
+    """What the control run showed, and its finding."""
+    sig = stage.results[0].signature if stage.results else None
     same = sig is not None and out.signature is not None and (sig.kind, sig.phase) == (out.signature.kind,
                                                                                       out.signature.phase)
+    if not stage.results:
+        return Control.INCONCLUSIVE, fact(FactKind.NOTE, "the control recompile ({built}) did not run: it says "
+                                          "nothing of the gap", built=recompile.built)
     if stage.failures and not same:
-        stage.finding = fact(FactKind.NOTE, "the control recompile (emulate_precision_casts) failed otherwise ({sig}): "
-                             "it says nothing of the gap", sig=f"{sig.kind} in {sig.phase}" if sig else "no signature")
-        return
+        return Control.INCONCLUSIVE, fact(
+            FactKind.NOTE, "the control recompile ({built}) failed otherwise ({sig}): it says nothing of the gap",
+            built=recompile.built, sig=f"{sig.kind} in {sig.phase}" if sig else "no signature")
     if stage.failures:
-        stage.finding = fact(FactKind.NOTE, "control recompile: the package built rounding as eager does "
-                             "(emulate_precision_casts) still fails the script's check: the gap is not eager's "
-                             "intermediate rounding alone; float64 still takes the package's side, so no kernel is "
-                             "convicted")
+        return Control.STILL_FAILS, fact(FactKind.NOTE, "control recompile: the package built {built} still fails "
+                                         "the script's check: {otherwise}", built=recompile.built,
+                                         otherwise=recompile.otherwise)
+    rate = out.baseline
+    weak = "" if rate.failures == rate.runs else " (the baseline failed {base}: one passing run is weak evidence)"
+    return Control.PASSES, fact(FactKind.NOTE, "control recompile: the package built {built} passes the script's "
+                                "check" + weak + ": the gap is {gap}", built=recompile.built, base=rate.describe(),
+                                gap=recompile.gap)
+
+
+def _settle(ctx: StageContext, c: Culprit, control: Control, finding: Fact) -> None:
+    """The walk's conviction of a TF32 matmul kernel, settled by the control: cleared, standing, or left unknown."""
+    assert c.precision is not None and c.kernel is not None
+    was = c.summary or c.headline
+    if control is Control.PASSES:
+        c.kind = CulpritKind.PRECISION
+        c.summary = fact(FactKind.EAGER, "a precision difference, not a miscompile: {was}; the program was compiled "
+                         "with TF32 matmuls allowed, and the package built with them off passes the script's check: "
+                         "the gap is TF32's rounding of the matmul's operands (10 mantissa bits), which the compile "
+                         "allowed. No kernel is convicted", was=was)
+        c.evidence = [c.summary, *c.evidence[1:], finding]
+    elif control is Control.STILL_FAILS:
+        c.evidence.append(finding)
+        ctx.ledger.walked(StageName.EAGER, c.precision.run, c)
     else:
-        weak = "" if rate.failures == rate.runs else " (the baseline failed {base}: one passing run is weak evidence)"
-        stage.finding = fact(FactKind.NOTE, "control recompile: the package built rounding as eager does "
-                             "(emulate_precision_casts) passes the script's check" + weak + ": the gap is eager's "
-                             "intermediate rounding", base=rate.describe())
-    out.culprit.evidence.append(stage.finding)
+        c.kind, name = CulpritKind.UNKNOWN, c.kernel
+        c.kernel = c.summary = None
+        c.evidence = [fact(FactKind.UNVERIFIED, "not convicted: {was}, but the program was compiled with TF32 matmuls "
+                           "allowed and {kernel} computes a matmul; the control recompile that tells TF32's rounding "
+                           "from a miscompile could not ({finding})", was=was, kernel=kernel(name), finding=finding),
+                      *c.evidence[1:]]
 
 
 def applies(ctx: StageContext, out: Findings) -> bool:
-    return out.culprit is not None and out.culprit.kind is CulpritKind.PRECISION
+    return out.culprit is not None and out.culprit.precision is not None and out.culprit.precision.control is None
 
 
-RUNG = Rung(NAME, run, applies=applies, requestable=False, after=frozenset({CulpritKind.PRECISION}))
+RUNG = Rung(NAME, run, applies=applies, requestable=False,
+            after=frozenset({CulpritKind.PRECISION, CulpritKind.KERNEL}))
