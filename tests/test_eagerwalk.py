@@ -332,6 +332,35 @@ def test_a_float32_matmul_kernel_compiled_with_tf32_allowed_waits_on_the_control
         assert other.kind == "kernel" and other.precision is None
 
 
+# The eager stage of scenario tf32_matmul_cuda on an H100 (torch 2.11.0+cu130, 2026-11-28, bench/verdict.py at 1dae773):
+# the eager run's eager_walk.json (schema 4, `tf32` true) and its level-1 compile's wrapper and kernel_information.json.
+TF32 = f"{DATA}/tf32_matmul_cuda"
+
+
+def test_a_tf32_template_is_held_against_the_linear_part_it_computes_and_its_conviction_waits_on_the_control():
+    import dataclasses
+    with open(f"{TF32}/tf32_matmul.wrapper.cpp") as f:
+        graph = wrapper.parse_wrapper(f.read(), f"{TF32}/tf32_matmul.wrapper.cpp", [])
+    sources = SourceMap(read_kernel_information(f"{TF32}/tf32_matmul.wrapper.cpp"), {})
+    walk = read_eager_walk(TF32)
+    assert graph.cuda and walk.tf32 is True
+
+    def walked(w):
+        return walk_eager(graph, w, lambda l: sources.origin(l.name, l.handle, l.source_nodes).nodes)
+    c = walked(walk)
+    # the template wrote the product before the bias (added by the next kernel): held against `linear` alone it
+    # missed by 0.063, the bias; against the mm part, by TF32's 0.0018
+    assert (c.kind, c.kernel, c.precision.cause) == ("kernel", "triton_tem_fused_addmm_t_0", "tf32")
+    assert render(c.summary).startswith(
+        "triton_tem_fused_addmm_t_0's output buf0 ([128, 512] float32) differs from eager the mm part of `linear` by up "
+        "to 0.001795 (max abs; max rel 12; 2.192e+07 ULP in float32; cosine 1), `linear` by up to 0.06326")
+    assert [(g.node, g.state) for g in c.gaps] == [("linear:mm", "differs")]
+    assert "against the mm part of `linear` run in float64 the package is off by RMSE 0.000419 (max abs 0.0018), " \
+           "eager by RMSE 8.67e-08" in render(c.evidence[-2])
+    # compiled with TF32 off, the same miss convicts at once
+    assert walked(dataclasses.replace(walk, tf32=False)).precision is None
+
+
 def test_each_comparison_names_its_metrics_ulp_and_cosine_where_measured():
     from aoti_bisect.diagnose.eagerwalk import Judged, gap
     p = Pair("mul_1", 0.5, False, 1.0, 7.6e-06, 2.9e-06, 64.0, 0.9838699)
@@ -373,18 +402,44 @@ def test_the_hook_notes_tf32_at_the_compile_and_the_control_turns_it_off_for_the
     from aoti_bisect.child import contract
     from aoti_bisect.child.hook import eagerwalk
     matmul = torch.backends.cuda.matmul
-    before = matmul.allow_tf32
+    before = torch.get_float32_matmul_precision()
     try:
-        matmul.allow_tf32 = True
+        torch.set_float32_matmul_precision("high")  # as tf32_matmul.py allows TF32
         with eagerwalk.compiling():
             assert matmul.allow_tf32
         assert eagerwalk._state["tf32"] is True
         monkeypatch.setenv(contract.TF32_OFF_ENV, "1")
         with eagerwalk.compiling():
-            assert not matmul.allow_tf32  # what Inductor reads while it generates a GEMM template
-        assert matmul.allow_tf32 and eagerwalk._state["tf32"] is True  # the script's setting is back
+            # what Inductor reads while it lowers a GEMM template, and reads without raising (on an H100 the legacy
+            # allow_tf32 = False after set_float32_matmul_precision left the APIs at odds: the lowering raised)
+            assert not matmul.allow_tf32 and matmul.fp32_precision == "ieee"
+            assert torch.get_float32_matmul_precision() == "highest"
+        assert torch.get_float32_matmul_precision() == "high" and eagerwalk._state["tf32"] is True  # the script's
     finally:
-        matmul.allow_tf32 = before
+        torch.set_float32_matmul_precision(before)
+        eagerwalk._state["tf32"] = None
+
+
+@pytest.mark.slow
+def test_the_tf32_control_compiles_a_real_package_where_the_legacy_switch_broke_inductor(monkeypatch, tmp_path):
+    # tf32_matmul_cuda on an H100 (torch 2.11): `allow_tf32 = False` after set_float32_matmul_precision("high") made
+    # Inductor's lowering raise ("mix of the legacy and new APIs"), so the control said nothing. The same state breaks
+    # a CPU compile of a Linear on torch 2.13; the control as built compiles it, and leaves the script's setting.
+    import torch
+    from aoti_bisect.child import contract
+    from aoti_bisect.child.hook import eagerwalk
+    model, x = torch.nn.Linear(16, 8).eval(), torch.randn(4, 16)
+    before = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("high")
+        ep = torch.export.export(model, (x,))
+        monkeypatch.setenv(contract.TF32_OFF_ENV, "1")
+        with eagerwalk.compiling():
+            path = torch._inductor.aoti_compile_and_package(ep, package_path=str(tmp_path / "control.pt2"))
+        assert torch.get_float32_matmul_precision() == "high"
+        torch.testing.assert_close(torch._inductor.aoti_load_package(path)(x), model(x))
+    finally:
+        torch.set_float32_matmul_precision(before)
         eagerwalk._state["tf32"] = None
 
 

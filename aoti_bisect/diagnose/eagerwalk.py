@@ -11,7 +11,7 @@ A false conviction is worse than none, so a tensor is convicted only against the
 - an extern kernel computes one aten op, which may be only part of its FX node (on CUDA Inductor runs `linear`
   as an mm and adds the bias in the next kernel): it is held against the node only where the node is that op,
   or against the part the hook computed alone (`linear:mm`), and is otherwise compared by value and never
-  convicted;
+  convicted; a Triton GEMM template (`triton_tem_*`) may compute that part too, and is held against both;
 - a node whose float32 eager value (on a GPU, also the program's float32 run on the CPU) misses the program run
   in float64 beyond the tolerance is an unstable reference: a kernel is never convicted on it;
 - a buffer a kernel writes that no later launch reads and the graph does not return is the kernel's scratch (a
@@ -76,6 +76,11 @@ def reference(walk: EagerWalk, launch: Optional[Launch], nodes: tuple[str, ...])
     op's are the nodes it computes whole (`addmm` of a `linear`) or the parts of them the hook computed
     (`linear:mm`, the product before a bias Inductor fused into a later kernel)."""
     op = extern_op(launch.name) if launch is not None else None
+    if op is None and launch is not None and "_tem_" in launch.name:
+        # A Triton GEMM template may compute a linear's product alone and leave the bias to a later kernel, as an
+        # extern mm does (on an H100 triton_tem_fused_addmm_t_0 wrote `linear:mm`, 0.063 off `linear` by the bias):
+        # it is held against the node and that part, and may equal either.
+        return Reference(tuple(x for n in nodes for x in (n, *([f"{n}:mm"] if walk.has_part(n, "mm") else []))))
     if op is None:
         return Reference(nodes)
     whole = tuple(f"{n}:{op}" if walk.has_part(n, op) else n for n in nodes

@@ -140,21 +140,25 @@ def _parts(torch, node, args, kwargs, out):
 @contextlib.contextmanager
 def compiling():
     """Around the outermost aoti_compile_and_package: notes whether TF32 matmuls are allowed, and under TF32_OFF_ENV
-    turns them off for the compile alone (the script's own setting is back when it returns)."""
+    turns them off for the compile alone (the script's own setting is back when it returns). Off through the API
+    scripts set it with: on an H100 (torch 2.11) the legacy `allow_tf32 = False` after
+    set_float32_matmul_precision("high") left the two APIs at odds, and Inductor's lowering raised reading them."""
     torch = sys.modules.get("torch")
     matmul = getattr(getattr(getattr(torch, "backends", None), "cuda", None), "matmul", None)
     if matmul is None:
         yield
         return
     _state["tf32"] = allowed = bool(matmul.allow_tf32)
-    off = os.environ.get(contract.TF32_OFF_ENV) == "1" and allowed
-    if off:
-        matmul.allow_tf32 = False
+    # Where the script's setting cannot be read back, this raises: the control fails to compile and says nothing,
+    # where compiling with TF32 still on would pass for a control that kept the gap.
+    was = torch.get_float32_matmul_precision() if os.environ.get(contract.TF32_OFF_ENV) == "1" and allowed else None
+    if was is not None:
+        torch.set_float32_matmul_precision("highest")
     try:
         yield
     finally:
-        if off:
-            matmul.allow_tf32 = True
+        if was is not None:
+            torch.set_float32_matmul_precision(was)
 
 
 def on_compile(ep):
