@@ -414,7 +414,8 @@ def test_the_hook_notes_tf32_at_the_compile_and_the_control_turns_it_off_for_the
             # allow_tf32 = False after set_float32_matmul_precision left the APIs at odds: the lowering raised)
             assert not matmul.allow_tf32 and matmul.fp32_precision == "ieee"
             assert torch.get_float32_matmul_precision() == "highest"
-        assert torch.get_float32_matmul_precision() == "high" and eagerwalk._state["tf32"] is True  # the script's
+        # the script's setting is back; the record says the compile ran without TF32, so its walk convicts
+        assert torch.get_float32_matmul_precision() == "high" and eagerwalk._state["tf32"] is False
     finally:
         torch.set_float32_matmul_precision(before)
         eagerwalk._state["tf32"] = None

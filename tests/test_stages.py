@@ -155,46 +155,66 @@ def test_the_precision_control_recompiles_rounding_as_eager_and_convicts_nothing
         assert said or "failed otherwise (compile_error in compile)" in render(ctx.stages[0].finding)
 
 
-def test_the_tf32_control_clears_a_matmul_kernel_or_lets_its_conviction_stand():
+def test_the_tf32_control_clears_a_matmul_kernel_or_convicts_it_from_its_own_walk():
+    import dataclasses
+
+    from aoti_bisect.aoti import wrapper
+    from aoti_bisect.aoti.eagerwalk import EagerWalk, read_eager_walk
+    from aoti_bisect.aoti.provenance import read_kernel_information
     from aoti_bisect.diagnose.stages import precision
+    from test_eagerwalk import TF32
 
-    wrong = sig("python_exception", "run", "wrong values: max abs difference 0.0021")
+    wrong = sig("python_exception", "run", "wrong values: max abs difference 0.0015")
+    path = f"{TF32}/tf32_matmul.wrapper.cpp"
 
-    def walked():  # as the eager walk leaves a float32 matmul kernel of a program compiled with TF32 allowed
+    def walked(control_walk):  # as the eager walk leaves the H100's TF32 template, its conviction waiting
         out = Findings(Verdict.REPRODUCED, wrong, Rate(2, 2), [])
-        out.culprit = Culprit(CulpritKind.KERNEL, kernel="triton_tem_fused_addmm_gelu_0",
-                              precision=Precision(Cause.TF32, run="eager-004"))
-        out.culprit.summary = fact(FactKind.EAGER, "triton_tem_fused_addmm_gelu_0's output buf1 differs")
+        out.culprit = Culprit(CulpritKind.KERNEL, kernel="triton_tem_fused_addmm_t_0", precision=Precision(Cause.TF32))
+        out.culprit.summary = fact(FactKind.EAGER, "triton_tem_fused_addmm_t_0's output buf0 differs")
         out.culprit.evidence = [out.culprit.summary]
-        return out
+        seen = Seen()
+        with open(path) as f:
+            seen.wrapper = wrapper.parse_wrapper(f.read(), path, [])
+        seen.kernel_info = read_kernel_information(path)
+        if control_walk is not None:  # else the world's: no eager run
+            seen.walk = control_walk
+        return out, seen
 
-    # gone with TF32 off (the hook compiles with it off): TF32's rounding, no kernel convicted, no ledger entry
-    out = walked()
-    ctx = Context(World(lambda spec: None if "AOTI_BISECT_TF32_OFF" in spec.env_dict else wrong), Seen(), cuda=True)
+    # gone with TF32 off (the hook compiles with it off), the script's check passing: TF32's rounding, cleared
+    out, seen = walked(None)
+    ctx = Context(World(lambda spec: None if "AOTI_BISECT_TF32_OFF" in spec.env_dict else wrong), seen, cuda=True)
     assert precision.applies(ctx, out)
     precision.run(ctx, out)
-    assert ctx.world.ran("precision")[0].env_dict == flags.TF32_OFF
+    assert ctx.world.ran("precision")[0].env_dict == {**flags.EAGER, **flags.TF32_OFF}  # walked as the eager stage
     c = out.culprit
-    assert (c.kind, c.kernel, c.precision.control) == ("precision", "triton_tem_fused_addmm_gelu_0", "passes")
+    assert (c.kind, c.kernel, c.precision.control) == ("precision", "triton_tem_fused_addmm_t_0", "passes")
     assert render(c.summary) == (
-        "a precision difference, not a miscompile: triton_tem_fused_addmm_gelu_0's output buf1 differs; the program "
-        "was compiled with TF32 matmuls allowed, and the package built with them off passes the script's check: the "
-        "gap is TF32's rounding of the matmul's operands (10 mantissa bits), which the compile allowed. No kernel is "
-        "convicted")
-    assert render(c.evidence[-1]).endswith("passes the script's check: the gap is TF32's rounding of the matmul's "
-                                           "operands") and not ctx.ledger.entries
-    # still there without TF32: a miscompile, convicted on the eager walk's run
-    out = walked()
-    ctx = Context(always(wrong), Seen(), cuda=True)
+        "a precision difference, not a miscompile: triton_tem_fused_addmm_t_0's output buf0 differs; the program was "
+        "compiled with TF32 matmuls allowed, and the package built with them off clears the gap: the gap is TF32's "
+        "rounding of the matmul's operands (10 mantissa bits), which the compile allowed. No kernel is convicted")
+    assert not ctx.ledger.entries and not precision.applies(ctx, out)
+    # still failing the script's stricter check, but its walk finds no kernel beyond the walk's tolerance: cleared
+    out, seen = walked(EagerWalk("agree", calls=1))
+    precision.run(Context(always(wrong), seen, cuda=True), out)
+    assert out.culprit.kind == "precision" and "no kernel of it misses eager beyond the walk's tolerance" in render(
+        out.culprit.evidence[-1])
+    # still beyond it without TF32 (the H100's record as a control compiled without TF32 would leave it): a
+    # miscompile, convicted from the control's own walk and run
+    out, seen = walked(dataclasses.replace(read_eager_walk(TF32), tf32=False))
+    ctx = Context(always(wrong), seen, cuda=True)
     precision.run(ctx, out)
-    assert out.culprit.kind == "kernel" and out.culprit.precision.control == "still_fails"
-    assert [(e.kind, e.stage, e.run, e.names) for e in out.culprit.convicted_by] == [
-        ("walk", "eager", "eager-004", "triton_tem_fused_addmm_gelu_0")]
-    assert "still fails the script's check: the gap is there without TF32" in render(out.culprit.evidence[-1])
-    # a control that fails otherwise tells nothing: not convicted, since only the control could clear the kernel
-    out = walked()
-    ctx = Context(always(sig("compile_error", "compile")), Seen(), cuda=True)
-    precision.run(ctx, out)
-    assert (out.culprit.kind, out.culprit.kernel, out.culprit.convicted_by) == ("unknown", None, ())
-    assert render(out.culprit.evidence[0]).startswith("not convicted: triton_tem_fused_addmm_gelu_0's output buf1 "
-                                                      "differs, but the program was compiled with TF32 matmuls allowed")
+    assert (out.culprit.kind, out.culprit.kernel, out.culprit.precision) == ("kernel", "triton_tem_fused_addmm_t_0",
+                                                                            None)
+    assert [(e.kind, e.stage, e.names) for e in out.culprit.convicted_by] == [
+        ("walk", "precision", "triton_tem_fused_addmm_t_0")]
+    assert "differs from eager the mm part of `linear` by up to 0.001795" in render(out.culprit.summary)
+    assert "still fails the script's check and its walk convicts a kernel without TF32" in render(
+        out.culprit.evidence[-1])
+    # a control that fails otherwise, or whose walk did not run, tells nothing: not convicted
+    for behaves, control_walk in ((sig("compile_error", "compile"), None), (wrong, None)):
+        out, seen = walked(control_walk)
+        precision.run(Context(always(behaves), seen, cuda=True), out)
+        assert (out.culprit.kind, out.culprit.kernel, out.culprit.convicted_by) == ("unknown", None, ())
+        assert render(out.culprit.evidence[0]).startswith(
+            "not convicted: triton_tem_fused_addmm_t_0's output buf0 differs, but the program was compiled with TF32 "
+            "matmuls allowed")

@@ -48,7 +48,6 @@ class Precision:
     """A gap a control recompile is to explain: the cause it tests, and what it showed."""
     cause: Cause
     control: Optional[Control] = None  # None: not run yet
-    run: str = ""  # the eager walk's run, where a conviction waits on the control (the ledger's entry names it)
 
 
 class StageName(enum.StrEnum):

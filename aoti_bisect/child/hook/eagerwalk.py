@@ -148,10 +148,11 @@ def compiling():
     if matmul is None:
         yield
         return
-    _state["tf32"] = allowed = bool(matmul.allow_tf32)
+    allowed = bool(matmul.allow_tf32)
     # Where the script's setting cannot be read back, this raises: the control fails to compile and says nothing,
     # where compiling with TF32 still on would pass for a control that kept the gap.
     was = torch.get_float32_matmul_precision() if os.environ.get(contract.TF32_OFF_ENV) == "1" and allowed else None
+    _state["tf32"] = allowed and was is None  # as the compile sees it
     if was is not None:
         torch.set_float32_matmul_precision("highest")
     try:

@@ -3,16 +3,16 @@ NaN or bad index marks where it went wrong, so the package's every saved tensor 
 program run eagerly on the failing call's inputs (diagnose/eagerwalk.py)."""
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Optional
 
 from ...aoti import flags
 from ...aoti.provenance import SourceMap
+from ...aoti.wrapper import WrapperGraph
 from ...failure import FailureKind, Phase
 from ...run.types import Signature
 from ..context import StageContext
 from ..eagerwalk import walk_eager
-from ..findings import Findings, Stage, StageName
+from ..findings import Culprit, CulpritKind, Findings, Stage, StageName
 from .rung import Rung
 
 
@@ -36,27 +36,33 @@ def run(ctx: StageContext, out: Findings) -> None:
         ctx.skip(StageName.EAGER, why)
         return
     stage = ctx.until_seen(Stage(StageName.EAGER, dict(flags.EAGER)))
-    runs = stage.failures or stage.results
-    walks = [ctx.evidence.eager_walk(r) for r in runs]
-    seen = next((w for w in walks if w.status == "differs"), walks[0])
-    ctx.clues.eager_walked = seen.status in WALKED
-    compiled = ctx.graph(stage) or graph
-    sources = SourceMap(ctx.evidence.kernel_information(compiled), {})
-    culprit = walk_eager(compiled, seen, lambda l: sources.origin(l.name, l.handle, l.source_nodes).nodes,
-                         ctx.namer)
+    culprit, run, status = walk(ctx, stage, graph)
+    ctx.clues.eager_walked = status in WALKED
     stage.finding = culprit.headline
     # A precision difference names where a rounding gap arises and convicts nothing: no entry on the ledger. A
     # conviction rounding may explain (a TF32 matmul) waits on the precision stage's control, which enters it.
-    run = runs[walks.index(seen)].spec.name
-    if culprit.precision is not None:
-        culprit.precision = replace(culprit.precision, run=run)
-    elif culprit.pinned and culprit.headline is not None:
+    if culprit.precision is None and culprit.pinned and culprit.headline is not None:
         ctx.ledger.walked(StageName.EAGER, run, culprit)
     if not culprit.pinned and out.culprit is not None:
         out.culprit.evidence.extend(culprit.evidence)
         out.culprit.gaps = culprit.gaps
         return
     out.culprit = culprit
+
+
+def walk(ctx: StageContext, stage: Stage, graph: Optional[WrapperGraph] = None) -> tuple[Culprit, str, str]:
+    """The walk over a stage's level-1 runs (this stage's, or the precision stage's control): the culprit, the run
+    whose record it read (the first whose outputs differ from eager), and that record's status."""
+    runs = stage.failures or stage.results
+    walks = [ctx.evidence.eager_walk(r) for r in runs]
+    seen = next((w for w in walks if w.status == "differs"), walks[0])
+    compiled = ctx.graph(stage) or graph
+    if compiled is None:
+        return Culprit(CulpritKind.UNKNOWN), runs[walks.index(seen)].spec.name, "no wrapper"
+    sources = SourceMap(ctx.evidence.kernel_information(compiled), {})
+    culprit = walk_eager(compiled, seen, lambda l: sources.origin(l.name, l.handle, l.source_nodes).nodes,
+                         ctx.namer)
+    return culprit, runs[walks.index(seen)].spec.name, seen.status
 
 
 def goes_first(ctx: StageContext, out: Findings) -> bool:
