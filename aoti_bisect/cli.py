@@ -126,6 +126,9 @@ _run_dir: Optional[str] = None
 @click.option("--ahead/--no-ahead", default=True, show_default=True,
               help="With --jobs 2 or more, compile the sanity and trace stages' flag sets in the slots the "
                    "baseline's first run leaves idle; --no-ahead where other work already takes every core.")
+@click.option("--warm/--cold", default=True, show_default=True,
+              help="Fork the runs that take a stored package from a warm interpreter of the repro's Python, torch "
+                   "already imported (docs/warm.md); --cold starts every run as a fresh interpreter.")
 @click.option("--stages", default=",".join(STAGE_NAMES), show_default=True,
               help="Comma-separated stages to run (baseline always runs).")
 @click.option("--budget", type=float, default=300.0, show_default=True, metavar="SECONDS",
@@ -145,9 +148,9 @@ _run_dir: Optional[str] = None
 @click.option("-v", "--verbose", count=True, help="More on stderr.")
 def run_cmd(script: Optional[str], script_args: tuple[str, ...], cmd: Optional[str], python: Optional[str],
             runs: Optional[int], max_runs: int, timeout: float, out: Optional[str], cache_dir: Optional[str],
-            as_json: bool, jobs: int, reuse: str, ahead: bool, stages: str, budget: float, redact_paths: bool,
-            sanitize: bool, sanitizer: Optional[str], sanitizer_tools: str, then_minify: bool, quiet: int,
-            verbose: int) -> None:
+            as_json: bool, jobs: int, reuse: str, ahead: bool, warm: bool, stages: str, budget: float,
+            redact_paths: bool, sanitize: bool, sanitizer: Optional[str], sanitizer_tools: str, then_minify: bool,
+            quiet: int, verbose: int) -> None:
     """Rerun a failing repro under the debugging ladder and localise the fault."""
     wanted = tuple(s.strip() for s in stages.split(",") if s.strip())
     unknown = [s for s in wanted if s not in STAGE_NAMES]
@@ -184,7 +187,7 @@ def run_cmd(script: Optional[str], script_args: tuple[str, ...], cmd: Optional[s
                        stages=("baseline", *wanted), python_script=cmd is None, redact_paths=redact_paths,
                        python=interpreter_of(argv, python), sanitize=sanitize, sanitizer=sanitizer,
                        sanitizer_tools=tools, cache_root=cache_dir, reuse=reuse, ahead=ahead,
-                       budget=budget)
+                       budget=budget, warm=warm)
     session = Session(config, Progress(verbose - quiet))
     report = session.execute()
     if then_minify and report.record.verdict is Verdict.REPRODUCED:

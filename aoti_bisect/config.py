@@ -27,6 +27,7 @@ class RunConfig:
     sanitizer: Optional[str] = None
     sanitizer_tools: tuple[str, ...] = ("memcheck",)
     reuse: str = "hooked"  # aoti/flags.py REUSE_MODES
+    warm: bool = True  # repeated runs fork from a warm interpreter (run/warm.py)
     ahead: bool = True  # compile later stages' flag sets in idle slots (Scheduler.ahead)
     budget: float = 300.0  # seconds the baseline's rate may run on after a verdict that did not wait for it
 

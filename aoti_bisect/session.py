@@ -51,7 +51,7 @@ class Session:
         self.python = config.python or interpreter_of(self.argv)
         self.progress = progress
         self.harness = Harness(config.run_dir, jobs=config.jobs, limits=config.limits, cache_root=config.cache_root,
-                               reuse=config.reuse)
+                               reuse=config.reuse, warm=config.warm)
         self.options = Options(runs=config.runs, max_runs=config.max_runs, timeout=config.timeout,
                                stages=config.stages, sanitize=config.sanitize, budget=config.budget,
                                reuse_baseline=config.reuse != "none",
@@ -115,11 +115,15 @@ class Session:
         under reuse) is counted over those runs, its first wave's said apart."""
         env = self.harness.environment
         if env.hooked_stage(stage.hook):
-            return compile_counts(stage.name, records, True)
-        took = [h for r, h in zip(stage.results, records) if env.hooked(r.spec)]
-        if not took:
-            return compile_counts(stage.name, records, False)
-        return compile_counts(stage.name, took, True, len(records) - len(took))
+            row = compile_counts(stage.name, records, True)
+        else:
+            took = [h for r, h in zip(stage.results, records) if env.hooked(r.spec)]
+            row = (compile_counts(stage.name, took, True, len(records) - len(took)) if took else
+                   compile_counts(stage.name, records, False))
+        warm = sum(r.exit.warm for r in stage.results)
+        eligible = any(self.harness.warm_start(r.spec) for r in stage.results)
+        problems = self.harness.warm.problems if self.harness.warm is not None and eligible and not warm else []
+        return {**row, **({"warm": warm} if warm else {}), **({"cold_because": list(problems)} if problems else {})}
 
     def _announce(self, out: Findings, left: int) -> None:
         """The verdict as soon as it stands, when the rate still runs on after it (Ladder.rate_after_verdict)."""
@@ -188,6 +192,7 @@ class Session:
                 outcome = ladder.run()
             finally:
                 self.harness.scheduler.finish_ahead()
+                self.harness.close()
             thread.join()
         except KeyboardInterrupt:
             self.harness.cancel.set()

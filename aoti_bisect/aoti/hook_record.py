@@ -258,4 +258,8 @@ def describe_counts(row: Mapping) -> str:
         text += f", {none} compiled nothing"
     if row["reasons"]:
         text += "; compiled because: " + "; ".join(f"{why} ({n})" for why, n in sorted(row["reasons"].items()))
+    if row.get("warm"):
+        text += f"; {row['warm']} forked from a warm interpreter (torch imported once, docs/warm.md)"
+    if row.get("cold_because"):
+        text += "; none warm: " + "; ".join(row["cold_because"])
     return text

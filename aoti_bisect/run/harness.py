@@ -8,18 +8,23 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from typing import Optional
 
 from ..aoti import cudacore
+from ..aoti.hook_record import MAX_RECORD_BYTES
 from ..aoti.wrapper import spelling, triton_kernel_name
+from ..child import contract
 from ..failure import FailureKind
-from ..files.own import read_log, read_own_text
+from ..files.own import read_child_json, read_log, read_own_text
 from . import process
 from .classify import classify, fingerprint
 from .environment import Environment
 from .layout import Layout
+from .phases import phases
 from .scheduler import Scheduler
 from .types import CrashSite, Outcome, ProcessExit, RunResult, RunSpec, Signature
+from .warm import WarmPool, plain_script
 from .witness import assert_site
 
 MAX_KERNEL_SOURCE = 1 << 20  # a generated Triton kernel's file is a few KiB
@@ -34,8 +39,10 @@ class Harness:
     def __init__(self, run_dir: str, base_env: Optional[dict[str, str]] = None, jobs: int = 1,
                  limits: process.OutputLimits = process.OutputLimits(),
                  cancel: Optional[process.Cancel] = None, cache_root: Optional[str] = None,
-                 gpu_slots: Optional[list[str]] = None, reuse: str = "hooked") -> None:
+                 gpu_slots: Optional[list[str]] = None, reuse: str = "hooked", warm: bool = True) -> None:
         self.layout = Layout(run_dir, cache_root)
+        # Repeated runs that take a stored package fork from a warm interpreter (run/warm.py); --cold: never.
+        self.warm = WarmPool(os.path.join(self.layout.cache_root, "warm")) if warm else None
         self.cancel = cancel or process.Cancel()
         self.environment = Environment(self.layout, base_env, reuse, gpu_slots, self.cancel)
         self.limits = limits
@@ -52,9 +59,11 @@ class Harness:
             except OSError as exc:
                 # A link where this run's folder or files go (refused), a full disk: this run cannot happen.
                 problem = f"cannot set up {run_path}: {exc}"
+            launched = time.time()
             exit = (ProcessExit(None, None, False, 0.0, 0, launch_error=problem) if problem else
                     process.execute(list(spec.argv), env, os.path.join(run_path, "cwd"), log_path, spec.timeout,
-                                    self.limits, cancel or self.cancel, AHEAD_NICENESS if spec.compile_only else 0))
+                                    self.limits, cancel or self.cancel, AHEAD_NICENESS if spec.compile_only else 0,
+                                    self.warm.start if self.warm is not None and self.warm_start(spec) else None))
             if exit.launch_error != "cancelled" and self.scheduler.jobs > 1:
                 self.layout.snapshot_if_first(spec, slot)
         text = "" if exit.launch_error else read_log(log_path)
@@ -74,13 +83,36 @@ class Harness:
                 also = printed
         if crash is not None and signature is not None:
             signature = _with_crash(signature, crash)
+        timing = phases(self._hook_clock(spec, run_path), launched, exit.duration,
+                        time.time() - launched - exit.duration)
         result = RunResult(spec, outcome, exit, run_path, log_path, signature,
-                           self.layout.cache_dir(spec.env_dict, slot), crash, crash_problem, also)
+                           self.layout.cache_dir(spec.env_dict, slot), crash, crash_problem, also, timing)
         if not problem:
             self.layout.write_result(result)
         if outcome is not Outcome.INFRA_ERROR:
             self.layout.mark_warm(spec)
         return result
+
+    def _hook_clock(self, spec: RunSpec, run_path: str) -> Optional[dict]:
+        """The hook record's clock, spans and events (run/phases.py), where the run carried the hook."""
+        if not self.environment.hooked(spec):
+            return None
+        try:
+            doc = read_child_json(os.path.join(run_path, contract.HOOK_RECORD), MAX_RECORD_BYTES)
+        except (OSError, ValueError):  # no record (no package call) or a damaged one: the ladder says which
+            return None
+        return doc if isinstance(doc, dict) else None
+
+    def warm_start(self, spec: RunSpec) -> bool:
+        """A run of a plain `python script.py` whose flag set's runs take its stored package (or compile nothing: a
+        package built before the run), once one of them has ended: what a warm interpreter saves it (the imports,
+        Inductor's vector-ISA check) is most of its time."""
+        return (not spec.compile_only and self.environment.reuse_dir(spec) is not None and self.layout.is_warm(spec)
+                and plain_script(list(spec.argv)))
+
+    def close(self) -> None:
+        if self.warm is not None:
+            self.warm.close()
 
     def _prepare(self, spec: RunSpec, run_path: str, slot: int) -> dict[str, str]:
         self.layout.prepare(spec, run_path, slot, self.environment.reuse_dir(spec))

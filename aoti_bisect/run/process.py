@@ -1,6 +1,7 @@
 """All child-process I/O: launch in a new session, log to a capped file, contain and kill whole trees.
 
-Nothing else in aoti_bisect starts a process; the search logic receives a callable instead.
+Nothing else in aoti_bisect starts a process (a warm interpreter, started here too, forks the repeated runs that
+warm.py asks it for); the search logic receives a callable instead.
 Containment: we are the child subreaper of our runs, so what a run orphans (a double-forked daemon, a setsid
 child of a dead parent) is reparented to us, not to init, and stays findable; each run's processes inherit
 RUN_MARK=<token> in their environment, which tells whose an orphan is when runs go in parallel; a watchdog
@@ -20,8 +21,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import psutil
 
@@ -38,6 +40,10 @@ ABORT_GRACE_S = 2.0
 WATCHDOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "watchdog.py")
 PR_SET_CHILD_SUBREAPER = 36
 LINE_SEARCH = 1 << 20  # how far from a log's splice a line end is looked for
+
+
+# fork(argv, env, cwd, log fd): the run forked by a warm interpreter, with Popen's pid/poll/wait/send_signal, or None.
+Fork = Callable[[list[str], dict[str, str], str, int], Optional[Any]]
 
 
 @dataclass(frozen=True)
@@ -351,6 +357,23 @@ def _start(argv: list[str], env: dict[str, str], cwd: str, fd: int, niceness: in
     return child
 
 
+def start_warm(argv: list[str], env: dict[str, str], cwd: str, fd: int, pass_fd: int) -> subprocess.Popen:
+    """A warm interpreter (run/warm.py): contained as a run is, under a mark of its own, so that the watchdog ends it
+    and the runs it forks once we die; `pass_fd` is its end of the socket."""
+    with _lock:
+        _contain()
+    child = subprocess.Popen(argv, cwd=cwd, env={**env, RUN_MARK: f"{_session}.warm{next(_runs)}"},
+                             stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, start_new_session=True, close_fds=True,
+                             pass_fds=(pass_fd,))
+    _tell_watchdog(f"+{child.pid}\n")
+    return child
+
+
+def forget(child: subprocess.Popen) -> None:
+    """A warm interpreter has exited and been waited on."""
+    _tell_watchdog(f"-{child.pid}\n")
+
+
 def _watch(child: subprocess.Popen, token: str, log: _CappedLog, deadline: float,
            cancel: Optional[Cancel]) -> tuple[bool, bool, list[psutil.Process]]:
     """Waits for the child's exit, keeping its log under the caps; at the deadline or a cancel the whole tree is
@@ -400,9 +423,11 @@ def execute(
     limits: OutputLimits = OutputLimits(),
     cancel: Optional[Cancel] = None,
     niceness: int = 0,
+    fork: Optional[Fork] = None,
 ) -> ProcessExit:
     """Run argv to completion (or timeout/cancel) with stdout+stderr in log_path; nothing of it outlives this.
-    `niceness`: a lower CPU priority for work nobody waits on yet (a compile ahead)."""
+    `niceness`: a lower CPU priority for work nobody waits on yet (a compile ahead). `fork`: asks a warm interpreter
+    for the run first (run/warm.py); where it gives none, the run starts cold."""
     # A new file, never an old one truncated: a link planted at log_path (symbolic, or hard: O_NOFOLLOW does
     # not see that one) would have the child's output written over its target, a file of the user's.
     unlink_stale(log_path)
@@ -412,7 +437,10 @@ def execute(
     try:
         try:
             create_checker_log(argv, cwd)
-            child = _start(argv, {**env, RUN_MARK: token}, cwd, fd, niceness)
+            forked = fork(argv, {**env, RUN_MARK: token}, cwd, fd) if fork is not None else None
+            if forked is not None:
+                _tell_watchdog(f"+{forked.pid}\n")
+            child = forked or _start(argv, {**env, RUN_MARK: token}, cwd, fd, niceness)
         except OSError as exc:
             return ProcessExit(None, None, False, 0.0, 0, launch_error=f"{argv[0]}: {exc.strerror or exc}")
         log = _CappedLog(fd, limits)
@@ -433,6 +461,7 @@ def execute(
             log_bytes=size,
             dropped_bytes=dropped,
             launch_error="cancelled" if cancelled else None,
+            warm=forked is not None,
         )
     finally:
         os.close(fd)

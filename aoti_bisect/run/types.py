@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Optional
 
@@ -81,6 +81,7 @@ class ProcessExit:
     log_bytes: int
     dropped_bytes: int = 0
     launch_error: Optional[str] = None
+    warm: bool = False  # forked from a warm interpreter (run/warm.py), not started cold
 
 
 DEVICE_DUMP = "CUDA core dump"
@@ -130,6 +131,7 @@ class RunResult:
     # A second account of the same fault that names another function: a device assert's printed lines beside the
     # core dump (cuda-gdb spells some kernels its own way, and a dump can be of another lane's fault).
     crash_also: Optional[CrashSite] = None
+    phases: Optional[Mapping[str, float]] = None  # seconds per phase of the run (run/phases.py)
 
     @property
     def failed(self) -> bool:
@@ -145,10 +147,12 @@ class RunResult:
             "log": self.log_path,
             "log_bytes": self.exit.log_bytes,
             "dropped_bytes": self.exit.dropped_bytes,
+            "warm": self.exit.warm,
             "signature": self.signature.to_json() if self.signature else None,
             "crash": self.crash.to_json() if self.crash else None,
             "crash_problem": self.crash_problem,
             "crash_also": self.crash_also.to_json() if self.crash_also else None,
+            "phases": dict(self.phases) if self.phases is not None else None,
         }
 
 

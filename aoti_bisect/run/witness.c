@@ -40,7 +40,12 @@ static void put_dec(int fd, long v) {
 
 static void witness(int sig, siginfo_t *info, void *ctx) {
     (void)ctx;
-    int fd = path ? open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600) : -1;
+    /* Read again here, not only at load: a run forked from a warm interpreter (child/warm.py) inherits the
+       library as that interpreter loaded it, with its path, and names its own in its environment since. getenv
+       takes no lock and allocates nothing. */
+    const char *where = getenv("AOTI_BISECT_CRASH_FILE");
+    if (!where || !*where) where = path;
+    int fd = where ? open(where, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600) : -1;
     if (fd >= 0) {
         void *frames[64];
         int n = backtrace(frames, 64);

@@ -54,6 +54,10 @@ class Record:
         self.path = path
         self.lock = threading.RLock()
         self.start = time.monotonic()
+        # Wall clock, for the run's phases (run/phases.py): when the process began (a fork's, for a warm run) and
+        # when the hook did; events' "t" and "t_end" count from the latter.
+        self.clock = {"process_start": _process_start(), "hook_start": round(time.time(), 3)}
+        self.spans = []  # [what, t0, t1]: calls timed that are no event (the repro's exports)
         self._reset()
 
     def _reset(self):
@@ -67,10 +71,17 @@ class Record:
         with self.lock:
             if os.getpid() != self.pid:  # a forked child: its parent's events are the parent's to write
                 self._reset()
-            event = {"seq": len(self.events), "t": round(time.monotonic() - self.start, 3), **event}
+            event = {"seq": len(self.events), "t": self.now(), **event}
             self.events.append(event)
             self.write()
             return event
+
+    def now(self):
+        return round(time.monotonic() - self.start, 3)
+
+    def span(self, what, t0):
+        with self.lock:
+            self.spans.append([what, t0, self.now()])
 
     def update(self, event, **fields):
         with self.lock:
@@ -84,7 +95,7 @@ class Record:
 
     def write(self):
         doc = {"schema_version": SCHEMA_VERSION, "pid": self.pid, "argv": list(sys.argv), "events": self.events,
-               "hook_errors": self.errors}
+               "hook_errors": self.errors, "clock": self.clock, "spans": self.spans}
         try:
             target = self.target or self._claim()
             self.target = target
@@ -104,6 +115,18 @@ class Record:
         except FileExistsError:
             stem, ext = os.path.splitext(self.path)
             return f"{stem}-{self.pid}{ext}"
+
+
+def _process_start():
+    """This process's start, wall clock, to the kernel's tick (10 ms); None off Linux."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            ticks = int(f.read().rsplit(b")", 1)[1].split()[19])
+        with open("/proc/stat", "rb") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith(b"btime "))
+        return round(boot + ticks / os.sysconf("SC_CLK_TCK"), 3)
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
 
 
 RECORD = None
@@ -279,7 +302,7 @@ def _end_compile(event, result, target, ep):
     digest = sha256(path, data) if path or data is not None else None
     if path and digest:
         RECORD.built[path] = digest
-    RECORD.update(event, status="returned", path=path, sha256=digest)
+    RECORD.update(event, status="returned", path=path, sha256=digest, t_end=RECORD.now())
     wrapper = wrapper_names(path, data) if path or data is not None else None
     RECORD.update(event, wrapper=wrapper, program=program_names(ep, wrapper) if ep is not None else None)
     if digest and ep is not None:
@@ -391,7 +414,7 @@ def _note_reuse(event, fields):
 @_quietly
 def _end(event, status, error=None):
     if event is not None:
-        RECORD.update(event, status=status, **({"error": error} if error else {}))
+        RECORD.update(event, status=status, t_end=RECORD.now(), **({"error": error} if error else {}))
 
 
 def _stop_ahead(call, target):
@@ -433,7 +456,9 @@ def _wrap_compile(original):
 def _wrap_export(original):
     @functools.wraps(original)
     def export(*args, **kwargs):
+        t0 = RECORD.now()
         result = original(*args, **kwargs)
+        RECORD.span("export", t0)
         _remember_module(result, args[0] if args else kwargs.get("mod"))
         return result
     return export
@@ -512,10 +537,26 @@ class _Finder(importlib.abc.MetaPathFinder):
 def install():
     """Called by sitecustomize when AOTI_BISECT_HOOK names the record's path. Leaves an empty HOOK_LOADED file beside
     it, and writes the record itself only at an event."""
-    global RECORD
     path = os.environ.get(contract.HOOK_ENV)
     if not path or RECORD is not None:
         return
+    _record_to(path)
+    for name in PATCHES:
+        if name in sys.modules:
+            patch(sys.modules[name])
+    sys.meta_path.insert(0, _Finder())
+
+
+def reinstall():
+    """In a run forked from a warm interpreter (child/warm.py): the run's own record, named by its environment
+    now; the patches stay, installed when the warm interpreter imported torch."""
+    path = os.environ.get(contract.HOOK_ENV)
+    if path:
+        _record_to(path)
+
+
+def _record_to(path):
+    global RECORD
     RECORD = Record(os.path.abspath(path))
     capture.report_error = RECORD.error
     try:
@@ -523,7 +564,3 @@ def install():
         open(os.path.join(os.path.dirname(RECORD.path), contract.HOOK_LOADED), "a").close()
     except OSError:
         pass
-    for name in PATCHES:
-        if name in sys.modules:
-            patch(sys.modules[name])
-    sys.meta_path.insert(0, _Finder())
