@@ -57,19 +57,6 @@ def receive(sock, max_fds=0):
     return json.loads(data), fds
 
 
-def _check_vec_isa():
-    """Inductor's vector-ISA check, cached for the process, as every run forked from here makes it first and alike
-    (hook/reuse.py keys a package by its answer; a package load makes it too). On torch 2.11 it starts a Python that
-    imports torch per ISA: 13 s of a 16 s repeated run on an H100 host (docs/warm.md). Its subprocesses end before
-    it returns, so the fork that follows sees no thread of it."""
-    try:
-        from torch._inductor import cpu_vec_isa
-
-        cpu_vec_isa.valid_vec_isa_list()
-    except Exception:  # a torch without it: each run checks, or not, as it would cold
-        pass
-
-
 def _unforkable():
     """Why a fork now would not be a fresh run's equal, or None. A native thread is allowed: the one `import torch`
     starts is OpenBLAS's pool (numpy's import), which OpenBLAS stops at every fork (pthread_atfork) and restarts
@@ -79,6 +66,15 @@ def _unforkable():
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         return "the warm interpreter initialised CUDA"
+    # The driver can be initialised under torch's flag (a device count asked for): a fork then gets "CUDA error:
+    # initialization error" at its first CUDA call. Seen on an H100 when the warm interpreter ran Inductor's
+    # vector-ISA check (docs/warm.md); the driver's device files open are the sign, whoever opened them.
+    try:
+        opened = [os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")]
+    except OSError:
+        opened = []
+    if any(target.startswith("/dev/nvidia") for target in opened):
+        return "the warm interpreter opened the GPU driver"
     return None
 
 
@@ -160,7 +156,6 @@ def serve(fd):
         except Exception as exc:  # the repro's interpreter lacks it: its runs start cold, as before
             send(sock, {"problem": f"cannot import {name}: {type(exc).__name__}: {exc}"[:300]})
             return
-    _check_vec_isa()
     send(sock, {"ready": True, "seconds": round(time.monotonic() - start, 3)})
     while select.select([sock], [], [], IDLE_S)[0]:
         request, fds = receive(sock, max_fds=1)

@@ -24,7 +24,7 @@ from .layout import Layout
 from .phases import phases
 from .scheduler import Scheduler
 from .types import CrashSite, Outcome, ProcessExit, RunResult, RunSpec, Signature
-from .warm import WarmPool, plain_script
+from .warm import WarmPool, plain_script, stored
 from .witness import assert_site
 
 MAX_KERNEL_SOURCE = 1 << 20  # a generated Triton kernel's file is a few KiB
@@ -104,11 +104,10 @@ class Harness:
         return doc if isinstance(doc, dict) else None
 
     def warm_start(self, spec: RunSpec) -> bool:
-        """A run of a plain `python script.py` whose flag set's runs take its stored package (or compile nothing: a
-        package built before the run), once one of them has ended: what a warm interpreter saves it (the imports,
-        Inductor's vector-ISA check) is most of its time."""
-        return (not spec.compile_only and self.environment.reuse_dir(spec) is not None and self.layout.is_warm(spec)
-                and plain_script(list(spec.argv)))
+        """A run of a plain `python script.py` whose flag set has a package stored for it to take: what a warm
+        interpreter saves it (the imports) is most of its time. A run that would compile starts cold."""
+        folder = self.environment.reuse_dir(spec)
+        return not spec.compile_only and folder is not None and plain_script(list(spec.argv)) and stored(folder)
 
     def close(self) -> None:
         if self.warm is not None:
