@@ -16,7 +16,7 @@ import socket
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 from ..child import contract
@@ -81,9 +81,10 @@ class Forked:
 
 @dataclass
 class _Interpreter:
-    popen: Optional[subprocess.Popen]
-    sock: socket.socket
-    lock: threading.Lock
+    folder: str
+    lock: threading.Lock = field(default_factory=threading.Lock)  # its launch, then one request at a time
+    popen: Optional[subprocess.Popen] = None
+    sock: Optional[socket.socket] = None
     problem: Optional[str] = None  # set once: it cannot serve, and its runs start cold
 
 
@@ -100,10 +101,16 @@ class WarmPool:
 
     def start(self, argv: list[str], env: dict[str, str], cwd: str, fd: int) -> Optional[Forked]:
         """The run forked from its warm interpreter, its output on fd; None: start it cold."""
-        interp = self._interpreter(argv, env)
-        if interp.problem is not None:
-            return None
+        with self._lock:
+            key = self.key(argv, env)
+            interp = self._interpreters.get(key)
+            if interp is None:  # launched below, outside the pool's lock: each slot's starts at once
+                interp = self._interpreters[key] = _Interpreter(os.path.join(self.folder, str(len(self._interpreters))))
         with interp.lock:
+            if interp.sock is None and interp.problem is None:
+                self._launch(interp, argv[0], env)
+            if interp.problem is not None or interp.sock is None:
+                return None
             try:
                 server.send(interp.sock, {"argv": argv, "env": env, "cwd": cwd}, fds=[fd])
                 answer, _ = server.receive(interp.sock)
@@ -114,33 +121,25 @@ class WarmPool:
                 return None
         return Forked(int(answer["pid"]))
 
-    def _interpreter(self, argv: list[str], env: dict[str, str]) -> _Interpreter:
-        key = self.key(argv, env)
-        with self._lock:
-            interp = self._interpreters.get(key)
-            if interp is None:
-                interp = self._interpreters[key] = self._launch(argv[0], env, len(self._interpreters))
-            return interp
-
-    def _launch(self, python: str, env: dict[str, str], n: int) -> _Interpreter:
-        folder = os.path.join(self.folder, str(n))
-        os.makedirs(os.path.join(folder, "tmp"), exist_ok=True)
+    def _launch(self, interp: _Interpreter, python: str, env: dict[str, str]) -> None:
+        os.makedirs(os.path.join(interp.folder, "tmp"), exist_ok=True)
         ours, theirs = socket.socketpair()
+        interp.sock = ours
         own = {k: v for k, v in env.items() if k not in PER_RUN}
-        own[contract.HOOK_ENV] = os.path.join(folder, contract.HOOK_RECORD)
-        own["TMPDIR"] = os.path.join(folder, "tmp")
+        own[contract.HOOK_ENV] = os.path.join(interp.folder, contract.HOOK_RECORD)
+        own["TMPDIR"] = os.path.join(interp.folder, "tmp")
         if contract.CRASH_FILE_ENV in env:
-            own[contract.CRASH_FILE_ENV] = os.path.join(folder, contract.CRASH_FILE)
+            own[contract.CRASH_FILE_ENV] = os.path.join(interp.folder, contract.CRASH_FILE)
         boot = server.BOOT.format(path=os.path.abspath(server.__file__), fd=theirs.fileno())
-        log = os.open(os.path.join(folder, "output.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        log = os.open(os.path.join(interp.folder, "output.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
-            popen = process.start_warm([python, "-c", boot], own, folder, log, theirs.fileno())
+            interp.popen = process.start_warm([python, "-c", boot], own, interp.folder, log, theirs.fileno())
         except OSError as exc:
-            return self._broken(ours, f"cannot start the warm interpreter: {exc}")
+            self._give_up(interp, f"cannot start the warm interpreter: {exc}")
+            return
         finally:
             os.close(log)
             theirs.close()
-        interp = _Interpreter(popen, ours, threading.Lock())
         ours.settimeout(READY_S)
         try:
             ready, _ = server.receive(ours)
@@ -149,33 +148,26 @@ class WarmPool:
         ours.settimeout(None)
         if not ready or not ready.get("ready"):
             self._give_up(interp, (ready or {}).get("problem") or "the warm interpreter exited at start")
-        return interp
-
-    def _broken(self, sock: socket.socket, problem: str) -> _Interpreter:
-        self._note(problem)
-        sock.close()
-        return _Interpreter(None, sock, threading.Lock(), problem)
 
     def _give_up(self, interp: _Interpreter, problem: str) -> None:
         interp.problem = problem
-        self._note(problem)
-        self._stop(interp)
-
-    def _note(self, problem: str) -> None:
         with self._lock:
             if problem not in self.problems:
                 self.problems.append(problem)
+        self._stop(interp)
 
     def close(self) -> None:
         """Ends every warm interpreter (the runs they forked are ours, and end on their own)."""
         with self._lock:
             interps, self._interpreters = list(self._interpreters.values()), {}
         for interp in interps:
-            self._stop(interp)
+            with interp.lock:
+                self._stop(interp)
 
     @staticmethod
     def _stop(interp: _Interpreter) -> None:
-        interp.sock.close()  # its end of the stream: it exits
+        if interp.sock is not None:
+            interp.sock.close()  # its end of the stream: it exits
         if interp.popen is None:
             return
         try:
@@ -184,3 +176,4 @@ class WarmPool:
             interp.popen.send_signal(signal.SIGKILL)
             interp.popen.wait()
         process.forget(interp.popen)
+        interp.popen = None
