@@ -10,6 +10,7 @@ read their results, run last. Scenarios in HEAVY prove again what a default one 
 constant, the toolchain experiment):
 `python -m pytest -q -m heavy tests/test_e2e.py` runs them.
 """
+import glob
 import json
 import os
 import shutil
@@ -294,6 +295,12 @@ def test_a_rare_kernel_abort_convicts_the_kernel_and_names_the_input_from_its_fi
     assert "`ids`" in report["culprit"]["summary"]
     stages = {s["name"]: s for s in report["stages"]}
     assert "crashed run named the faulting kernel" in stages["trace"]["skipped"] and not stages["memcheck"]["runs"]
+    # The baseline's runs after its first wave took the stored package, forked from a warm interpreter (docs/warm.md),
+    # and the answer above is theirs; each says where its time went.
+    runs = [json.loads(open(p).read()) for p in glob.glob(os.path.join(result["run_dir"], "runs", "baseline-*",
+                                                                         "result.json"))]
+    warm = [r for r in runs if r["warm"]]
+    assert warm and all({"start", "setup", "reuse", "run"} <= set(r["phases"]) for r in warm)
 
 
 def test_minify_cuts_index_oob_to_a_few_nodes_that_fail_alone(check_run, e2e_lanes):
