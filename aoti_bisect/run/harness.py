@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 import time
 from typing import Optional
 
@@ -20,11 +21,11 @@ from ..files.own import read_child_json, read_log, read_own_text
 from . import process
 from .classify import classify, fingerprint
 from .environment import Environment
-from .layout import Layout
+from .layout import Layout, warm_key
 from .phases import phases
 from .scheduler import Scheduler
 from .types import CrashSite, Outcome, ProcessExit, RunResult, RunSpec, Signature
-from .warm import WarmPool, plain_script, stored
+from .warm import WarmPool, plain_script
 from .witness import assert_site
 
 MAX_KERNEL_SOURCE = 1 << 20  # a generated Triton kernel's file is a few KiB
@@ -43,6 +44,8 @@ class Harness:
         self.layout = Layout(run_dir, cache_root)
         # Repeated runs that take a stored package fork from a warm interpreter (run/warm.py); --cold: never.
         self.warm = WarmPool(os.path.join(self.layout.cache_root, "warm")) if warm else None
+        self._stored: set[tuple] = set()  # warm_key of each repro and flag set whose package is stored
+        self._stored_lock = threading.Lock()
         self.cancel = cancel or process.Cancel()
         self.environment = Environment(self.layout, base_env, reuse, gpu_slots, self.cancel)
         self.limits = limits
@@ -91,6 +94,9 @@ class Harness:
             self.layout.write_result(result)
         if outcome is not Outcome.INFRA_ERROR:
             self.layout.mark_warm(spec)
+            if self.environment.reuse_dir(spec) is not None:  # it stored the package, or took it
+                with self._stored_lock:
+                    self._stored.add(warm_key(spec))
         return result
 
     def _hook_clock(self, spec: RunSpec, run_path: str) -> Optional[dict]:
@@ -104,10 +110,14 @@ class Harness:
         return doc if isinstance(doc, dict) else None
 
     def warm_start(self, spec: RunSpec) -> bool:
-        """A run of a plain `python script.py` whose flag set has a package stored for it to take: what a warm
+        """A run of a plain `python script.py` whose flag set has a package stored for it to take (a run of this
+        repro and flag set that carried the hook for reuse has ended; the folder alone may hold another repro's, a
+        cache shared by a scenario check's repros): what a warm
         interpreter saves it (the imports) is most of its time. A run that would compile starts cold."""
-        folder = self.environment.reuse_dir(spec)
-        return not spec.compile_only and folder is not None and plain_script(list(spec.argv)) and stored(folder)
+        with self._stored_lock:
+            stored = warm_key(spec) in self._stored
+        return (not spec.compile_only and stored and self.environment.reuse_dir(spec) is not None
+                and plain_script(list(spec.argv)))
 
     def close(self) -> None:
         if self.warm is not None:

@@ -38,14 +38,6 @@ def plain_script(argv: list[str]) -> bool:
             and argv[1].endswith(".py"))
 
 
-def stored(reuse_dir: str) -> bool:
-    """Whether a flag set's folder holds a package its runs can take (hook/reuse.py writes the sidecar last)."""
-    try:
-        return any(name.endswith(".json") and not name.startswith(".") for name in os.listdir(reuse_dir))
-    except OSError:
-        return False
-
-
 class Forked:
     """subprocess.Popen's face (pid, poll, wait, send_signal, returncode) for a run forked by a warm interpreter and
     reparented to us: its exit status is ours to collect."""
