@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import threading
 import time
 from typing import Optional
 
@@ -21,7 +20,7 @@ from ..files.own import read_child_json, read_log, read_own_text
 from . import process
 from .classify import classify, fingerprint
 from .environment import Environment
-from .layout import Layout, warm_key
+from .layout import Layout
 from .phases import phases
 from .scheduler import Scheduler
 from .types import CrashSite, Outcome, ProcessExit, RunResult, RunSpec, Signature
@@ -44,8 +43,6 @@ class Harness:
         self.layout = Layout(run_dir, cache_root)
         # Repeated runs that take a stored package fork from a warm interpreter (run/warm.py); --cold: never.
         self.warm = WarmPool(os.path.join(self.layout.cache_root, "warm")) if warm else None
-        self._stored: set[tuple] = set()  # warm_key of each repro and flag set whose package is stored
-        self._stored_lock = threading.Lock()
         self.cancel = cancel or process.Cancel()
         self.environment = Environment(self.layout, base_env, reuse, gpu_slots, self.cancel)
         self.limits = limits
@@ -93,10 +90,7 @@ class Harness:
         if not problem:
             self.layout.write_result(result)
         if outcome is not Outcome.INFRA_ERROR:
-            self.layout.mark_warm(spec)
-            if self.environment.reuse_dir(spec) is not None:  # it stored the package, or took it
-                with self._stored_lock:
-                    self._stored.add(warm_key(spec))
+            self.layout.mark_warm(spec, stored=self.environment.reuse_dir(spec) is not None)
         return result
 
     def _hook_clock(self, spec: RunSpec, run_path: str) -> Optional[dict]:
@@ -110,13 +104,9 @@ class Harness:
         return doc if isinstance(doc, dict) else None
 
     def warm_start(self, spec: RunSpec) -> bool:
-        """A run of a plain `python script.py` whose flag set has a package stored for it to take (a run of this
-        repro and flag set that carried the hook for reuse has ended; the folder alone may hold another repro's, a
-        cache shared by a scenario check's repros): what a warm
-        interpreter saves it (the imports) is most of its time. A run that would compile starts cold."""
-        with self._stored_lock:
-            stored = warm_key(spec) in self._stored
-        return (not spec.compile_only and stored and self.environment.reuse_dir(spec) is not None
+        """A run of a plain `python script.py` whose flag set has a package stored for it to take (Layout.is_stored):
+        what a warm interpreter saves it (the imports) is most of its time. A run that would compile starts cold."""
+        return (not spec.compile_only and self.layout.is_stored(spec) and self.environment.reuse_dir(spec) is not None
                 and plain_script(list(spec.argv)))
 
     def close(self) -> None:

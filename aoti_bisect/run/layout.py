@@ -57,6 +57,7 @@ class Layout:
         # Several sessions (a scenario check) may share one cache root: keys include the flags and the graph.
         self.cache_root = os.path.realpath(cache_root or os.path.join(self.run_dir, "cache"))
         self._warm: set[tuple] = set()
+        self._stored: set[tuple] = set()  # keys a run that carried the hook for reuse ended in: its package is stored
         self._synced: set[tuple] = set()
         self._snapshots: dict[tuple, threading.Event] = {}  # set once the key's snapshot is whole
         self._lock = threading.Lock()
@@ -72,9 +73,17 @@ class Layout:
         with self._lock:
             return warm_key(spec) in self._warm
 
-    def mark_warm(self, spec: RunSpec) -> None:
+    def is_stored(self, spec: RunSpec) -> bool:
+        with self._lock:
+            return warm_key(spec) in self._stored
+
+    def mark_warm(self, spec: RunSpec, stored: bool = False) -> None:
+        """A run of the key ended; `stored`: it carried the hook for reuse, so it stored the key's package or took
+        it (the reuse folder alone may hold another repro's: a scenario check's repros share a cache root)."""
         with self._lock:
             self._warm.add(warm_key(spec))
+            if stored:
+                self._stored.add(warm_key(spec))
 
     def prepare(self, spec: RunSpec, run_path: str, slot: int, reuse_dir: Optional[str]) -> None:
         """Makes a run's folders and brings its slot's cache up to the key's snapshot."""

@@ -13,7 +13,7 @@ from . import process
 PROBE_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "child", "probe.py")
 
 _ENV_PREFIXES = ("TORCH", "AOT", "AOTI", "INDUCTOR", "CUDA", "PYTORCH", "TRITON", "CXX", "CC", "NCCL", "LD_LIBRARY")
-_PYTHON_NAME = re.compile(r"python[\d.]*$")
+PYTHON_NAME = re.compile(r"python[\d.]*$")
 
 
 def relevant_env(env: dict[str, str]) -> dict[str, str]:
@@ -25,7 +25,7 @@ def interpreter_of(argv: list[str], python: Optional[str] = None) -> Optional[st
     """The Python a command runs in: argv[0] when it is one, else `python` (--python), else the Python named
     by argv[0]'s #! line (a console script such as torchrun); None when none of these says."""
     exe = shutil.which(argv[0]) or argv[0]
-    if _PYTHON_NAME.match(os.path.basename(exe)):
+    if PYTHON_NAME.match(os.path.basename(exe)):
         return exe
     if python:
         return python
@@ -38,7 +38,7 @@ def interpreter_of(argv: list[str], python: Optional[str] = None) -> Optional[st
     if words and os.path.basename(words[0]) == "env":
         words = [w for w in words[1:] if not w.startswith("-")][:1]
         words = [shutil.which(words[0]) or ""] if words else []
-    return words[0] if words and _PYTHON_NAME.match(os.path.basename(words[0])) else None
+    return words[0] if words and PYTHON_NAME.match(os.path.basename(words[0])) else None
 
 
 def probe_environment(python: Optional[str], probe_dir: str, base_env: dict[str, str],

@@ -437,10 +437,11 @@ def execute(
     try:
         try:
             create_checker_log(argv, cwd)
-            forked = fork(argv, {**env, RUN_MARK: token}, cwd, fd) if fork is not None else None
+            marked = {**env, RUN_MARK: token}
+            forked = fork(argv, marked, cwd, fd) if fork is not None else None
             if forked is not None:
                 _tell_watchdog(f"+{forked.pid}\n")
-            child = forked or _start(argv, {**env, RUN_MARK: token}, cwd, fd, niceness)
+            child = forked or _start(argv, marked, cwd, fd, niceness)
         except OSError as exc:
             return ProcessExit(None, None, False, 0.0, 0, launch_error=f"{argv[0]}: {exc.strerror or exc}")
         log = _CappedLog(fd, limits)

@@ -10,7 +10,6 @@ torch, has a thread, or died), the run starts cold and the pool keeps the reason
 from __future__ import annotations
 
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -22,19 +21,19 @@ from typing import Optional
 from ..child import contract
 from ..child import warm as server
 from . import process
+from .probe import PYTHON_NAME
 
 # A run's own variables: they name its folder, index and mark, and no import reads them (TMPDIR: tempfile asks
 # again in the run, child/warm.py). Every other variable is the same for every run a warm interpreter forks.
 PER_RUN = frozenset({contract.RUN_INDEX_ENV, contract.HOOK_ENV, contract.CRASH_FILE_ENV, contract.RUN_MARK, "TMPDIR",
                      "CUDA_COREDUMP_FILE"})
 READY_S = 120.0  # the imports: seconds on a warm page cache, a minute where torch's bytecode is compiled first
-_PYTHON = re.compile(r"python[0-9.]*$")
 
 
 def plain_script(argv: list[str]) -> bool:
     """`python script.py args...`: the one command a warm interpreter can stand in for (no interpreter options,
     no -m or -c, no wrapper such as a memory checker)."""
-    return (len(argv) >= 2 and bool(_PYTHON.match(os.path.basename(argv[0]))) and not argv[1].startswith("-")
+    return (len(argv) >= 2 and bool(PYTHON_NAME.match(os.path.basename(argv[0]))) and not argv[1].startswith("-")
             and argv[1].endswith(".py"))
 
 
