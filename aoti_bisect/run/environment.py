@@ -63,7 +63,9 @@ class Environment:
     def for_run(self, spec: RunSpec, run_path: str, slot: int) -> dict[str, str]:
         """The overlay of a run about to start, counted for vec_isa_skipped."""
         overlay = self.overlay(spec, run_path, slot)
-        if overlay.get(VEC_ISA_OK) == "1":  # ours: vec_isa() never adds it over the user's own setting
+        answer = self.vec_isa_answer() if contract.VEC_ISA_ENV in overlay else None
+        # VEC_ISA_OK is ours here: vec_isa() never adds it over the user's own setting.
+        if overlay.get(VEC_ISA_OK) == "1" or (answer and answer.get("builds")):
             with self._lock:
                 self.vec_isa_skipped += 1
         return overlay

@@ -431,6 +431,11 @@ def _share_vec_isa():
     vecisa.share()
 
 
+@_quietly
+def _prime_vec_isa():
+    vecisa.prime()
+
+
 def _wrap_compile(original):
     @functools.wraps(original)
     def aoti_compile_and_package(*args, **kwargs):
@@ -438,6 +443,7 @@ def _wrap_compile(original):
             if not outermost:
                 return original(*args, **kwargs)
             target = kwargs.get("package_path")
+            _prime_vec_isa()
             event = _begin_compile(target)
             kwargs = redirect.compile_kwargs(RECORD, event, kwargs)
             try:
@@ -472,6 +478,7 @@ def _wrap_load(original, call):
                 return original(*args, **kwargs)
             target = args[0] if args else kwargs.get("path")
             _stop_ahead(call, target)
+            _prime_vec_isa()
             model_name = (args[1] if call == "load_package" and len(args) > 1 else kwargs.get("model_name"))
             event = _begin_load(call, target, model_name or "model")
             args, kwargs = redirect.load_args(RECORD, event, args, kwargs, sha256)
