@@ -18,6 +18,7 @@ from .files.own import read_log
 from .files.write import user_name
 from .run import process
 from .run.layout import headers_folder
+from .verdict import Verdict
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # A wheel carries the scenarios as aoti_bisect/scenario_data (setup.py maps the folder there); a source
@@ -106,16 +107,26 @@ def list_json(scenarios: list[Scenario]) -> list[dict]:
 
 
 def _rate(s: Scenario) -> str:
-    return f"{s.rate[0]:.0%}-{s.rate[1]:.0%}" if s.flaky else ("0%" if s.verdict == "not_reproduced" else "100%")
+    return f"{s.rate[0]:.0%}-{s.rate[1]:.0%}" if s.flaky else ("0%" if s.verdict == Verdict.NOT_REPRODUCED else "100%")
 
 
 def _seconds(s: Scenario) -> str:
     return f"{s.seconds:.0f}" if s.seconds is not None else "-"
 
 
+# The manifest's word for a scenario whose bisection convicts no culprit: `culprit = { kind = "none" }`.
+NO_CULPRIT = "none"
+
+
+def expected_kind(expected: dict) -> Optional[CulpritKind]:
+    """The culprit kind a scenario's manifest entry expects; None where it expects no culprit."""
+    kind = expected.get("kind", NO_CULPRIT)
+    return None if kind == NO_CULPRIT else CulpritKind(kind)
+
+
 def culprit_matches(expected: dict, found: Optional[dict]) -> bool:
-    kind = expected.get("kind", "none")
-    if kind == "none":
+    kind = expected_kind(expected)
+    if kind is None:
         return not found or not found.get("kind")
     if not found or found.get("kind") != kind:
         return False

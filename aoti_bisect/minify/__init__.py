@@ -33,7 +33,7 @@ from ..run.layout import HEADERS_ENV, headers_folder
 from ..stats import runs_to_observe
 from ..verdict import Verdict
 from .ddmin import ddmin, shrink_sizes, simplify_each
-from .graph import PACKAGE, Candidate, Check, Graph
+from .graph import PACKAGE, Candidate, Check, Graph, ValueKind
 from .graph import definitions as definitions_source
 from .search import Expected, SearchCounts, Trials, scratch
 
@@ -100,7 +100,7 @@ def default_jobs(graph: Graph) -> tuple[int, int]:
     runs on CUDA at most PER_GPU per GPU."""
     cores = max(1, len(os.sched_getaffinity(0)))
     cuda = any(str(graph.value(n).get("device", "")).startswith("cuda")
-               for n in (*graph.inputs, *(x.name for x in graph.nodes)) if graph.value(n).get("kind") == "tensor")
+               for n in (*graph.inputs, *(x.name for x in graph.nodes)) if graph.kind(n) is ValueKind.TENSOR)
     if cuda:
         import torch  # only here: counting the GPUs
 
@@ -257,7 +257,7 @@ def _reduction(graph: Graph, trials: Trials, best: Candidate, source: Source, li
     """What the search kept, and how its copy failed alone (`verify`: the rate, and how it failed otherwise)."""
     kept, (rate, verify_sig) = best.kept, verify
     shapes = {n: (graph.value(n)["shape"], best.shape(graph, n)) for n in graph.feeds(kept)
-              if graph.value(n)["kind"] == "tensor"}
+              if graph.kind(n) is ValueKind.TENSOR}
     return Reduction(lines_before, len(kept), source.text.count("\n"), kept, tuple(best.zeros), tuple(source.inputs),
                      shapes, tuple(sorted({graph.node(n).op for n in kept})), rate.failures > 0, verify_sig, rate,
                      round(time.monotonic() - steps.start, 1), dict(steps.seconds),
@@ -343,7 +343,7 @@ def _custom_ops_kept(graph: Graph, kept: tuple[str, ...], libraries: Sequence[st
 def _reduce(graph: Graph, trials: Trials, seed: tuple[str, ...]) -> Candidate:
     """ddmin over the nodes, then zeros for inputs, then smaller inputs: each step keeps what still fails."""
     kept = ddmin(seed, lambda batch: trials.first_failing([Candidate(k) for k in batch]), trials.spent)
-    saved = [f for f in graph.feeds(kept) if graph.value(f)["kind"] == "tensor"]
+    saved = [f for f in graph.feeds(kept) if graph.kind(f) is ValueKind.TENSOR]
     zeros = simplify_each(saved, lambda z: trials.first_failing([Candidate(kept, z)]) == 0, trials.spent)
     shapes = {f: tuple(graph.value(f)["shape"]) for f in saved}
 

@@ -29,13 +29,27 @@ class Check(str, enum.Enum):
     EAGER = "eager"  # wrong but finite: raise when an output differs from the same module run eagerly
 
 
+class ValueKind(enum.StrEnum):
+    """What a node or an input computed on the failing call: graph.json's `value.kind` (extract_child.py)."""
+    TENSOR = "tensor"  # saved in values.pt, fed to a candidate that reads it
+    LITERAL = "literal"  # a Python number, written into the candidate
+    OTHER = "other"  # anything else: no candidate can read it
+    UNKNOWN = "unknown"  # not computed: the node ran at or after the eager failure
+
+    @classmethod
+    def of(cls, value: dict) -> ValueKind:
+        """A value description's kind; a word this aoti-bisect does not know is UNKNOWN."""
+        kind = value.get("kind")
+        return cls(kind) if kind in cls._value2member_map_ else cls.UNKNOWN
+
+
 @dataclass(frozen=True)
 class Node:
     name: str
     target: str  # "aten::index.Tensor", "operator.getitem", "mylib::op.default"
     args: Any
     kwargs: dict
-    value: dict  # {"kind": "tensor"|"literal"|"other"|"unknown", ...}: what it computed on the failing call
+    value: dict  # {"kind": a ValueKind, ...}: what it computed on the failing call
     fake: Optional[dict] = None  # a custom op without a fake of its own: {"like": i} or {"shape", "dtype"}
 
     @property
@@ -84,6 +98,9 @@ class Graph:
     def value(self, name: str) -> dict:
         return self.inputs[name] if name in self.inputs else self.node(name).value
 
+    def kind(self, name: str) -> ValueKind:
+        return ValueKind.of(self.value(name))
+
     def ancestors(self, names: Iterable[str]) -> tuple[str, ...]:
         """names and every node they read, directly or not, in graph order."""
         seen, todo = set(), list(names)
@@ -110,8 +127,8 @@ class Graph:
         if not kept:
             return "no node kept"
         for ref in self.feeds(kept):
-            kind = self.value(ref)["kind"]
-            if kind not in ("tensor", "literal"):
+            kind = self.kind(ref)
+            if kind not in (ValueKind.TENSOR, ValueKind.LITERAL):
                 return f"reads {ref}, which has no saved value ({kind})"
         return None
 
@@ -296,7 +313,7 @@ def render(graph: Graph, candidate: Candidate, check: Check, headline: str, rate
     """The standalone program of one candidate: build, export, compile, load, run, check. `rate`: the original
     repro's (failures, runs)."""
     kept = graph.order(candidate.kept)
-    literals = {r: graph.value(r)["py"] for r in graph.feeds(kept) if graph.value(r)["kind"] == "literal"}
+    literals = {r: graph.value(r)["py"] for r in graph.feeds(kept) if graph.kind(r) is ValueKind.LITERAL}
     params = [r for r in graph.feeds(kept) if r not in literals]
     saved = tuple(p for p in params if p not in candidate.zeros)
     body = [f"        {_ident(n)} = {_call(graph.node(n), literals)}" for n in kept]

@@ -25,6 +25,16 @@ class Change(str, enum.Enum):
     NO_DATA = "no_data"
 
 
+class Status(enum.StrEnum):
+    """What a repro did tonight, in summary.json and junit.xml."""
+    SKIPPED = "skipped"  # not run (the set said why)
+    INFRA_ERROR = "infra_error"  # every run was an infrastructure error
+    SILENT = "silent"  # no run failed, yet the memory checker saw invalid accesses
+    NOT_REPRODUCED = "not_reproduced"
+    REPRODUCED = "reproduced"  # every run failed
+    FLAKY = "flaky"  # some runs failed
+
+
 @dataclass(frozen=True)
 class Judgement:
     change: Change
@@ -86,15 +96,15 @@ def signature_label(s: dict) -> str:
     return f"{s['kind']}/{s['phase']} {s['fingerprint']}"
 
 
-def _status(rate: Rate, skipped: Optional[str], memcheck: Optional[dict]) -> str:
+def _status(rate: Rate, skipped: Optional[str], memcheck: Optional[dict]) -> Status:
     if skipped:
-        return "skipped"
+        return Status.SKIPPED
     if rate.runs == 0:
-        return "infra_error"
+        return Status.INFRA_ERROR
     if rate.failures == 0:
         # No run failed, yet the checker saw invalid accesses: the bug is there, only silent.
-        return "silent" if memcheck and memcheck["findings"] else "not_reproduced"
-    return "reproduced" if rate.failures == rate.runs else "flaky"
+        return Status.SILENT if memcheck and memcheck["findings"] else Status.NOT_REPRODUCED
+    return Status.REPRODUCED if rate.failures == rate.runs else Status.FLAKY
 
 
 def summarize(night: Night, history: History, alpha: float = 0.01, window: int = 7) -> dict:
@@ -163,7 +173,7 @@ def exit_code(repros: list[dict]) -> int:
     """1 when anything changed for the worse, else 3 when a repro had only infrastructure errors, else 0."""
     if any(r["change"]["change"] == Change.WORSE.value for r in repros):
         return EXIT_REPRODUCED
-    if any(r["status"] == "infra_error" for r in repros):
+    if any(r["status"] == Status.INFRA_ERROR for r in repros):
         return EXIT_INFRA
     return EXIT_NOT_REPRODUCED
 

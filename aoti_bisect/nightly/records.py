@@ -10,6 +10,7 @@ by the same code.
 from __future__ import annotations
 
 import datetime as _dt
+import enum
 import glob
 import json
 import os
@@ -36,6 +37,21 @@ class RecordError(UsageFailure):
     """A record file that cannot be read or folded, said in one line."""
 
 
+class RecordType(enum.StrEnum):
+    """A record line's `type`: what the line records."""
+    HEADER = "header"  # the host's environment, the batch and the shard: the file's first line
+    REPRO = "repro"  # one repro of the set
+    RUN = "run"  # one run of a repro
+    MEMCHECK = "memcheck"  # the repro's checked run (--sanitize) and what its checker reported
+    END = "end"  # the shard finished (or was interrupted)
+
+    @classmethod
+    def of(cls, obj: object) -> Optional[RecordType]:
+        """The type of a record line; None for a line that names none this aoti-bisect knows."""
+        kind = obj.get("type") if isinstance(obj, dict) else None
+        return cls(kind) if kind in cls._value2member_map_ else None
+
+
 # What each field of each record kind must hold: a record file may come from another host, another version
 # or a hand edit, and a wrong field must stop the merge with its file and line, not deep in the judging.
 _TEXT = (lambda v: isinstance(v, str), "a string")
@@ -53,31 +69,31 @@ _SHARD = (lambda v: isinstance(v, str) and re.fullmatch(r"\d+/[1-9]\d*", v) is n
           and int(v.split("/")[0]) < int(v.split("/")[1]), "i/N with 0 <= i < N")
 _OUTCOME = (lambda v: v in {o.value for o in Outcome}, f"one of {', '.join(o.value for o in Outcome)}")
 _REQUIRED = {
-    "header": {"batch": _TEXT, "shard": _SHARD, "started": _TEXT, "environment": _OBJECT},
-    "repro": {"repro": _TEXT, "argv": _ARGV},
-    "run": {"repro": _TEXT, "index": _INDEX, "started": _TEXT, "outcome": _OUTCOME, "duration_s": _SECONDS,
+    RecordType.HEADER: {"batch": _TEXT, "shard": _SHARD, "started": _TEXT, "environment": _OBJECT},
+    RecordType.REPRO: {"repro": _TEXT, "argv": _ARGV},
+    RecordType.RUN: {"repro": _TEXT, "index": _INDEX, "started": _TEXT, "outcome": _OUTCOME, "duration_s": _SECONDS,
             "kind": _MAYBE_TEXT, "phase": _MAYBE_TEXT, "fingerprint": _MAYBE_TEXT, "message": _MAYBE_TEXT,
             "kernel": _MAYBE_TEXT, "log": _MAYBE_TEXT},
-    "memcheck": {"repro": _TEXT, "tool": _MAYBE_TEXT, "errors": _MAYBE_COUNT, "findings": _FINDINGS,
+    RecordType.MEMCHECK: {"repro": _TEXT, "tool": _MAYBE_TEXT, "errors": _MAYBE_COUNT, "findings": _FINDINGS,
                  "refused": _MAYBE_TEXT, "skipped": _MAYBE_TEXT, "duration_s": _SECONDS, "log": _MAYBE_TEXT},
-    "end": {"finished": _TEXT, "interrupted": _FLAG},
+    RecordType.END: {"finished": _TEXT, "interrupted": _FLAG},
 }
-_OPTIONAL = {"header": {"set": _TEXT, "plan": _OBJECT}, "repro": {"skipped": _MAYBE_TEXT}}
+_OPTIONAL = {RecordType.HEADER: {"set": _TEXT, "plan": _OBJECT}, RecordType.REPRO: {"skipped": _MAYBE_TEXT}}
 
 
 def _check_record(obj: object, where: str) -> None:
     if not isinstance(obj, dict):
         raise RecordError(f"{where}: not a JSON object")
-    kind = obj.get("type")
-    for name, (ok, what) in _REQUIRED.get(kind, {}).items():
+    kind = RecordType.of(obj)
+    for name, (ok, what) in _REQUIRED.get(kind, {}).items() if kind else ():
         if name not in obj:
             raise RecordError(f"{where}: {kind} record without {name}")
         if not ok(obj[name]):
             raise RecordError(f"{where}: {kind} record: {name} must be {what}, not {json.dumps(obj[name])[:40]}")
-    for name, (ok, what) in _OPTIONAL.get(kind, {}).items():
+    for name, (ok, what) in _OPTIONAL.get(kind, {}).items() if kind else ():
         if name in obj and not ok(obj[name]):
             raise RecordError(f"{where}: {kind} record: {name} must be {what}, not {json.dumps(obj[name])[:40]}")
-    if kind == "header":
+    if kind is RecordType.HEADER:
         for name in _RUN_ENV_KEYS:
             if not _MAYBE_TEXT[0](obj["environment"].get(name)):
                 raise RecordError(f"{where}: header record: environment.{name} must be {_MAYBE_TEXT[1]}")
@@ -126,7 +142,7 @@ class RecordWriter:
     def __init__(self, path: str, header: dict) -> None:
         self.path = path
         self._f = open(path, "a", buffering=1)
-        self._write({"type": "header", "schema": RECORD_SCHEMA, **header})
+        self._write({"type": RecordType.HEADER, "schema": RECORD_SCHEMA, **header})
 
     def _write(self, obj: dict) -> None:
         # Masked here, by the shard whose environment holds the secrets (a merge runs elsewhere, without them):
@@ -134,14 +150,14 @@ class RecordWriter:
         self._f.write(json.dumps(process_redactor().data(obj), sort_keys=True) + "\n")
 
     def repro(self, repro: Repro, skipped: Optional[str] = None) -> None:
-        self._write({"type": "repro", "repro": repro.name, "argv": list(repro.argv), "device": repro.device,
+        self._write({"type": RecordType.REPRO, "repro": repro.name, "argv": list(repro.argv), "device": repro.device,
                      "skipped": skipped})
 
     def run(self, repro: Repro, r: RunResult) -> None:
         sig = r.signature
         # A result lands as its run ends, so the start is now minus the run's duration.
         started = _dt.datetime.now(_dt.UTC) - _dt.timedelta(seconds=r.exit.duration)
-        self._write({"type": "run", "repro": repro.name, "index": r.spec.index, "started": iso(started),
+        self._write({"type": RecordType.RUN, "repro": repro.name, "index": r.spec.index, "started": iso(started),
                      "outcome": r.outcome.value, "duration_s": round(r.exit.duration, 3),
                      "kind": sig.kind if sig else None, "phase": sig.phase if sig else None,
                      "fingerprint": sig.fingerprint if sig else None, "message": sig.message if sig else None,
@@ -152,7 +168,7 @@ class RecordWriter:
     def memcheck(self, repro: Repro, tool: Optional[str] = None, r: Optional[RunResult] = None,
                  report: Optional[SanitizerReport] = None, skipped: Optional[str] = None) -> None:
         """The repro's checked run and what its checker reported, or why there was none (skipped)."""
-        self._write({"type": "memcheck", "repro": repro.name, "tool": tool,
+        self._write({"type": RecordType.MEMCHECK, "repro": repro.name, "tool": tool,
                      "errors": report.total if report else None,  # None: the checker never printed its summary
                      "findings": [{"fingerprint": finding_fingerprint(tool, e), "description": e.describe()}
                                   for e in (report.errors if report else ())],
@@ -160,7 +176,7 @@ class RecordWriter:
                      "duration_s": round(r.exit.duration, 3) if r else None, "log": r.log_path if r else None})
 
     def close(self, interrupted: bool) -> None:
-        self._write({"type": "end", "finished": now_iso(), "interrupted": interrupted})
+        self._write({"type": RecordType.END, "finished": now_iso(), "interrupted": interrupted})
         self._f.close()
 
 
@@ -233,12 +249,12 @@ class _Fold:
                     self.problems.append(f"{path}: last line is incomplete (the shard was killed?)")
                     continue
                 raise RecordError(f"{path}:{lineno}: not a JSON line")
-            if isinstance(obj, dict) and obj.get("type") == "header" and obj.get("schema") not in READABLE_SCHEMAS:
+            if RecordType.of(obj) is RecordType.HEADER and obj.get("schema") not in READABLE_SCHEMAS:
                 raise RecordError(f"{path}:{lineno}: record schema {obj.get('schema')} (this aoti-bisect reads "
                                   f"{' and '.join(map(str, READABLE_SCHEMAS))})")
             _check_record(obj, f"{path}:{lineno}")
             obj = self.redactor.data(obj)  # again with this process's secrets: a record may come from an older writer
-            if obj.get("type") == "header":
+            if RecordType.of(obj) is RecordType.HEADER:
                 header = obj
                 self.headers.append(obj)
             elif header is None:
@@ -256,17 +272,17 @@ class _Fold:
 
     def _line(self, obj: dict, header: dict, path: str, where: str) -> int:
         """One record after its file's header; 1 for an end line, else 0."""
-        kind = obj.get("type")
-        if kind == "repro":
+        kind = RecordType.of(obj)
+        if kind is RecordType.REPRO:
             self.repros.setdefault(obj["repro"], obj)
-        elif kind == "run":
+        elif kind is RecordType.RUN:
             self.runs.append({**obj, **{k: header["environment"].get(k) for k in _RUN_ENV_KEYS},
                               "shard": header["shard"]})
-        elif kind == "memcheck":
+        elif kind is RecordType.MEMCHECK:
             if obj["repro"] not in self.repros:
                 raise RecordError(f"{where}: memcheck record for {obj['repro']} before its repro record")
             self.memchecks.setdefault(obj["repro"], obj)
-        elif kind == "end":
+        elif kind is RecordType.END:
             self.ends[path] = obj
             if obj.get("interrupted"):
                 self.problems.append(f"{path}: the shard was interrupted")

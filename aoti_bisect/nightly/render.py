@@ -14,7 +14,7 @@ from ..files.write import atomic_write, valid_utf8
 from ..report.markdown import md_cell, md_code, rate_cell
 from ..report.redact import process_redactor
 from ..text import printable
-from .judge import Change, signature_label
+from .judge import Change, Status, signature_label
 
 
 def _hosts_line(data: dict) -> str:
@@ -98,26 +98,26 @@ def render_junit(data: dict) -> str:
                              time=f"{r['duration_s']:.3f}")
         rate = rate_cell(r["rate"])
         change = r["change"]
-        if r["status"] == "skipped":
+        if r["status"] == Status.SKIPPED:
             ET.SubElement(case, "skipped", message=_x(r["skipped"]))
             counts["skipped"] += 1
-        elif r["status"] == "infra_error":
+        elif r["status"] == Status.INFRA_ERROR:
             ET.SubElement(case, "error", type="infra_error",
                           message=f"every run was an infrastructure error ({r['infra_errors']} runs)")
             counts["errors"] += 1
         elif change["change"] == Change.WORSE.value:
             ET.SubElement(case, "failure", type="changed_for_the_worse", message=_x(change["text"])).text = rate
             counts["failures"] += 1
-        elif r["status"] == "reproduced":
+        elif r["status"] == Status.REPRODUCED:
             ET.SubElement(case, "skipped", type="known_failure",
                           message=_x(f"known failure, reproduced in every run: {rate}; {change['text']}"))
             counts["skipped"] += 1
-        elif r["status"] == "silent":
+        elif r["status"] == Status.SILENT:
             # Invalid accesses seen before: a known bug that does not crash, reported as a known failure is.
             ET.SubElement(case, "skipped", type="known_silent",
                           message=_x(f"silent: {rate}; {memcheck_text(r['memcheck'])}; {change['text']}"))
             counts["skipped"] += 1
-        elif r["status"] == "flaky":
+        elif r["status"] == Status.FLAKY:
             message = _x(f"flaky: {rate}; {change['text']}")
             ET.SubElement(case, "flakyFailure", type="flaky", message=message)
             ET.SubElement(case, "skipped", type="flaky", message=message)

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Optional
 
 from ..child.contract import CRASH_FILE
+from ..diagnose.findings import StageName
 from ..exits import EXIT_INCONCLUSIVE, EXIT_USAGE, UsageFailure
 from ..files.out import DISK_FAULTS
 from ..files.own import MAX_LOG_READ, TooLarge, read_run_file, read_text
@@ -202,7 +203,7 @@ def _culprit_sources(run_dir: str, report: ReportRecord) -> list[str]:
     """The culprit kernel's source file and the generated wrappers of the runs that localised it."""
     found = [report.culprit.source.path] if report.culprit.source else []
     for stage in report.stages:
-        if stage.name in ("trace", "inspect") and stage.logs:
+        if stage.name in (StageName.TRACE, StageName.INSPECT) and stage.logs:
             spec = os.path.join(os.path.dirname(stage.logs[0]), "spec.json")
             try:
                 overlay = json.loads(read_run_file(spec, 1 << 20)).get("env_overlay") or {}
