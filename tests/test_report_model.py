@@ -203,3 +203,48 @@ def test_advice_names_the_minify_step_and_the_report_words_it_with_the_run_folde
     out = Findings(Verdict.REPRODUCED, sig, Rate(2, 2), [], culprit=culprit, next_steps=steps)
     record = Report.from_findings(str(tmp_path), argv, out).record
     assert minify_step(str(tmp_path), argv) in record.next_steps and Step.MINIFY not in record.next_steps
+
+
+@pytest.mark.parametrize("tested, control, kind, cause, said", [
+    ("eager_rounding", "passes", "precision", "eager_rounding", "eager's intermediate rounding: the package built "
+     "rounding as eager does (emulate_precision_casts) clears the gap (control recompile)"),
+    ("tf32", "passes", "precision", "tf32", "TF32's rounding of the matmul's operands: the package built with TF32 "
+     "matmuls off clears the gap (control recompile)"),
+    ("tf32", "still_fails", "kernel", "miscompile", "a miscompile: the package built with TF32 matmuls off still "
+     "misses eager beyond the walk's tolerance, so the gap is not TF32's rounding of the matmul's operands"),
+    ("tf32", "inconclusive", "unknown", "unknown", "unknown: the package built with TF32 matmuls off says nothing "
+     "of the gap (the precision stage says why)"),
+    ("eager_rounding", "still_fails", "precision", "unknown", "unknown: the package built rounding as eager does "
+     "(emulate_precision_casts) still fails the script's check, so the gap is not eager's intermediate rounding alone"),
+    ("eager_rounding", None, "precision", "unknown", "unknown: the package built rounding as eager does "
+     "(emulate_precision_casts) was not run (the precision stage did not run)"),
+])
+def test_the_cause_of_a_precision_gap_is_a_field_of_report_json_and_report_md_says_it_from_there(
+        tmp_path, tested, control, kind, cause, said):
+    from aoti_bisect.diagnose.facts import FactKind, fact
+    from aoti_bisect.diagnose.findings import Cause, Control, Culprit, Findings, Precision
+    from aoti_bisect.report.plain import answer
+    from aoti_bisect.run.types import Signature
+    from aoti_bisect.stats import Rate
+    sig = Signature(FailureKind.PYTHON_EXCEPTION, Phase.RUN, "wrong values: max abs difference 0.5", None, "f")
+    culprit = Culprit(kind, kernel=None if kind == "unknown" else "cpp_fused_exp_mul_neg_sub_0",
+                      precision=Precision(Cause(tested), control and Control(control)))
+    culprit.evidence = [fact(FactKind.EAGER, "cpp_fused_exp_mul_neg_sub_0's output buf1 misses eager")]
+    culprit.summary = None if kind == "unknown" else culprit.evidence[0]
+    out = Findings(Verdict.REPRODUCED, sig, Rate(2, 2), [], culprit=culprit)
+    report = Report.from_findings(str(tmp_path), ["python", "repro.py"], out)
+    report.write()
+    written = json.loads((tmp_path / "report.json").read_text())["culprit"]["precision"]
+    assert written == {"cause": cause, "tested": tested, "control": control}
+    record = Report.load(str(tmp_path)).record
+    assert record.culprit.precision.cause == cause
+    assert f"- **Cause**: {said}" in " ".join((tmp_path / "report.md").read_text().split("\n  "))
+    assert f"cause: {said}" in answer(record, report.headline(), None, False)
+
+
+def test_a_report_json_written_before_the_cause_was_recorded_reads_without_it():
+    gpu = os.path.join(os.path.dirname(__file__), "..", "docs", "evidence", "gpu-wrong-values-2026-11-28b",
+                       "tf32_matmul_cuda.json")
+    for data in (real(), json.load(open(gpu))):
+        record = ReportRecord.from_json(data)
+        assert record.culprit.precision is None and "**Cause**" not in render_markdown(record)

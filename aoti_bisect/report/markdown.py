@@ -16,10 +16,10 @@ from tabulate import tabulate
 
 from ..aoti.hook_record import describe_counts
 from ..diagnose.facts import FactKind
-from ..diagnose.findings import CulpritKind
+from ..diagnose.findings import Cause, Control, CulpritKind
 from ..text import html_text, longest_backtick_run, md_cell, md_code, printable
 from ..verdict import Verdict
-from .record import Culprit, Environment, Minified, ReportRecord, Stage, TensorStat
+from .record import Culprit, Environment, GapCause, Minified, ReportRecord, Stage, TensorStat
 
 MD_LIMIT = 65536
 # How the hook's redirect.py served a package (aoti/hook_record.py's PackageEvent.redirect).
@@ -126,6 +126,7 @@ def first_screen(r: ReportRecord, minified: Optional[Minified] = None) -> list[t
         elif c.source_nodes:
             items.append(("FX nodes", c.source_nodes))
         items += convicted_by(c)
+        items += cause(c)
     items.append(("Rates", _rates(r)))
     if r.verdict_s is not None:
         runs = f", {r.verdict_runs} run(s)" if r.verdict_runs is not None else ""
@@ -150,6 +151,29 @@ def convicted_by(c: Culprit) -> list[tuple[str, str]]:
         return [("Found", c.conviction)]
     runs = ", ".join(f"{e.run} ({e.stage}, {e.kind})" for e in c.convicted_by)
     return [("Convicted by", c.conviction + (f" [evidence from run {runs}]" if runs else ""))]
+
+
+# The source of rounding each control recompile removes, and the package it builds without it.
+_TESTED = {Cause.EAGER_ROUNDING: ("eager's intermediate rounding", "rounding as eager does (emulate_precision_casts)"),
+           Cause.TF32: ("TF32's rounding of the matmul's operands", "with TF32 matmuls off")}
+
+
+def cause(c: Culprit) -> list[tuple[str, str]]:
+    """Where rounding may explain the gap, its cause as report.json's culprit.precision holds it, in one line."""
+    p = c.precision
+    if p is None:
+        return []
+    source, built = _TESTED[p.tested]
+    if p.cause is GapCause.MISCOMPILE:
+        return [("Cause", f"a miscompile: the package built {built} still misses eager beyond the walk's tolerance, "
+                          f"so the gap is not {source}")]
+    if p.cause is not GapCause.UNKNOWN:
+        return [("Cause", f"{source}: the package built {built} clears the gap (control recompile)")]
+    why = {None: f"the package built {built} was not run (the precision stage did not run)",
+           Control.INCONCLUSIVE: f"the package built {built} says nothing of the gap (the precision stage says why)",
+           Control.STILL_FAILS: f"the package built {built} still fails the script's check, so the gap is not "
+                                f"{source} alone"}[p.control]
+    return [("Cause", f"unknown: {why}")]
 
 
 def verdict_line(r: ReportRecord) -> str:

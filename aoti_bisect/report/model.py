@@ -168,7 +168,8 @@ def culprit_record(outcome: Findings) -> record.Culprit:
         tuple(tensor_record(t) for f in c.evidence for t in f.tensors()), tuple(tuple(p) for p in c.probes), c.op,
         tuple(entry_record(e) for e in c.convicted_by), tuple(record.Gap(**vars(g)) for g in c.gaps), c.origin,
         MappingProxyType(origins), record.KernelSource(*outcome.source) if outcome.source else None,
-        outcome.source_nodes or None)
+        outcome.source_nodes or None,
+        record.Precision.told(c.precision.cause, c.precision.control, c.kind) if c.precision else None)
 
 
 def entry_record(e: Entry) -> record.LedgerEntry:

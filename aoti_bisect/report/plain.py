@@ -12,7 +12,17 @@ from tabulate import tabulate
 
 from ..diagnose.findings import CulpritKind
 from ..text import printable
-from .markdown import WRAP, _short, c_lines, evidence_chain, first_screen, next_commands, next_steps, verdict_words
+from .markdown import (
+    WRAP,
+    _short,
+    c_lines,
+    cause,
+    evidence_chain,
+    first_screen,
+    next_commands,
+    next_steps,
+    verdict_words,
+)
 from .record import Minified, ReportRecord
 
 FINDING_WIDTH = 64  # a terminal's 100 columns less the stage table's other columns (at most 36)
@@ -59,6 +69,7 @@ def answer(r: ReportRecord, headline: str, minified: Optional[Minified], termina
     if r.culprit.conviction:  # a precision difference convicts nothing: what was found
         label = "found" if r.culprit.kind is CulpritKind.PRECISION else "convicted by"
         lines.append(f"{label}: {r.culprit.conviction}")
+    lines += [f"cause: {text}" for _, text in cause(r.culprit)]  # where rounding may explain the gap
     if r.culprit.kind is None:  # no culprit: the advice is the answer (a failure outside AOTI, what to try next)
         lines += [f"advice: {step}" for step in next_steps(r, minified)]
     if minified and minified.repro:

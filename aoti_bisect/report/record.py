@@ -20,7 +20,7 @@ from typing import Any, Optional, TypeVar, Union
 from .. import stats
 from ..aoti.provenance import Origin, SourceLine
 from ..diagnose.facts import FactKind, Subject, SubjectKind
-from ..diagnose.findings import CulpritKind, EvidenceKind
+from ..diagnose.findings import Cause, Control, CulpritKind, EvidenceKind
 from ..failure import FailureKind, Phase
 from ..run.types import Signature
 from ..verdict import Verdict
@@ -336,6 +336,45 @@ class KernelSource:
         return _flat(self)
 
 
+class GapCause(enum.StrEnum):
+    """What a precision question's gap comes from, as its control recompile told it (culprit.precision.cause)."""
+    EAGER_ROUNDING = "eager_rounding"  # gone with the package built rounding as eager does
+    TF32 = "tf32"  # gone with the package built with TF32 matmuls off
+    MISCOMPILE = "miscompile"  # still there without TF32: a kernel is convicted from the control's own walk
+    UNKNOWN = "unknown"  # the control did not run, failed otherwise, or left the gap without naming it
+
+
+@dataclass(frozen=True)
+class Precision:
+    """A gap rounding may explain, and what its control recompile told of it (diagnose/stages/precision.py): the
+    cause (`cause`), the source of rounding the control removed (`tested`) and what the control showed (`control`;
+    None where it did not run)."""
+    cause: GapCause
+    tested: Cause
+    control: Optional[Control] = None
+
+    @classmethod
+    def told(cls, tested: Cause, control: Optional[Control], kind: Optional[CulpritKind]) -> Precision:
+        """The cause a control names: the source it removed where the gap went with it; a miscompile where a kernel
+        is convicted from the control's own walk; else unknown (a low-precision gap the control did not clear still
+        has float64 on the package's side, which convicts nothing)."""
+        if control is Control.PASSES:
+            return cls(GapCause(tested.value), tested, control)
+        if control is Control.STILL_FAILS and kind is CulpritKind.KERNEL:
+            return cls(GapCause.MISCOMPILE, tested, control)
+        return cls(GapCause.UNKNOWN, tested, control)
+
+    @classmethod
+    def from_json(cls, d: Mapping, where: str) -> Precision:
+        control = _take(d, "control", str, where, None)
+        return cls(_enum(GapCause, _take(d, "cause", str, where), f"{where}cause"),
+                   _enum(Cause, _take(d, "tested", str, where), f"{where}tested"),
+                   None if control is None else _enum(Control, control, f"{where}control"))
+
+    def to_json(self) -> dict:
+        return _flat(self)
+
+
 _NO_CULPRIT: dict[str, Any] = {"kind": None, "kernel": None, "evidence": []}
 
 
@@ -359,6 +398,7 @@ class Culprit:
     kernel_origins: Mapping[str, Origin] = field(default_factory=lambda: MappingProxyType({}))
     source: Optional[KernelSource] = None
     source_nodes: Optional[str] = None
+    precision: Optional[Precision] = None  # where rounding may explain the gap: its cause, as the control told it
 
     @classmethod
     def from_json(cls, d: Mapping, where: str) -> Culprit:
@@ -373,7 +413,7 @@ class Culprit:
                    _each(d, "convicted_by", where, LedgerEntry.from_json), _each(d, "gaps", where, Gap.from_json),
                    _maybe(d, "origin", where, _origin), _origins(d, "kernel_origins", where),
                    _maybe(d, "source", where, KernelSource.from_json),
-                   None if nodes is None else str(nodes))
+                   None if nodes is None else str(nodes), _maybe(d, "precision", where, Precision.from_json))
 
     def to_json(self) -> dict:
         return _flat(self) if self.kind is not None else dict(_NO_CULPRIT)

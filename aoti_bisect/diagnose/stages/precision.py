@@ -63,7 +63,8 @@ def run(ctx: StageContext, out: Findings) -> None:
         return
     if control is Control.STILL_FAILS:
         control, stage.finding, found = _walked(ctx, stage, recompile)
-        if found is not None:
+        if found is not None:  # a miscompile: convicted from the control's walk, the question it answered kept
+            found.precision = replace(c.precision, control=control)
             out.culprit = found
             return
     c.precision = replace(c.precision, control=control)
