@@ -12,10 +12,11 @@ from typing import Optional
 
 from tabulate import tabulate
 
-from .diagnose.findings import CulpritKind
+from .diagnose.findings import CulpritKind, StageName
 from .exits import UsageFailure
 from .files.own import read_log
 from .files.write import user_name
+from .report.markdown import GAP_ROWS, GAP_SECTION, render_markdown
 from .run import process
 from .run.layout import headers_folder
 from .verdict import Verdict
@@ -64,9 +65,8 @@ class Scenario:
         c = self.culprit
         if c.get("kind") == CulpritKind.MODEL_INPUT:
             return f"model_input {c.get('input')}"
-        if c.get("pattern"):
-            return f"{c['kind']} ~ {c['pattern']}"
-        return c.get("kind", "none")
+        said = f"{c['kind']} ~ {c['pattern']}" if c.get("pattern") else c.get("kind", "none")
+        return said + (f" (cause {c['cause']})" if c.get("cause") else "")
 
 
 def load_manifest(path: Optional[str] = None) -> list[Scenario]:
@@ -132,6 +132,8 @@ def culprit_matches(expected: dict, found: Optional[dict]) -> bool:
         return False
     if kind == CulpritKind.MODEL_INPUT:
         return found.get("input_index") == expected.get("input")
+    if expected.get("cause") and (found.get("precision") or {}).get("cause") != expected["cause"]:
+        return False  # a precision question's cause, as its control recompile told it
     pattern = expected.get("pattern")
     return not pattern or bool(re.search(pattern, found.get("kernel") or found.get("op") or "", re.I))
 
@@ -141,7 +143,21 @@ def _found_culprit(c: Optional[dict]) -> str:
         return "none"
     if c["kind"] == CulpritKind.MODEL_INPUT:
         return f"model_input {c.get('input_index')}"
-    return f"{c['kind']} {c.get('kernel') or c.get('op') or ''}".strip()
+    cause = (c.get("precision") or {}).get("cause")
+    return f"{c['kind']} {c.get('kernel') or c.get('op') or ''}".strip() + (f" (cause {cause})" if cause else "")
+
+
+def _gap_table(report: dict) -> list[str]:
+    """A wrong value the eager stage pins has the per-kernel gap in report.md: a table of at most GAP_ROWS rows, or,
+    where the walk compared no launch, why."""
+    md = render_markdown(report)
+    if GAP_SECTION not in md:
+        return ["report.md has no per-kernel numeric gap"]
+    section = md.split(GAP_SECTION, 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| #")]
+    if len(rows) > GAP_ROWS:
+        return [f"report.md's numeric gap has {len(rows)} rows, over {GAP_ROWS}"]
+    return [] if rows or not (report.get("culprit") or {}).get("gaps") else ["report.md's numeric gap has no row"]
 
 
 def compare(s: Scenario, report: dict) -> list[str]:
@@ -162,6 +178,8 @@ def compare(s: Scenario, report: dict) -> list[str]:
     lines = [line.get("where") for line in (c.get("origin") or {}).get("lines") or ()]
     if s.line and s.line not in lines:
         problems.append(f"culprit source {', '.join(lines) or 'none'} lacks {s.line}")
+    if s.stage == StageName.EAGER:  # a wrong value: the per-kernel gap is in report.md
+        problems += _gap_table(report)
     lo, hi = report["reproduction"]["ci95"]
     if s.flaky and (hi < s.rate[0] or lo > s.rate[1]):
         problems.append(f"rate CI {lo:.0%}-{hi:.0%} outside the expected {s.rate[0]:.0%}-{s.rate[1]:.0%}")

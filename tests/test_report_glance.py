@@ -170,6 +170,7 @@ def test_the_console_ends_with_the_answer_and_the_exact_next_commands():
     script = d["command"][1]
     d["command"] = [sys.executable, script]
     d["next_steps"][1] = minify_step(d["run_dir"], d["command"])  # as a run of this version writes it
+    d["minify_step"] = 1
     lines = answer(ReportRecord.from_json(d), "verdict: reproduced", None, terminal=False)
     assert lines[0] == "verdict: reproduced"
     assert lines[1] == f"  nan_after_matmul.py:14: {LINE}"

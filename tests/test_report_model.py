@@ -115,6 +115,7 @@ def test_minify_rewrites_the_minified_section_and_the_next_step_of_report_md(tmp
     data = with_source(real())
     run = run_folder(tmp_path, data)
     data["next_steps"] = [data["next_steps"][0], minify_step(run, data["command"])]
+    data["minify_step"] = 1
     open(os.path.join(run, "report.json"), "w").write(json.dumps(data))
     Report.load(run).write()
     before = flat(open(os.path.join(run, "report.md")).read())
@@ -202,7 +203,8 @@ def test_advice_names_the_minify_step_and_the_report_words_it_with_the_run_folde
     assert Step.MINIFY in steps  # a value, not a sentence the report would find by its words
     out = Findings(Verdict.REPRODUCED, sig, Rate(2, 2), [], culprit=culprit, next_steps=steps)
     record = Report.from_findings(str(tmp_path), argv, out).record
-    assert minify_step(str(tmp_path), argv) in record.next_steps and Step.MINIFY not in record.next_steps
+    assert record.next_steps[record.minify_step] == minify_step(str(tmp_path), argv)
+    assert Step.MINIFY not in record.next_steps
 
 
 @pytest.mark.parametrize("tested, control, kind, cause, said", [

@@ -199,11 +199,11 @@ def environment_line(r: ReportRecord) -> str:
 
 
 def next_commands(r: ReportRecord, minified: Optional[Minified] = None) -> list[str]:
-    """The commands the run asks for next, exactly: minify where a step names it and minify has not run, then the
+    """The commands the run asks for next, exactly: minify where a step asks for it and minify has not run, then the
     bundle for the ticket (the report, logs, generated sources and the minified repro, redacted)."""
     if not r.run_dir or r.verdict is Verdict.NOT_REPRODUCED:
         return []
-    minify = not minified and any(step.startswith(MINIFY_STEP) for step in r.next_steps)
+    minify = not minified and r.minify_step is not None
     return ([minify_command(r.run_dir, r.command)] if minify else []) + \
         [f"aoti-bisect report {shlex.quote(r.run_dir)} --bundle"]
 
@@ -410,8 +410,8 @@ def next_steps(r: ReportRecord, minified: Optional[Minified]) -> list[str]:
     """The diagnosis's steps; before minify, its step is the first screen's Next command, and once minify has
     written a repro, its step names that repro instead."""
     repro = minified.repro if minified else None
-    return [minified_step(repro) if step.startswith(MINIFY_STEP) and repro else step for step in r.next_steps
-            if repro or not step.startswith(MINIFY_STEP)]
+    return [minified_step(repro) if i == r.minify_step and repro else step for i, step in enumerate(r.next_steps)
+            if repro or i != r.minify_step]
 
 
 def _next_steps(r: ReportRecord, minified: Optional[Minified]) -> list[str]:

@@ -75,7 +75,8 @@ class Report:
             tuple(entry_record(e) for e in outcome.ledger), tuple(record.Package(**row) for row in packages),
             _constants(outcome.constants), reuse, tuple(frozen(row) for row in ahead),
             tuple(minify_step(run_dir, command) if step is Step.MINIFY else step for step in outcome.next_steps),
-            record.Environment.from_json(environment or {}, "environment."), run_dir, bool(redactor.paths))
+            record.Environment.from_json(environment or {}, "environment."), run_dir, bool(redactor.paths),
+            next((i for i, step in enumerate(outcome.next_steps) if step is Step.MINIFY), None))
         return cls(run_dir, redactor.data(built))
 
     @classmethod

@@ -605,7 +605,8 @@ class Reduction:
 # report.json's keys in the order a reader meets them.
 _ORDER = ("schema_version", "tool", "tool_version", "created", "command", "verdict", "complete", "exit_reason",
           "summary", "signature", "reproduction", "stages", "culprit", "masked", "verdict_s", "verdict_runs", "ledger",
-          "packages", "constants", "reuse", "compiled_ahead", "next_steps", "environment", "run_dir", "paths_redacted")
+          "packages", "constants", "reuse", "compiled_ahead", "next_steps", "minify_step", "environment", "run_dir",
+          "paths_redacted")
 
 
 @dataclass(frozen=True)
@@ -635,6 +636,10 @@ class ReportRecord:
     environment: Environment
     run_dir: Optional[str]
     paths_redacted: bool  # --redact-paths: what is added to the report later is redacted the same way
+    # The index in next_steps of the step that asks for minify (`aoti-bisect minify RUN_DIR`): the first screen's
+    # next command until minify has run, then the minified repro's step. None where no step asks for it, and in a
+    # report.json written before the field (its steps are listed as they are).
+    minify_step: Optional[int] = None
 
     @property
     def exit_reason(self) -> str:
@@ -671,7 +676,8 @@ class ReportRecord:
                    _each(d, "compiled_ahead", "", lambda a, at: frozen(_mapping(a, at))),
                    _strings(d, "next_steps", ""),
                    Environment.from_json(_object(d, "environment", "") or {}, "environment."),
-                   _take(d, "run_dir", str, "", None), _take(d, "paths_redacted", bool, "", False))
+                   _take(d, "run_dir", str, "", None), _take(d, "paths_redacted", bool, "", False),
+                   _take(d, "minify_step", int, "", None))
 
     def to_json(self) -> dict:
         """report.json, keys in the order a reader meets them."""
