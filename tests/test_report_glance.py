@@ -303,3 +303,39 @@ def test_the_numeric_gap_is_a_table_of_at_most_15_rows_around_the_first_output_b
     assert rows[8].startswith("| 13 | cpp_fused\\_\\_softmax_abs_all_amax_div_eq_ge_m… |")  # a long name is cut
     assert all(len(line) <= TABLE_LINE for line in table.splitlines())
     assert "<td>cpp_fused_12</td>" in GFM.render(md)
+
+
+def test_every_wrong_value_the_eager_stage_pins_has_its_per_kernel_gap_in_report_md_or_why_none():
+    # The H100's reports (docs/evidence): a folded buffer whose walk compared two launches has its table; a replaced
+    # parameter's package agrees with the exported program, so the walk compared no launch, and the section says why.
+    # `scenarios check` holds every wrong value the eager stage pins (the manifest's stage) to this.
+    from aoti_bisect.scenarios import compare, load_manifest
+    evidence = os.path.join(os.path.dirname(DATA), "..", "docs", "evidence")
+    scenarios = {s.name: s for s in load_manifest()}
+    for name, rows in (("folded_temperature_cuda", 2), ("stale_parameter_replaced_cuda", 0)):
+        with open(os.path.join(evidence, "gpu-wrong-values-2026-11-28", f"{name}.json")) as f:
+            d = json.load(f)
+        section = render_markdown(d).split("## Numeric gap, kernel by kernel")[1].split("\n## ")[0]
+        assert len([line for line in section.splitlines() if line.startswith("| ") and "| # |" not in line]) == rows
+        assert compare(scenarios[name], d) == []
+    assert " ".join(section.split()).startswith(
+        "No launch's output was held against eager, so no kernel has a row: the package's outputs agree with eager "
+        "on every call compared (1): the script's check fails on something the exported program does not hold")
+    d["culprit"]["gaps"] = [{"launch": i, "kernel": f"cpp_fused_{i}", "tensor": f"buf{i}", "state": "agrees"}
+                            for i in range(20)]
+    assert compare(scenarios[name], d) == []  # 15 rows shown, every one in report.json
+    d["stages"] = [s for s in d["stages"] if s["name"] != "eager"]
+    d["culprit"]["gaps"] = []
+    assert compare(scenarios[name], d) == ["report.md has no per-kernel numeric gap"]
+
+
+def test_a_precision_scenario_is_held_to_the_cause_its_control_told():
+    from aoti_bisect.scenarios import compare, load_manifest
+    fp16 = next(s for s in load_manifest() if s.name == "fp16_rounding_cuda")
+    with open(os.path.join(os.path.dirname(DATA), "..", "docs", "evidence", "gpu-wrong-values-2026-11-28b",
+                           "fp16_rounding_cuda.json")) as f:
+        d = json.load(f)  # written before report.json held the cause
+    assert compare(fp16, d) == ["culprit precision triton_poi_fused_exp_mul_neg_sub_0 != precision ~ "
+                                "^triton_.*exp.*_[0-9]+$ (cause eager_rounding)"]
+    d["culprit"]["precision"] = {"cause": "eager_rounding", "tested": "eager_rounding", "control": "passes"}
+    assert compare(fp16, d) == []
