@@ -119,12 +119,14 @@ _run_dir: Optional[str] = None
                                                  "(one folder per set of compile-time flags; reusable by later "
                                                  "invocations on the same repro, never by two at once).")
 @click.option("--json", "as_json", is_flag=True, help="Print report.json on stdout and nothing else.")
-@click.option("--jobs", type=int, default=1, show_default=True, help="Runs in parallel.")
+@click.option("--jobs", type=int, default=None,
+              help="Runs in parallel [default: as many as the machine has room for: a core each, each start beside "
+                   "others admitted by the memory the runs so far took (docs/slots.md)].")
 @click.option("--reuse", type=click.Choice(REUSE_MODES), default="hooked", show_default=True,
               help="Which runs take a flag set's package from its first compile instead of compiling: the hooked "
                    "stages' (the baseline and determinism compile every run, as the script does), all, or none.")
 @click.option("--ahead/--no-ahead", default=True, show_default=True,
-              help="With --jobs 2 or more, compile the sanity and trace stages' flag sets in the slots the "
+              help="With two slots or more, compile the sanity and trace stages' flag sets in the slots the "
                    "baseline's first run leaves idle; --no-ahead where other work already takes every core.")
 @click.option("--warm/--cold", default=True, show_default=True,
               help="Fork the runs that take a stored package from a warm interpreter of the repro's Python, torch "
@@ -148,7 +150,7 @@ _run_dir: Optional[str] = None
 @click.option("-v", "--verbose", count=True, help="More on stderr.")
 def run_cmd(script: Optional[str], script_args: tuple[str, ...], cmd: Optional[str], python: Optional[str],
             runs: Optional[int], max_runs: int, timeout: float, out: Optional[str], cache_dir: Optional[str],
-            as_json: bool, jobs: int, reuse: str, ahead: bool, warm: bool, stages: str, budget: float,
+            as_json: bool, jobs: Optional[int], reuse: str, ahead: bool, warm: bool, stages: str, budget: float,
             redact_paths: bool, sanitize: bool, sanitizer: Optional[str], sanitizer_tools: str, then_minify: bool,
             quiet: int, verbose: int) -> None:
     """Rerun a failing repro under the debugging ladder and localise the fault."""
@@ -210,7 +212,7 @@ def _answer(report: Report) -> None:
     print("\n".join(answer(report.record, report.headline(), minified, sys.stdout.isatty())), flush=True)
 
 
-def _minify_after_verdict(run_dir: str, jobs: int, quiet: int, argv: list[str], python: str) -> None:
+def _minify_after_verdict(run_dir: str, jobs: Optional[int], quiet: int, argv: list[str], python: str) -> None:
     """The --minify stage: its outcome is said on stderr and in report.md (minify rewrites it), never in the exit
     code, which answers `git bisect run` about the repro, not about the reducer."""
     from .minify import MinifyOptions, minify

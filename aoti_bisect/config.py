@@ -13,7 +13,7 @@ from .stats import DEFAULT_MAX_RUNS
 class RunConfig:
     run_dir: str
     argv: tuple[str, ...]
-    jobs: int = 1
+    jobs: Optional[int] = None  # None: as many at once as the machine has room for (run/slots.py)
     runs: Optional[int] = None  # None: the ladder's own count (diagnose/ladder.py)
     max_runs: int = DEFAULT_MAX_RUNS
     timeout: float = 600.0

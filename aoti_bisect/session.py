@@ -68,6 +68,9 @@ class Session:
             self.environment = {"probe_error": f"{exc.strerror or exc}: {exc.filename or self.run_dir}"}
         # A probe_error is not fatal: the runs say for themselves whether the repro can run.
         self.environment["env"] = self.redactor.env(relevant_env(dict(os.environ)))
+        free = str(self.environment.get("gpu_free_mib") or "")
+        if self.harness.room is not None and free.isdigit():
+            self.harness.room.gpu_free = int(free) << 20
         if "torch_error" in self.environment and self.config.python_script:
             return f"torch is not importable by {self.python}: {self.environment['torch_error']}"
         return None
@@ -215,6 +218,8 @@ class Session:
         """The findings as the report: with the environment, what the hooked runs compiled and loaded, the constants'
         conviction and the culprit's source lines, all read from what the runs left."""
         self.environment.update(self._vec_isa())
+        room = self.harness.room
+        self.environment["slots"] = room.describe() if room is not None else {"jobs": self.harness.scheduler.jobs}
         cache = self.harness.environment.bytecode_cache()
         if cache:
             self.environment["bytecode_cache"] = cache[PYCACHE_PREFIX]

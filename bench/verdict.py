@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Issue #28: time to verdict of each scenario's bisection, with the default flags but --jobs.
+"""Issues #28 and #50: time to verdict of each scenario's bisection, with the default flags.
 
-For each scenario of scenarios/manifest.toml of the chosen device (default cuda), `aoti-bisect SCRIPT --jobs J`
-with the manifest's --max-runs and --timeout (the adaptive baseline, every stage, the default reuse), from a
+For each scenario of scenarios/manifest.toml of the chosen device (default cuda), `aoti-bisect SCRIPT` (with
+--jobs J where given; by default the tool sizes its slots by the machine, docs/slots.md) with the manifest's --max-runs and --timeout (the adaptive baseline, every stage, the default reuse), from a
 cold cache. Printed per scenario, as each one ends:
   verdict_s  report.json's seconds from the first run to the culprit (the baseline's rate may run on after it,
              within --budget: the wall time includes that)
@@ -16,7 +16,7 @@ version that may take far longer). The machine line names the machine, the date,
 
 --scenarios a,b picks scenarios and their order.
 
-Usage: python bench/verdict.py [--jobs 4] [--parallel 1] [--scenarios a,b] [--device cuda|cpu] [--cap 1800]
+Usage: python bench/verdict.py [--jobs J] [--parallel 1] [--scenarios a,b] [--device cuda|cpu] [--cap 1800]
        [--budget 300] [--keep DIR]
 """
 from __future__ import annotations
@@ -39,7 +39,8 @@ def bisect(s: Scenario, folder: str, jobs: int, cap: float, budget: float) -> li
     if problem:
         return [s.name, "-", "-", "-", "-", problem]
     args = in_setup(s.args, setup)
-    t = timed(tool_argv(s.path, "--max-runs", str(max(s.runs, 10)), "--timeout", str(s.timeout), "--jobs", str(jobs),
+    jobs_flag = ["--jobs", str(jobs)] if jobs else []  # none: aoti-bisect sizes its slots by the machine
+    t = timed(tool_argv(s.path, "--max-runs", str(max(s.runs, 10)), "--timeout", str(s.timeout), *jobs_flag,
                         "--budget", str(budget), "-q", "--out", out, "--", *args), clean_env(), folder,
               os.path.join(folder, f"{s.name}.log"), timeout=cap)
     try:
@@ -62,7 +63,7 @@ def bisect(s: Scenario, folder: str, jobs: int, cap: float, budget: float) -> li
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--jobs", type=int, default=4)
+    p.add_argument("--jobs", type=int, default=0, help="aoti-bisect's --jobs (0: its default, sized by the machine)")
     p.add_argument("--parallel", type=int, default=1)
     p.add_argument("--scenarios", default="")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
@@ -76,7 +77,7 @@ def main() -> None:
     if unknown:
         p.error(f"no {a.device} scenario named {', '.join(unknown)}")
     chosen = [mine[n] for n in wanted] if wanted else list(mine.values())  # in the order asked: first come first
-    print(machine(), f"| --jobs {a.jobs}, {a.parallel} bisection(s) at once", flush=True)
+    print(machine(), f"| --jobs {a.jobs or 'unset'}, {a.parallel} bisection(s) at once", flush=True)
     folder = a.keep or tempfile.mkdtemp(prefix="verdict-")
     os.makedirs(folder, exist_ok=True)
     headers = ["scenario", "verdict_s", "wall_s", "runs", "compiles", "right"]

@@ -8,6 +8,7 @@ and exports (seconds a child, 2-4 children a test), so the tests with children a
 loop, in the default run. The scheduler's tests that read only when runs started and ended run a stand-in child
 without torch (STAND_IN).
 """
+import dataclasses
 import json
 import os
 import shutil
@@ -18,7 +19,7 @@ import zipfile
 
 import pytest
 
-from aoti_bisect.aoti.hook_record import ahead_row, compile_counts, describe_counts, package_rows, read_hook
+from aoti_bisect.aoti.hook_record import ahead_row, compile_counts, package_rows, read_hook
 from aoti_bisect.child import contract
 from aoti_bisect.run.environment import VEC_ISA_ANSWER, VEC_ISA_OK
 from aoti_bisect.run.harness import Harness
@@ -141,14 +142,13 @@ def test_a_later_run_of_the_flag_set_reuses_the_first_ones_package(tmp_path, aft
     assert (second.reuse, second.reuse_reason) == ("reused", None)
     assert first.sha256 == second.sha256 and "PACKAGE scale=2.0" in second_log
     assert [r["action"] for r in package_rows("baseline", [read_hook(result.run_dir)])] == ["reused"]
-    assert describe_counts(compile_counts("baseline", [read_hook(result.run_dir)], True)) == \
+    assert compile_counts("baseline", [read_hook(result.run_dir)], True).describe() == \
         "baseline: 0 of 1 run(s) compiled, 1 reused the flag set's package"
 
 
 def test_a_baseline_whose_later_runs_took_the_stored_package_says_how_each_part_came_by_it():
-    row = compile_counts("baseline", [], True, unhooked=2)
-    row.update(runs=26, reused=26)
-    assert describe_counts(row) == ("baseline: 2 run(s) without the hook, each compiling as the script does; of the "
+    row = dataclasses.replace(compile_counts("baseline", [], True, unhooked=2), runs=26, reused=26)
+    assert row.describe() == ("baseline: 2 run(s) without the hook, each compiling as the script does; of the "
                                     "26 with it, 0 compiled, 26 reused the flag set's package")
 
 
@@ -216,7 +216,7 @@ def test_a_damaged_cached_package_is_compiled_again_and_the_record_says_why(tmp_
     assert "COMPILING" in log and event.reuse == "compiled"
     assert event.reuse_reason.startswith("cached package failed its check: sha256 ")
     counts = compile_counts("baseline", [read_hook(result.run_dir)], True)
-    assert counts["compiled"] == 1 and list(counts["reasons"]) == [event.reuse_reason]
+    assert counts.compiled == 1 and list(counts.reasons) == [event.reuse_reason]
     assert zipfile.ZipFile(stored).testzip() is None  # the compile stored a whole one again
     log, event, _ = run(h, repro, 2)
     assert event.reuse == "reused"
@@ -374,6 +374,7 @@ def test_the_first_runs_vector_isa_answer_spares_the_later_hooked_runs_the_check
     assert overlay.get(VEC_ISA_OK) == ("1" if same else None)
     assert h.environment.vec_isa_skipped == int(same or bool(answer.get("builds")))
     assert second.reuse == "reused"  # the shortcut gives the same ISAs: the flag set's package still serves
+    assert result.gpu_peak == 0  # its hook noted at exit that it used no GPU: no GPU bounds the runs (slots.py)
 
 
 @pytest.mark.parametrize("answer, user, shortcut", [
@@ -458,7 +459,7 @@ def test_a_compile_ahead_run_stores_its_flag_sets_package_and_stops_at_its_first
     ahead = h.run(RunSpec((sys.executable, repro), "ahead-trace", 0, NAN, 300.0, True, compile_only=True))
     assert ahead.outcome is Outcome.PASSED and "COMPILING" in _log(ahead) and "AFTER LOAD" not in _log(ahead)
     row = ahead_row("ahead-trace", read_hook(ahead.run_dir), ahead.exit.duration, False)
-    assert (row["compiled"], row["reused"], row["ended"]) == (1, 0, "stopped before its first package load")
+    assert (row.counts.compiled, row.counts.reused, row.ended) == (1, 0, "stopped before its first package load")
     log, event, _ = run(h, repro, 1, NAN, "trace")
     assert "COMPILING" not in log and "AFTER LOAD" in log and event.reuse == "reused"
 
@@ -559,4 +560,4 @@ def test_a_compile_ahead_run_the_ladder_no_longer_needs_is_killed_and_says_so(tm
     (ahead,) = h.scheduler.ahead_results
     assert ahead.exit.launch_error == "cancelled" and ahead.exit.duration < 60
     row = ahead_row(ahead.spec.name, read_hook(ahead.run_dir), ahead.exit.duration, True)
-    assert row["ended"] == "killed: the ladder needed nothing more"
+    assert row.ended == "killed: the ladder needed nothing more"

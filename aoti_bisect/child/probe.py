@@ -81,6 +81,8 @@ else:
         info["torch_error"] = f"cannot read torch/version.py: {type(exc).__name__}: {exc}"[:300]
 if shutil.which("nvidia-smi"):
     info["gpu"] = first_line(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
+    # The first GPU's free memory, MiB: how many runs it holds at once (run/slots.py).
+    info["gpu_free_mib"] = first_line(["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits"])
 cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
 info["cxx"] = cxx
 info["cxx_version"] = first_line([cxx, "--version"]) if cxx else None

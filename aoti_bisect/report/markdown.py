@@ -562,7 +562,7 @@ def _environment(env: Environment | Mapping, tool_version: str | None) -> list[s
     rows = [("PyTorch", torch), ("CUDA used to build PyTorch", torch and (env.cuda_runtime or "None")),
             ("GPU, driver", env.gpu), ("Python", env.python and f"{env.python} ({env.executable or '?'})"),
             ("C++ compiler", env.cxx_version), ("libstdc++", env.libstdcxx), ("OS", env.os),
-            ("CPU vector ISAs (Inductor)", _vec_isa(env.vec_isa)),
+            ("CPU vector ISAs (Inductor)", _vec_isa(env.vec_isa)), ("Runs at once", _slots(env.slots)),
             ("Python bytecode", env.bytecode_cache and (
                 f"PYTHONDONTWRITEBYTECODE is set: the hooked runs kept theirs in {env.bytecode_cache}; the runs "
                 "without the hook compiled it afresh, as the user's do")),
@@ -576,6 +576,19 @@ def _environment(env: Environment | Mapping, tool_version: str | None) -> list[s
         out += ["", "`python -m torch.utils.collect_env`, whole: report.json's `environment.collect_env` and the "
                 "bundle."]
     return out
+
+
+def _slots(slots: Mapping | None) -> str | None:
+    """`--jobs N`, or how many the machine held (run/slots.py) and the largest run it was sized by."""
+    if not slots:
+        return None
+    if slots.get("jobs"):
+        return f"{slots['jobs']} (--jobs)"
+    peaks = [f"{what} {slots[key] / (1 << 30):.1f} GiB" for what, key in
+             (("host", "host_peak_bytes"), ("GPU", "gpu_peak_bytes"))
+             if isinstance(slots.get(key), int) and (what == "host" or slots.get("gpu"))]
+    return (f"up to {slots.get('slots')}, one per core, each start beside others admitted by memory"
+            + (f" (the largest run: {', '.join(peaks)})" if peaks else ""))
 
 
 def _vec_isa(answer: Mapping | None) -> str | None:

@@ -505,6 +505,8 @@ class Environment:
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     vec_isa: Optional[Mapping[str, JSONValue]] = None
     bytecode_cache: Optional[str] = None
+    gpu_free_mib: Optional[str] = None  # the first GPU's free memory when the probe ran
+    slots: Optional[Mapping[str, JSONValue]] = None  # how many runs went at once, and why (run/slots.py)
 
     @property
     def present(self) -> bool:
@@ -518,10 +520,11 @@ class Environment:
 
     @classmethod
     def from_json(cls, d: Mapping, where: str) -> Environment:
-        texts = [f.name for f in fields(cls) if f.name not in ("env", "vec_isa")]
-        vec_isa = _object(d, "vec_isa", where)
+        vec_isa, slots = (_object(d, key, where) for key in ("vec_isa", "slots"))
+        texts = [f.name for f in fields(cls) if f.name not in ("env", "vec_isa", "slots")]
         return cls(**{key: _printable(d.get(key)) for key in texts}, env=frozen(_object(d, "env", where) or {}),
-                   vec_isa=frozen(vec_isa) if vec_isa is not None else None)
+                   vec_isa=frozen(vec_isa) if vec_isa is not None else None,
+                   slots=frozen(slots) if slots is not None else None)
 
     def to_json(self) -> dict:
         return _flat(self)

@@ -23,6 +23,7 @@ from .environment import Environment
 from .layout import Layout
 from .phases import phases
 from .scheduler import Scheduler
+from .slots import Room
 from .types import CrashSite, Outcome, ProcessExit, RunResult, RunSpec, Signature
 from .warm import WarmPool, plain_script
 from .witness import assert_site
@@ -36,7 +37,7 @@ AHEAD_NICENESS = 10
 
 
 class Harness:
-    def __init__(self, run_dir: str, base_env: Optional[dict[str, str]] = None, jobs: int = 1,
+    def __init__(self, run_dir: str, base_env: Optional[dict[str, str]] = None, jobs: Optional[int] = 1,
                  limits: process.OutputLimits = process.OutputLimits(),
                  cancel: Optional[process.Cancel] = None, cache_root: Optional[str] = None,
                  gpu_slots: Optional[list[str]] = None, reuse: str = "hooked", warm: bool = True) -> None:
@@ -46,8 +47,10 @@ class Harness:
         self.cancel = cancel or process.Cancel()
         self.environment = Environment(self.layout, base_env, reuse, gpu_slots, self.cancel)
         self.limits = limits
-        self.scheduler = Scheduler(self.run, self.layout, len(gpu_slots) if gpu_slots else max(1, jobs),
-                                   self.cancel, self.environment.reuse_dir)
+        # jobs None: as many at once as the machine has room for (run/slots.py).
+        self.room = Room.of_machine() if jobs is None and not gpu_slots else None
+        slots = len(gpu_slots) if gpu_slots else self.room.slots if self.room is not None else max(1, jobs or 1)
+        self.scheduler = Scheduler(self.run, self.layout, slots, self.cancel, self.environment.reuse_dir, self.room)
 
     def run(self, spec: RunSpec, cancel: Optional[process.Cancel] = None) -> RunResult:
         run_path = self.layout.run_path(spec)
@@ -83,18 +86,21 @@ class Harness:
                 also = printed
         if crash is not None and signature is not None:
             signature = _with_crash(signature, crash)
-        timing = phases(self._hook_clock(spec, run_path), launched, exit.duration,
-                        time.time() - launched - exit.duration)
+        record = self._hook_doc(spec, run_path)
+        timing = phases(record, launched, exit.duration, time.time() - launched - exit.duration)
+        gpu_peak = record.get("gpu_peak") if record is not None else None
         result = RunResult(spec, outcome, exit, run_path, log_path, signature,
-                           self.layout.cache_dir(spec.env_dict, slot), crash, crash_problem, also, timing)
+                           self.layout.cache_dir(spec.env_dict, slot), crash, crash_problem, also, timing,
+                           gpu_peak if isinstance(gpu_peak, int) and gpu_peak >= 0 else None)
         if not problem:
             self.layout.write_result(result)
         if outcome is not Outcome.INFRA_ERROR:
             self.layout.mark_warm(spec, stored=self.environment.reuse_dir(spec) is not None)
         return result
 
-    def _hook_clock(self, spec: RunSpec, run_path: str) -> Optional[dict]:
-        """The hook record's clock, spans and events (run/phases.py), where the run carried the hook."""
+    def _hook_doc(self, spec: RunSpec, run_path: str) -> Optional[dict]:
+        """The hook record (its clock, spans and events for run/phases.py, its GPU peak for run/slots.py), where the
+        run carried the hook."""
         if not self.environment.hooked(spec):
             return None
         try:

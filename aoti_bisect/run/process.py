@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import psutil
 
@@ -33,6 +33,7 @@ from .checkers import create_checker_log
 from .types import ProcessExit
 
 POLL_S = 0.05
+_PAGE = os.sysconf("SC_PAGE_SIZE")
 TREE_SCAN_S = 0.5
 KILL_GRACE_S = 3.0
 KILL_SWEEP_S = 5.0
@@ -374,25 +375,56 @@ def forget(child: subprocess.Popen) -> None:
     _tell_watchdog(f"-{child.pid}\n")
 
 
+class Watched(NamedTuple):
+    timed_out: bool
+    cancelled: bool
+    seen: list[psutil.Process]  # the processes that left the group, for the final sweep
+    peak_rss: Optional[int]  # bytes: the most the run's processes held at once, as sampled (resident_bytes)
+
+
+def resident_bytes(pids: list[int], root: int) -> Optional[int]:
+    """The resident memory of a run's processes now, or the root's high-water mark if that is more (a peak between
+    two samples); None where /proc tells nothing."""
+    total, seen_any = 0, False
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/statm", "rb") as f:
+                total += int(f.read().split()[1]) * _PAGE
+            seen_any = True
+        except (OSError, IndexError, ValueError):
+            pass
+    try:
+        with open(f"/proc/{root}/status", "rb") as f:
+            hwm = next(int(line.split()[1]) * 1024 for line in f if line.startswith(b"VmHWM:"))
+        total, seen_any = max(total, hwm), True
+    except (OSError, IndexError, ValueError, StopIteration):
+        pass
+    return total if seen_any else None
+
+
 def _watch(child: subprocess.Popen, token: str, log: _CappedLog, deadline: float,
-           cancel: Optional[Cancel]) -> tuple[bool, bool, list[psutil.Process]]:
+           cancel: Optional[Cancel]) -> Watched:
     """Waits for the child's exit, keeping its log under the caps; at the deadline or a cancel the whole tree is
-    killed. Returns (timed out, cancelled, the processes that left the group), those for the final sweep."""
+    killed."""
     seen: dict[int, psutil.Process] = {}
     timed_out = cancelled = False
     next_scan = 0.0
+    peak: Optional[int] = None
     exit_fd = _pidfd(child.pid)
     try:
         while child.poll() is None:
             now = time.monotonic()
             if now >= next_scan:
+                pids = members(child.pid, token)
                 # Only for processes that dropped the mark (a cleared environment) and left the group.
-                for pid in members(child.pid, token):
+                for pid in pids:
                     if pid not in seen:
                         try:
                             seen[pid] = psutil.Process(pid)
                         except psutil.Error:
                             pass
+                held = resident_bytes(pids, child.pid)
+                peak = max(peak or 0, held) if held is not None else peak
                 next_scan = now + TREE_SCAN_S
             log.check()
             if now > deadline:
@@ -411,7 +443,7 @@ def _watch(child: subprocess.Popen, token: str, log: _CappedLog, deadline: float
     finally:
         if exit_fd is not None:
             os.close(exit_fd)
-    return timed_out, cancelled, list(seen.values())
+    return Watched(timed_out, cancelled, list(seen.values()), peak)
 
 
 def execute(
@@ -446,7 +478,7 @@ def execute(
             return ProcessExit(None, None, False, 0.0, 0, launch_error=f"{argv[0]}: {exc.strerror or exc}")
         log = _CappedLog(fd, limits)
         try:
-            timed_out, cancelled, seen = _watch(child, token, log, start + timeout, cancel)
+            timed_out, cancelled, seen, peak_rss = _watch(child, token, log, start + timeout, cancel)
             duration = time.monotonic() - start
             # Inductor's compile workers and a repro's daemons may outlive its main process: always sweep.
             kill_tree(child.pid, seen, grace=1.0, token=token)
@@ -463,6 +495,7 @@ def execute(
             dropped_bytes=dropped,
             launch_error="cancelled" if cancelled else None,
             warm=forked is not None,
+            peak_rss=peak_rss,
         )
     finally:
         os.close(fd)

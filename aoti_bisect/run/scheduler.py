@@ -13,6 +13,7 @@ from typing import Optional
 
 from . import process
 from .layout import Layout, warm_key
+from .slots import Room
 from .types import RunResult, RunSpec
 
 Run = Callable[[RunSpec, Optional[process.Cancel]], RunResult]
@@ -20,8 +21,9 @@ Run = Callable[[RunSpec, Optional[process.Cancel]], RunResult]
 
 class Scheduler:
     def __init__(self, run: Run, layout: Layout, jobs: int, cancel: process.Cancel,
-                 reuse_dir: Callable[[RunSpec], Optional[str]]) -> None:
+                 reuse_dir: Callable[[RunSpec], Optional[str]], room: Optional[Room] = None) -> None:
         self._run = run
+        self._room = room  # --jobs unset: a start beside others also needs the machine's room (slots.py)
         self._layout = layout
         self._reuse_dir = reuse_dir
         self.jobs = jobs
@@ -75,7 +77,7 @@ class Scheduler:
                stop: Callable[[list[RunResult]], bool], on_start: Callable[[RunSpec], None]) -> None:
         alone, first = None, None  # a cold key's first run, and its spec
         while (pending or running) and not self.cancel.is_set():
-            while pending and len(running) + len(self._ahead_running) < self.jobs and not stop(results):
+            while pending and self._admit(len(running) + len(self._ahead_running)) and not stop(results):
                 spec = pending[0]
                 cold = not self._layout.is_warm(spec)
                 if cold and self._compiling_ahead(spec) is not None:
@@ -111,7 +113,13 @@ class Scheduler:
                 if result.exit.launch_error == "cancelled":
                     continue
                 results.append(result)
+                if self._room is not None:
+                    self._room.note(result)
                 on_result(result)
+
+    def _admit(self, busy: int) -> bool:
+        """Whether a run may start beside `busy` others: a slot is free and, with --jobs unset, the machine has room."""
+        return busy < self.jobs and (self._room is None or self._room.admit(busy))
 
     def _twin(self, spec: RunSpec, first: Optional[RunSpec], busy: int) -> bool:
         """Whether a run may start beside its cold key's first run: it takes no package, and a slot is left once
@@ -150,7 +158,7 @@ class Scheduler:
     def _start_ahead(self, busy: int) -> None:
         started = []
         with self._lock:
-            while self._ahead_queue and busy + len(self._ahead_running) < self.jobs:
+            while self._ahead_queue and self._admit(busy + len(self._ahead_running)):
                 if self._ahead_pool is None:
                     self._ahead_pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="ahead")
                 spec = self._ahead_queue.pop(0)
@@ -165,6 +173,8 @@ class Scheduler:
             self._ahead_running.pop(future, None)
             if not future.cancelled() and future.exception() is None:
                 self.ahead_results.append(future.result())
+                if self._room is not None:
+                    self._room.note(future.result())
 
     def finish_ahead(self) -> None:
         """Drops the queued compile-only runs and kills the running ones: the ladder needs nothing more."""

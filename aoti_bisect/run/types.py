@@ -82,6 +82,7 @@ class ProcessExit:
     dropped_bytes: int = 0
     launch_error: Optional[str] = None
     warm: bool = False  # forked from a warm interpreter (run/warm.py), not started cold
+    peak_rss: Optional[int] = None  # bytes the run's processes held at most, sampled (process.resident_bytes)
 
 
 DEVICE_DUMP = "CUDA core dump"
@@ -132,6 +133,7 @@ class RunResult:
     # core dump (cuda-gdb spells some kernels its own way, and a dump can be of another lane's fault).
     crash_also: Optional[CrashSite] = None
     phases: Optional[Mapping[str, float]] = None  # seconds per phase of the run (run/phases.py)
+    gpu_peak: Optional[int] = None  # bytes torch's allocator reserved at most on a GPU, as the hook saw at exit
 
     @property
     def failed(self) -> bool:
@@ -153,6 +155,8 @@ class RunResult:
             "crash_problem": self.crash_problem,
             "crash_also": self.crash_also.to_json() if self.crash_also else None,
             "phases": dict(self.phases) if self.phases is not None else None,
+            "peak_rss_bytes": self.exit.peak_rss,
+            "gpu_peak_bytes": self.gpu_peak,
         }
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #28 on the lent GPU: `start` runs bench/verdict.py over the CUDA scenarios (--jobs 4, PARALLEL bisections
+# Issue #28 on the lent GPU: `start` runs bench/verdict.py over the CUDA scenarios (JOBS, default: the tool's own, PARALLEL bisections
 # at once) and RATE_RUNS baseline runs of rare_ima_user_triton (its crash rate, with its 95% interval), each in its own session so that the
 # work outlives one device call; `wait` waits for them. Both copy what exists to $OUT: verdict.txt, rate.txt and
 # the reports (report.json/md of each bisection). MINIFY=NAME also bisects that CUDA
@@ -24,7 +24,7 @@ if [ "${1:-wait}" = start ]; then
   rm -rf $w; mkdir -p $w/keep $w/rate
   { python3 -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0))";
     $CUDA_HOME/bin/compute-sanitizer --version | tail -n 1; nproc; } > $w/device.txt 2>&1
-  setsid nohup python3 bench/verdict.py --jobs 4 --parallel "${PARALLEL:-3}" --keep $w/keep --budget "${BUDGET:-300}" \
+  setsid nohup python3 bench/verdict.py --jobs "${JOBS:-0}" --parallel "${PARALLEL:-3}" --keep $w/keep --budget "${BUDGET:-300}" \
     ${SCENARIOS:+--scenarios $SCENARIOS} > $w/verdict.txt 2>&1 < /dev/null &
   if [ -n "${MINIFY:-}" ]; then
     setsid nohup sh -c "python3 -m aoti_bisect scenarios/cuda/$MINIFY.py --stages baseline,trace,inspect --runs 1 \

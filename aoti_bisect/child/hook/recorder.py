@@ -8,6 +8,7 @@ repro; where the harness asks for reuse, reuse.py may serve a compile from the f
 The record is rewritten whole and atomically after every event, so a process that dies (a segfault while loading,
 in a kernel) leaves what happened before.
 """
+import atexit
 import contextlib
 import functools
 import hashlib
@@ -58,6 +59,7 @@ class Record:
         # when the hook did; events' "t" and "t_end" count from the latter.
         self.clock = {"process_start": _process_start(), "hook_start": round(time.time(), 3)}
         self.spans = []  # [what, t0, t1]: calls timed that are no event (the repro's exports)
+        self.gpu_peak = None  # bytes, noted at exit (_note_gpu_peak)
         self._reset()
 
     def _reset(self):
@@ -95,7 +97,7 @@ class Record:
 
     def write(self):
         doc = {"schema_version": SCHEMA_VERSION, "pid": self.pid, "argv": list(sys.argv), "events": self.events,
-               "hook_errors": self.errors, "clock": self.clock, "spans": self.spans}
+               "hook_errors": self.errors, "clock": self.clock, "spans": self.spans, "gpu_peak": self.gpu_peak}
         try:
             target = self.target or self._claim()
             self.target = target
@@ -541,13 +543,27 @@ class _Finder(importlib.abc.MetaPathFinder):
         return None
 
 
+@_quietly
+def _note_gpu_peak():
+    """At exit, into a record the process wrote: the most torch's allocator reserved on one GPU, or 0 where it used
+    none, for sizing how many runs share a GPU (run/slots.py). A process that crashed tells nothing."""
+    torch = sys.modules.get("torch")
+    used = torch is not None and torch.cuda.is_initialized()
+    if RECORD is None or (RECORD.target is None and not used):
+        return
+    RECORD.gpu_peak = max((torch.cuda.max_memory_reserved(d) for d in range(torch.cuda.device_count())),
+                          default=0) if used else 0
+    RECORD.write()
+
+
 def install():
     """Called by sitecustomize when AOTI_BISECT_HOOK names the record's path. Leaves an empty HOOK_LOADED file beside
-    it, and writes the record itself only at an event."""
+    it, and writes the record itself only at an event (and at exit, into a record it wrote)."""
     path = os.environ.get(contract.HOOK_ENV)
     if not path or RECORD is not None:
         return
     _record_to(path)
+    atexit.register(_note_gpu_peak)
     for name in PATCHES:
         if name in sys.modules:
             patch(sys.modules[name])
