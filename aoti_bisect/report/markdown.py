@@ -16,7 +16,7 @@ from tabulate import tabulate
 
 from ..aoti.hook_record import describe_counts
 from ..diagnose.facts import FactKind
-from ..diagnose.findings import Cause, Control, CulpritKind
+from ..diagnose.findings import Cause, Control, CulpritKind, StageName
 from ..text import html_text, longest_backtick_run, md_cell, md_code, printable
 from ..verdict import Verdict
 from .record import Culprit, Environment, GapCause, Minified, ReportRecord, Stage, TensorStat
@@ -272,6 +272,7 @@ def _evidence(r: ReportRecord) -> list[str]:
 
 
 GAP_ROWS = 15  # report.json's culprit.gaps holds every row
+GAP_SECTION = "## Numeric gap, kernel by kernel"
 
 
 def _gaps(r: ReportRecord) -> list[str]:
@@ -279,7 +280,7 @@ def _gaps(r: ReportRecord) -> list[str]:
     both sides' gap to float64, the first beyond tolerance marked. Past GAP_ROWS rows, those around that first."""
     gaps = r.culprit.gaps
     if not gaps:
-        return []
+        return _no_gaps(r)
     first = next((i for i, g in enumerate(gaps) if g.state == "differs"), None)
     start = 0 if first is None or len(gaps) <= GAP_ROWS else max(0, min(first - GAP_ROWS // 2, len(gaps) - GAP_ROWS))
     shown = gaps[start:start + GAP_ROWS]
@@ -290,7 +291,7 @@ def _gaps(r: ReportRecord) -> list[str]:
              "beyond it." +
              (f" Rows {start + 1}-{start + len(shown)} of {len(gaps)}; all in report.json (`culprit.gaps`)."
               if len(shown) < len(gaps) else ""))
-    out = ["", "## Numeric gap, kernel by kernel", "", *textwrap.wrap(intro, 100), "",
+    out = ["", GAP_SECTION, "", *textwrap.wrap(intro, 100), "",
            "| # | kernel | output | eager node | gap to eager | ULP | cosine | package vs float64 | eager vs float64 "
            "| judged |",
            "|---|---|---|---|---|---|---|---|---|---|"]
@@ -301,6 +302,17 @@ def _gaps(r: ReportRecord) -> list[str]:
                    f"{md_cell(_short(g.node or '-', 20)[0])} | {gap} | {_g(g.ulp)} | "
                    f"{'-' if g.cosine is None else f'{g.cosine:.7g}'} | {_g(g.f64)} | {_g(g.eager_f64)} | {judged} |")
     return out
+
+
+def _no_gaps(r: ReportRecord) -> list[str]:
+    """Where the eager stage walked a wrong value and compared no launch's output (the package agrees with the
+    exported program, or equals it run with the state as built), why: the gap is not in a kernel."""
+    walked = next((s for s in r.stages if s.name == StageName.EAGER and s.runs and not s.skipped), None)
+    if walked is None or not walked.finding:
+        return []
+    text = f"No launch's output was held against eager, so no kernel has a row: {md_cell(walked.finding)}"
+    return ["", GAP_SECTION, "", *(_unblock(line) for line in textwrap.wrap(text, WRAP, break_long_words=False,
+                                                                           break_on_hyphens=False))]
 
 
 def _g(x: Optional[float]) -> str:
