@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Optional
 
-from .aoti.hook_record import HookRecord, ahead_row, compile_counts, package_rows
+from .aoti.hook_record import CompileCounts, HookRecord, ahead_row, compile_counts, package_rows
 from .config import RunConfig
 from .diagnose.constants import convict_constants
 from .diagnose.context import Options
@@ -113,7 +113,7 @@ class Session:
         self._probed.wait(PROBE_WAIT_S)
         return bool(self._probe.get("problem"))
 
-    def _compiles(self, stage: Stage, records: list[HookRecord]) -> dict:
+    def _compiles(self, stage: Stage, records: list[HookRecord]) -> CompileCounts:
         """compile_counts of a stage: an unhooked stage whose later runs took the stored package (the baseline's,
         under reuse) is counted over those runs, its first wave's said apart."""
         env = self.harness.environment
@@ -126,7 +126,7 @@ class Session:
         warm = sum(r.exit.warm for r in stage.results)
         eligible = any(self.harness.warm_start(r.spec) for r in stage.results)
         problems = self.harness.warm.problems if self.harness.warm is not None and eligible and not warm else []
-        return {**row, **({"warm": warm} if warm else {}), **({"cold_because": list(problems)} if problems else {})}
+        return dataclasses.replace(row, warm=warm, cold_because=tuple(problems))
 
     def _announce(self, out: Findings, left: int) -> None:
         """The verdict as soon as it stands, when the rate still runs on after it (Ladder.rate_after_verdict)."""
@@ -233,7 +233,7 @@ class Session:
         locate_findings(outcome, graph, source_map(graph, records))
         packages = [row for stage, records in hooks for row in package_rows(stage, records)]
         compiles = [self._compiles(s, records) for s, (_, records) in zip(outcome.stages, hooks)]
-        ahead = [{**ahead_row(r.spec.name, evidence.hook(r), r.exit.duration, r.exit.launch_error == "cancelled"),
-                  "flag_set": compile_key(r.spec.env_dict)} for r in self.harness.scheduler.ahead_results]
+        ahead = [ahead_row(r.spec.name, evidence.hook(r), r.exit.duration, r.exit.launch_error == "cancelled",
+                           compile_key(r.spec.env_dict)) for r in self.harness.scheduler.ahead_results]
         return Report.from_findings(self.run_dir, self.argv, outcome, self.environment, self.redactor, packages,
                                     compiles, self.harness.environment.reuse, ahead)

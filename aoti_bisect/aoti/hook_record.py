@@ -10,6 +10,7 @@ import glob
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Optional, Union
 
 from ..child import contract
@@ -213,53 +214,92 @@ def package_rows(stage: str, records: list[HookRecord]) -> list[dict]:
     return list(rows.values())
 
 
-def compile_counts(stage: str, records: list[HookRecord], hooked: bool, unhooked: int = 0) -> dict:
-    """How a stage's runs came by their packages: how many compiled, how many reused the flag set's first
-    compile, and why the ones under reuse compiled. `hooked` False: the runs ran without the hook, as the
-    user's script runs, and compiled whenever the script does (nothing is known of them here). `unhooked`: runs
-    of a hooked row that ran so beside `records` (the baseline's first wave, before its runs took the package)."""
-    row: dict[str, Any] = {"stage": stage, "hooked": hooked, "runs": len(records), "compiled": 0, "reused": 0,
-                           "reasons": {}, "unhooked": unhooked}
+@dataclass(frozen=True)
+class CompileCounts:
+    """How a stage's runs came by their packages (report.json's `compiles` of a stage): how many compiled, how many
+    reused the flag set's first compile, and why the ones under reuse compiled. `hooked` False: the runs ran without
+    the hook, as the user's script runs, and compiled whenever the script does (nothing is known of them here).
+    `unhooked`: runs of a hooked row that ran so beside the counted ones (the baseline's first wave, before its runs
+    took the package); `warm`: runs forked from a warm interpreter; `cold_because`: why none was."""
+    stage: str
+    hooked: bool
+    runs: int
+    compiled: int = 0
+    reused: int = 0
+    reasons: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    unhooked: int = 0
+    warm: int = 0
+    cold_because: tuple[str, ...] = ()
+
+    def to_json(self) -> dict:
+        """report.json's object; `warm` and `cold_because` only where there is something to say."""
+        row: dict[str, Any] = {"stage": self.stage, "hooked": self.hooked, "runs": self.runs,
+                               "compiled": self.compiled, "reused": self.reused, "reasons": dict(self.reasons),
+                               "unhooked": self.unhooked}
+        return {**row, **({"warm": self.warm} if self.warm else {}),
+                **({"cold_because": list(self.cold_because)} if self.cold_because else {})}
+
+    def describe(self) -> str:
+        """One line for report.md."""
+        if not self.hooked:
+            return f"{self.stage}: {self.runs} run(s) without the hook, each compiling as the script does (no reuse)"
+        none = self.runs - self.compiled - self.reused
+        text = (f"{self.stage}: {self.compiled} of {self.runs} run(s) compiled, "
+                f"{self.reused} reused the flag set's package")
+        if self.unhooked:
+            text = (f"{self.stage}: {self.unhooked} run(s) without the hook, each compiling as the script does; of "
+                    f"the {self.runs} with it, {self.compiled} compiled, {self.reused} reused the flag set's package")
+        if none:
+            text += f", {none} compiled nothing"
+        if self.reasons:
+            text += "; compiled because: " + "; ".join(f"{why} ({n})" for why, n in sorted(self.reasons.items()))
+        if self.warm:
+            text += f"; {self.warm} forked from a warm interpreter (torch imported once, docs/warm.md)"
+        if self.cold_because:
+            text += "; none warm: " + "; ".join(self.cold_because)
+        return text
+
+
+@dataclass(frozen=True)
+class CompiledAhead:
+    """One compile-only run (run/scheduler.py `ahead`), report.json's `compiled_ahead` row: what it compiled, or
+    found built, for a later stage's flag set, in how many seconds, and how it ended."""
+    counts: CompileCounts
+    seconds: float
+    ended: str
+    flag_set: Optional[str] = None  # the flag set's compile key (run/layout.compile_key)
+
+    def to_json(self) -> dict:
+        """One flat object: the counts' fields beside seconds, ended and flag_set."""
+        return {**self.counts.to_json(), "seconds": self.seconds, "ended": self.ended,
+                **({"flag_set": self.flag_set} if self.flag_set is not None else {})}
+
+    def describe(self) -> str:
+        return f"{self.counts.describe()} ({self.seconds} s, compiling ahead for a later stage; {self.ended})"
+
+
+def compile_counts(stage: str, records: list[HookRecord], hooked: bool, unhooked: int = 0) -> CompileCounts:
+    """How the runs of `records` came by their packages (CompileCounts)."""
+    compiled = reused = 0
+    reasons: dict[str, int] = {}
     for record in records:
         compiles = [e for e in record.events if e.compiled]
         if not compiles:
             continue
         if all(e.reuse == "reused" for e in compiles):
-            row["reused"] += 1
+            reused += 1
         else:
-            row["compiled"] += 1
+            compiled += 1
         for e in compiles:
             if e.reuse != "reused" and e.reuse_reason:
-                row["reasons"][e.reuse_reason] = row["reasons"].get(e.reuse_reason, 0) + 1
-    return row
+                reasons[e.reuse_reason] = reasons.get(e.reuse_reason, 0) + 1
+    return CompileCounts(stage, hooked, len(records), compiled, reused, MappingProxyType(reasons), unhooked)
 
 
-def ahead_row(stage: str, record: HookRecord, seconds: float, cancelled: bool) -> dict:
-    """report.json's row for one compile-only run (run/scheduler.py `ahead`): what it compiled, or found built,
-    for `stage`, and how it ended."""
+def ahead_row(stage: str, record: HookRecord, seconds: float, cancelled: bool,
+              flag_set: Optional[str] = None) -> CompiledAhead:
+    """report.json's row for one compile-only run for `stage`."""
     stopped = any(e.status.startswith("not loaded") for e in record.events)
-    return {**compile_counts(stage, [record], True), "seconds": round(seconds, 1),
-            "ended": ("killed: the ladder needed nothing more" if cancelled else
-                      "stopped before its first package load" if stopped else "ran to its end")}
-
-
-def describe_counts(row: Mapping) -> str:
-    """One line for report.md."""
-    if not row["hooked"]:
-        return (f"{row['stage']}: {row['runs']} run(s) without the hook, each compiling as the script does "
-                "(no reuse)")
-    none = row["runs"] - row["compiled"] - row["reused"]
-    text = (f"{row['stage']}: {row['compiled']} of {row['runs']} run(s) compiled, "
-            f"{row['reused']} reused the flag set's package")
-    if row.get("unhooked"):
-        text = (f"{row['stage']}: {row['unhooked']} run(s) without the hook, each compiling as the script does; of the "
-                f"{row['runs']} with it, {row['compiled']} compiled, {row['reused']} reused the flag set's package")
-    if none:
-        text += f", {none} compiled nothing"
-    if row["reasons"]:
-        text += "; compiled because: " + "; ".join(f"{why} ({n})" for why, n in sorted(row["reasons"].items()))
-    if row.get("warm"):
-        text += f"; {row['warm']} forked from a warm interpreter (torch imported once, docs/warm.md)"
-    if row.get("cold_because"):
-        text += "; none warm: " + "; ".join(row["cold_because"])
-    return text
+    return CompiledAhead(compile_counts(stage, [record], True), round(seconds, 1),
+                         "killed: the ladder needed nothing more" if cancelled else
+                         "stopped before its first package load" if stopped else "ran to its end", flag_set)

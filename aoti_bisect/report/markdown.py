@@ -14,7 +14,7 @@ from typing import Optional
 
 from tabulate import tabulate
 
-from ..aoti.hook_record import describe_counts
+from ..aoti.hook_record import CompileCounts
 from ..diagnose.facts import FactKind
 from ..diagnose.findings import Cause, Control, CulpritKind, StageName
 from ..text import html_text, longest_backtick_run, md_cell, md_code, printable
@@ -364,17 +364,16 @@ def package_groups(r: ReportRecord) -> list[dict]:
 def _compiles(r: ReportRecord) -> list[str]:
     """How the stages' runs came by their packages, where the package table below does not say it all: a stage's one
     hooked run that compiled is its row there."""
-    out = [line for s in r.stages if s.compiles and s.compiles["runs"] and not _said_by_packages(s.compiles)
-           for line in _item(md_cell(describe_counts(s.compiles)))]
+    out = [line for s in r.stages if s.compiles and s.compiles.runs and not _said_by_packages(s.compiles)
+           for line in _item(md_cell(s.compiles.describe()))]
     # Compile-only runs for a later stage, in slots the baseline's first run left idle (run/harness.py).
     for row in r.compiled_ahead:
-        out += _item(md_cell(f"{describe_counts(row)} ({row['seconds']} s, compiling ahead for a later stage; "
-                             f"{row['ended']})"))
+        out += _item(md_cell(row.describe()))
     return out
 
 
-def _said_by_packages(count: Mapping) -> bool:
-    return count["hooked"] and count["runs"] == count["compiled"] == 1 and not count.get("unhooked")
+def _said_by_packages(count: CompileCounts) -> bool:
+    return count.hooked and count.runs == count.compiled == 1 and not count.unhooked
 
 
 def _packages(r: ReportRecord) -> list[str]:

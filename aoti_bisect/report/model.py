@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Optional
 
 from .. import __version__
+from ..aoti.hook_record import CompileCounts, CompiledAhead
 from ..diagnose.advice import Step
 from ..diagnose.findings import CulpritKind, Entry, Findings, Stage
 from ..exits import (
@@ -59,8 +60,9 @@ class Report:
 
     @classmethod
     def from_findings(cls, run_dir: str, command: list[str], outcome: Findings, environment: Optional[dict] = None,
-                      redactor: Redactor = Redactor(), packages: Sequence[dict] = (), compiles: Sequence[dict] = (),
-                      reuse: Optional[str] = None, ahead: Sequence[dict] = ()) -> Report:
+                      redactor: Redactor = Redactor(), packages: Sequence[dict] = (),
+                      compiles: Sequence[CompileCounts] = (), reuse: Optional[str] = None,
+                      ahead: Sequence[CompiledAhead] = ()) -> Report:
         """`packages`: aoti/hook_record.package_rows of each stage, what the hooked runs compiled and loaded;
         `compiles`: aoti/hook_record.compile_counts of each stage, in order; `reuse`: the harness's reuse mode;
         `ahead`: aoti/hook_record.ahead_row of each compile-only run. Every string goes through the redactor."""
@@ -73,7 +75,7 @@ class Report:
             culprit_record(outcome) if outcome.culprit is not None else record.Culprit(),
             render(outcome.masked) or None, outcome.verdict_s, outcome.verdict_runs,
             tuple(entry_record(e) for e in outcome.ledger), tuple(record.Package(**row) for row in packages),
-            _constants(outcome.constants), reuse, tuple(frozen(row) for row in ahead),
+            _constants(outcome.constants), reuse, tuple(ahead),
             tuple(minify_step(run_dir, command) if step is Step.MINIFY else step for step in outcome.next_steps),
             record.Environment.from_json(environment or {}, "environment."), run_dir, bool(redactor.paths),
             next((i for i, step in enumerate(outcome.next_steps) if step is Step.MINIFY), None))
@@ -178,7 +180,7 @@ def entry_record(e: Entry) -> record.LedgerEntry:
     return record.LedgerEntry(e.kind, e.stage, e.run, e.names, render(e.fact))
 
 
-def stage_record(stage: Stage, compiles: Optional[dict], redactor: Redactor) -> record.Stage:
+def stage_record(stage: Stage, compiles: Optional[CompileCounts], redactor: Redactor) -> record.Stage:
     """One stage's row, with its first run's exact command and its (first failing) log's excerpt."""
     failures = stage.failures
     logs = tuple(r.log_path for r in stage.results)
@@ -190,7 +192,7 @@ def stage_record(stage: Stage, compiles: Optional[dict], redactor: Redactor) -> 
         record.Rate.of(stage.rate), render(stage.finding), fact_record(stage.finding) if stage.finding else None,
         stage.skipped, logs, rerun, failing_log,
         MappingProxyType(dict(Counter(str(r.signature.kind) for r in failures if r.signature))), stage.tool,
-        frozen(compiles) if compiles is not None else None, _read(rerun[0]) if rerun else None,
+        compiles, _read(rerun[0]) if rerun else None,
         log_excerpt(log, redactor=redactor) if log else None)
 
 

@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import Any, Optional, TypeVar, Union
 
 from .. import stats
+from ..aoti.hook_record import CompileCounts, CompiledAhead
 from ..aoti.provenance import Origin, SourceLine
 from ..diagnose.facts import FactKind, Subject, SubjectKind
 from ..diagnose.findings import Cause, Control, CulpritKind, EvidenceKind
@@ -551,7 +552,7 @@ class Stage:
     failing_log: Optional[str]
     signatures: Mapping[str, int]  # how many failing runs failed so, by failure kind
     tool: Optional[str]  # the memory checker a memcheck stage ran under
-    compiles: Optional[Mapping[str, JSONValue]]  # aoti/hook_record.compile_counts
+    compiles: Optional[CompileCounts]  # how its runs came by their packages
     rerun_script: Optional[str]  # the first run's rerun.sh's text: the exact command
     excerpt: Optional[Excerpt]
 
@@ -564,11 +565,28 @@ class Stage:
                    _take(d, "finding", str, where), _maybe(d, "fact", where, Fact.from_json),
                    _take(d, "skipped", str, where, None), _strings(d, "logs", where), _strings(d, "rerun", where),
                    _take(d, "failing_log", str, where, None), frozen(_object(d, "signatures", where) or {}),
-                   _take(d, "tool", str, where, None), _maybe(d, "compiles", where, lambda c, at: frozen(c)),
+                   _take(d, "tool", str, where, None), _maybe(d, "compiles", where, _compile_counts),
                    _take(d, "rerun_script", str, where, None), _maybe(d, "excerpt", where, Excerpt.from_json))
 
     def to_json(self) -> dict:
         return _flat(self)
+
+
+def _compile_counts(d: Mapping, where: str) -> CompileCounts:
+    reasons = _object(d, "reasons", where) or {}
+    for why, n in reasons.items():
+        if not isinstance(n, int) or isinstance(n, bool):
+            raise Malformed(f"{where}reasons.{why} is {type(n).__name__}, not int")
+    return CompileCounts(_take(d, "stage", str, where), _take(d, "hooked", bool, where), _take(d, "runs", int, where),
+                         _take(d, "compiled", int, where, 0), _take(d, "reused", int, where, 0),
+                         MappingProxyType(dict(reasons)), _take(d, "unhooked", int, where, 0),
+                         _take(d, "warm", int, where, 0), _strings(d, "cold_because", where))
+
+
+def _compiled_ahead(d: Any, where: str) -> CompiledAhead:
+    d = _mapping(d, where)
+    return CompiledAhead(_compile_counts(d, where), _take(d, "seconds", (int, float), where),
+                         _take(d, "ended", str, where), _take(d, "flag_set", str, where, None))
 
 
 @dataclass(frozen=True)
@@ -634,7 +652,7 @@ class ReportRecord:
     packages: tuple[Package, ...]
     constants: Optional[Constants]
     reuse: Optional[str]
-    compiled_ahead: tuple[Mapping[str, JSONValue], ...]  # aoti/hook_record.ahead_row of each compile-only run
+    compiled_ahead: tuple[CompiledAhead, ...]  # each compile-only run
     next_steps: tuple[str, ...]
     environment: Environment
     run_dir: Optional[str]
@@ -676,7 +694,7 @@ class ReportRecord:
                    _take(d, "verdict_runs", int, "", None), _each(d, "ledger", "", LedgerEntry.from_json),
                    _each(d, "packages", "", Package.from_json),
                    _maybe(d, "constants", "", Constants.from_json), _take(d, "reuse", str, "", None),
-                   _each(d, "compiled_ahead", "", lambda a, at: frozen(_mapping(a, at))),
+                   _each(d, "compiled_ahead", "", _compiled_ahead),
                    _strings(d, "next_steps", ""),
                    Environment.from_json(_object(d, "environment", "") or {}, "environment."),
                    _take(d, "run_dir", str, "", None), _take(d, "paths_redacted", bool, "", False),
