@@ -129,7 +129,7 @@ class Session:
         return dataclasses.replace(row, warm=warm, cold_because=tuple(problems))
 
     def _announce(self, out: Findings, left: int) -> None:
-        """The verdict as soon as it stands, when the rate still runs on after it (Ladder.rate_after_verdict)."""
+        """The verdict as soon as it stands, when the rate still runs on after it (diagnose/after_verdict.py)."""
         if not left:
             return
         self._say_verdict(out)

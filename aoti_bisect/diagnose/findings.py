@@ -12,7 +12,7 @@ from ..aoti.provenance import Origin
 from ..run.types import CrashSite, RunResult, Signature
 from ..stats import Rate
 from ..verdict import Verdict
-from .facts import Fact, FactKind
+from .facts import Fact, FactKind, fact
 
 
 class CulpritKind(enum.StrEnum):
@@ -211,3 +211,13 @@ def dominant(results: list[RunResult]) -> Optional[Signature]:
         return None
     top, _ = Counter(s.fingerprint for s in sigs).most_common(1)[0]
     return next(s for s in sigs if s.fingerprint == top)
+
+
+def interrupted(stages: list[Stage]) -> Findings:
+    """What the finished runs support where an interrupt came before the verdict: the baseline's rate so far."""
+    base = stages[0].rate if stages else Rate(0, 0)
+    verdict = Verdict.REPRODUCED if base.failures else Verdict.INCONCLUSIVE
+    sig = dominant(stages[0].results) if stages else None
+    summary = (fact(FactKind.REPRODUCTION, "interrupted: baseline {rate}", rate=base.describe()) if base.runs
+               else fact(FactKind.REPRODUCTION, "interrupted: no run finished"))
+    return Findings(verdict, sig, base, stages, summary=summary, interrupted=True)

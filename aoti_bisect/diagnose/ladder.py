@@ -20,12 +20,12 @@ from ..run.checkers import Missing
 from ..run.types import RunBatch, RunResult, RunSpec
 from ..stats import Rate, runs_to_observe
 from ..verdict import Verdict
-from . import bounds
+from . import after_verdict, bounds
 from .advice import next_steps
 from .context import Clues, Options
 from .evidence import Evidence
 from .facts import FactKind, Namer, Subject, SubjectKind, fact, joined
-from .findings import Culprit, CulpritKind, Findings, Stage, StageName, dominant
+from .findings import Culprit, CulpritKind, Findings, Stage, StageName, dominant, interrupted
 from .judge import Ledger, crash_verdict
 from .no_aoti import without_aoti
 from .stages import AHEAD, LATER, baseline, eager, unmask
@@ -39,13 +39,6 @@ CUDA_MESSAGE = re.compile(r"\bCUDA (error|driver error)\b|cudaErrorIllegalAddres
 CRASH_WAITS = 3
 # A checked run that costs at most this many plain runs goes right after the baseline's first run passed.
 EARLY_COST = 2.0
-# After the verdict the baseline's rate runs on until its 95% interval is this narrow on either side (or the budget
-# or --max-runs ends it): 10 runs for a failure that fails every time, about 40 for one that fails half the time.
-HONEST_HALF_WIDTH = 0.15
-HONEST_MIN_RUNS = 10  # 9/9 is already within ±15 points; "10/10" is what a reader takes for "every run"
-# The rate after the verdict may take up to this many times --max-runs: a failure of about half the runs needs about
-# 40 runs for ±15 points, and 20 leave a coin-flip failure's interval as wide as 11%-47% or 53%-89% (bench/flaky.py).
-HONEST_RUNS_FACTOR = 2
 
 
 def _identity(c: Optional[Culprit]) -> tuple:
@@ -58,11 +51,6 @@ def _told(named: Optional[Culprit], now: Culprit) -> bool:
     told = {v.name for f in (named.evidence if named else ()) if f.kind is FactKind.INDEX
             for v in f.values.values() if isinstance(v, Subject) and v.kind is SubjectKind.INPUT}
     return now.kind is CulpritKind.MODEL_INPUT and now.input_name in told
-
-
-def _honest(results: list[RunResult]) -> bool:
-    lo, hi = Rate(sum(r.failed for r in results), len(results)).ci95
-    return len(results) >= HONEST_MIN_RUNS and (hi - lo) / 2 <= HONEST_HALF_WIDTH
 
 
 class Ladder:
@@ -187,7 +175,7 @@ class Ladder:
                 continue  # un-masking, or an earlier rung of the same stage (memcheck.FIRST), ran it already
             if not rung.applies(self, out):
                 continue
-            why = self._why_not(rung, out)
+            why = rung.why_not(out, self.opt, self.clues.named)
             if why:
                 self.skip(rung.name, why)
                 continue
@@ -205,10 +193,10 @@ class Ladder:
         self.finish(out)
         if after is not None:
             self._walk_after_verdict(after, out)
-        left = self.runs_after_verdict(out)
+        left = after_verdict.runs_left(out, self.stages[0], self.opt, self.clues.rate_left)
         self.verdict = out
         self.on_verdict(out, left)
-        self.rate_after_verdict(out, left)
+        after_verdict.run_on(out, self.stages[0], left, self.opt.budget, self.clock, self.extend)
         return out
 
     def _ahead_spec(self, name: str, env: dict[str, str]) -> RunSpec:
@@ -287,72 +275,14 @@ class Ladder:
         checkers = dict(self.opt.checkers).get("cuda")
         return bool(checkers) and not isinstance(checkers, Missing) and min(c.cost for c in checkers) <= EARLY_COST
 
-    def runs_after_verdict(self, out: Findings) -> int:
-        """Baseline runs the rate may still take after the verdict: an adaptive baseline's up to twice --max-runs (its
-        stopping rule, a checker or a crash may have ended it at a wide interval), an explicit --runs' remainder."""
-        base = self.stages[0]
-        if out.interrupted or out.verdict is not Verdict.REPRODUCED or self.opt.budget <= 0:
-            return 0
-        if self.opt.runs is not None:
-            return self.clues.rate_left
-        if not base.rate.failures and out.culprit is None:
-            return 0
-        return max(0, HONEST_RUNS_FACTOR * self.opt.max_runs - len(base.results)) if not _honest(base.results) else 0
-
-    def rate_after_verdict(self, out: Findings, left: int) -> None:
-        """The baseline runs on after the verdict until its rate's 95% interval is within HONEST_HALF_WIDTH, bounded
-        by `left` runs and the budget in seconds: a maintainer reads 20/20 or 10/20, not 2/2 (34%-100%)."""
-        if not left:
-            return
-        base = self.stages[0]
-        deadline = self.clock() + self.opt.budget
-        before = base.rate
-        self.extend(base, left, lambda rs: self.clock() > deadline or _honest(rs))
-        out.baseline = base.rate
-        out.signature = out.signature or dominant(base.results)
-        if out.culprit is not None and not base.rate.failures:
-            out.masked = fact(FactKind.CHECKER, "passes at baseline ({base}); {found}", base=base.rate.describe(),
-                              found=out.culprit.headline)
-            out.summary = out.masked
-        why = (f"its 95% interval is within ±{HONEST_HALF_WIDTH * 100:.0f} points" if _honest(base.results)
-               else f"the budget of {self.opt.budget:.0f} s ran out" if self.clock() > deadline
-               else f"its {base.rate.runs} runs are all the rate may take (twice --max-runs, or --runs)")
-        base.finding = joined(base.finding, fact(
-            FactKind.REPRODUCTION, "the rate ran on after the verdict: {now} ({more} more run(s); stopped because "
-            "{why})", now=base.rate.describe(), more=base.rate.runs - before.runs, why=why),
-            baseline.check_reuse(base))
-
-    def _why_not(self, rung: Rung, out: Findings) -> Optional[str]:
-        sig = out.signature
-        if rung.runtime and sig is not None and sig.phase.before_run:
-            return (f"the failure is in the {sig.phase} phase: no kernel runs, so the runtime ladder cannot "
-                    "localise it")
-        if rung.requestable and not self.opt.asked(rung.name):
-            return "not requested (--stages)"
-        c = out.culprit
-        if c is not None and c.pinned and c.kind not in rung.after and (c.kind not in rung.leads or c.from_crash):
-            if c.from_crash:
-                return "culprit already pinned: the crashed run's own stack named where it faulted"
-            return "culprit already pinned"
-        if rung.refinds and self.clues.named is not None:
-            named = self.clues.named
-            return (f"{named.named_by} named the faulting kernel, {named.kernel}: this stage would only find it "
-                    "again (the walk reads its inputs)")
-        return None
-
     def partial(self) -> Findings:
         """What the finished runs support, for a report written after an interrupt: the verdict itself where the
         interrupt came while its rate ran on."""
-        if self.verdict is not None:
-            self.verdict.baseline = self.stages[0].rate
-            self.verdict.interrupted = True
-            return self.verdict
-        base = self.stages[0].rate if self.stages else Rate(0, 0)
-        verdict = Verdict.REPRODUCED if base.failures else Verdict.INCONCLUSIVE
-        sig = dominant(self.stages[0].results) if self.stages else None
-        summary = (fact(FactKind.REPRODUCTION, "interrupted: baseline {rate}", rate=base.describe()) if base.runs
-                   else fact(FactKind.REPRODUCTION, "interrupted: no run finished"))
-        return Findings(verdict, sig, base, self.stages, summary=summary, interrupted=True)
+        if self.verdict is None:
+            return interrupted(self.stages)
+        self.verdict.baseline = self.stages[0].rate
+        self.verdict.interrupted = True
+        return self.verdict
 
     def _skip_rest(self, out: Findings, why: str) -> Findings:
         if out.verdict_s is None:

@@ -32,7 +32,7 @@ def run(ctx: StageContext) -> tuple[Findings, Optional[str]]:
         ctx.judge(out)  # a checked run that crashed tells where, as any run does
     # The verdict does not wait for the rate when a checker convicted, when a crashed run told where it faulted,
     # or when a flaky memory fault's checker is cheaper than waiting for crashes: the rest of the baseline runs on
-    # after the verdict (Ladder.rate_after_verdict).
+    # after the verdict (diagnose/after_verdict.py).
     if not _pinned(out) and ctx.clues.named is None:
         def stop(rs: list[RunResult]) -> bool:
             if opt.runs is not None:
