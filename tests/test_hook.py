@@ -302,6 +302,31 @@ def test_real_compile_and_load_recorded_and_the_output_is_unchanged(early):
     assert [i.name for i in compile_.inputs] == ["x", "idx", "bias", "s"]
     assert ("proj.weight", "proj_weight") in [(c.fqn, c.placeholder) for c in compile_.constants]
 
+    # The module moved on after the build (#53, as stale_parameter_replaced and folded_temperature): the replaced
+    # proj.weight, which the extern addmm reads, is named by its FQN; the calibrated temperature, which Inductor folded
+    # into the pointwise kernel (the package lists no constant of that name), is named as folded.
+    from aoti_bisect.diagnose.constants import convict_constants
+    from aoti_bisect.diagnose.facts import note
+    from aoti_bisect.diagnose.findings import Culprit
+    from aoti_bisect.run.types import Signature
+    stale = {v.fqn: v.stale for v in load.constant_values.values}
+    assert (stale["proj.weight"].differ, stale["proj.weight"].index, stale["proj.weight"].max_abs_diff) == \
+        (4, (2, 0), 0.25)
+    assert ("temperature", None) in [(c.fqn, c.placeholder) for c in compile_.constants]
+    assert (dict(load.constant_values.folded)["temperature"].package, dict(load.constant_values.folded)[
+        "temperature"].module) == (2.0, 0.5)
+    addmm, pointwise = (next(l.name for l in graph.launches if "proj_weight" in l.reads), graph.launches[-1].name)
+    wrong = Signature("python_exception", "run", "wrong values: max abs difference 0.5", None, "f")
+    for walked, kind, name, reader in ((Culprit("unknown", evidence=[note("the package agrees with eager")]),
+                                        "stale_constant", "proj.weight", addmm),
+                                       (Culprit("kernel", kernel=pointwise, evidence=[note("differs from eager")]),
+                                        "folded_constant", "temperature", pointwise)):
+        out = Findings(Verdict.REPRODUCED, wrong, Rate(1, 1), [], culprit=walked)
+        convict_constants(out, [record], graph, ["python", "repro.py"])
+        assert (out.culprit.kind, out.culprit.user_name) == (kind, name)
+        assert render(out.culprit.summary).endswith(f"read by {reader}")
+    assert addmm == "aoti_torch_cpu_addmm_out"
+
     # The same package, loaded by a process that did not build it and then segfaults.
     assert seg.exit.signal == 11 and b"torch.Size([2, 4])" in log_bytes(seg)
     (loaded,) = read_hook(seg.run_dir).events
