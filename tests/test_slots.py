@@ -1,5 +1,6 @@
 """How many runs go at once with --jobs unset (aoti_bisect/run/slots.py): the pure admission rule, the room's
 measures, the scheduler held to them (fake runs), and a real run's sampled peak."""
+import dataclasses
 import sys
 import threading
 import time
@@ -11,7 +12,8 @@ from aoti_bisect.run.harness import Harness
 from aoti_bisect.run.layout import Layout
 from aoti_bisect.run.scheduler import Scheduler
 from aoti_bisect.run.slots import CUDA_CONTEXT, MARGIN, PRIOR_PER_GPU, Room, admit
-from aoti_bisect.run.types import Outcome, ProcessExit, RunResult, RunSpec
+from aoti_bisect.failure import FailureKind, Phase
+from aoti_bisect.run.types import Outcome, ProcessExit, RunResult, RunSpec, Signature
 
 GiB = 1 << 30
 PLENTY = (64 * GiB, 64 * GiB)
@@ -47,6 +49,16 @@ def test_on_a_gpu_runs_of_unknown_size_are_held_to_the_prior_and_then_to_its_fre
     assert admit(fits - 1, 16, PLENTY, None, True, 80 * GiB, 4 * GiB)
     assert not admit(fits, 16, PLENTY, None, True, 80 * GiB, 4 * GiB)
     assert admit(1, 16, PLENTY, None, True, 80 * GiB, 100 * GiB) is False  # too big for two: one at a time
+
+
+def test_once_a_run_ran_out_of_memory_runs_of_unknown_size_take_the_gpu_one_at_a_time():
+    assert not admit(1, 16, PLENTY, None, True, 80 * GiB, None, oom=True)
+    assert admit(2, 16, PLENTY, None, True, 80 * GiB, 20 * GiB, oom=True)  # a measured size still rules
+    room = Room(8, gpu=True)
+    assert room.admit(1)
+    room.note(dataclasses.replace(_result(0), outcome=Outcome.FAILED,
+                                  signature=Signature(FailureKind.OUT_OF_MEMORY, Phase.RUN, "CUDA out of memory")))
+    assert room.admit(0) and not room.admit(1)
 
 
 def _result(index: int, rss=None, gpu=None) -> RunResult:

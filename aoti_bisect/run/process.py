@@ -382,14 +382,24 @@ class Watched(NamedTuple):
     peak_rss: Optional[int]  # bytes: the most the run's processes held at once, as sampled (resident_bytes)
 
 
+def _proportional(pid: int) -> int:
+    """A process's proportional set size: its pages, each shared one divided among its sharers (a compile's workers
+    share most of torch with their parent, and counted whole they made a run of 2 GiB look like 8)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith(b"Pss:"))
+    except (OSError, IndexError, ValueError, StopIteration):
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+
+
 def resident_bytes(pids: list[int], root: int) -> Optional[int]:
-    """The resident memory of a run's processes now, or the root's high-water mark if that is more (a peak between
-    two samples); None where /proc tells nothing."""
+    """The memory a run's processes hold now, or the root's high-water mark if that is more (a peak between two
+    samples); None where /proc tells nothing."""
     total, seen_any = 0, False
     for pid in pids:
         try:
-            with open(f"/proc/{pid}/statm", "rb") as f:
-                total += int(f.read().split()[1]) * _PAGE
+            total += _proportional(pid)
             seen_any = True
         except (OSError, IndexError, ValueError):
             pass

@@ -7,7 +7,7 @@ room for one more like the largest seen so far:
   margin; before any run has ended, PRIOR_HOST);
 - GPU memory, where runs have used a GPU: at most as many runs on it as its free memory at the bisection's start
   holds their peak (what the hook saw torch reserve, plus a CUDA context); before a run has told its peak,
-  PRIOR_PER_GPU of them.
+  PRIOR_PER_GPU of them, or one once a run has run out of memory (seen: a run of 24 GiB, 4 at once).
 A run that has nothing beside it always starts. Runs of other bisections count through the memory they take from
 the host; on the GPU only through its free memory at the start.
 """
@@ -17,12 +17,13 @@ import os
 import threading
 from typing import Optional
 
+from ..failure import FailureKind
 from .types import RunResult
 
 MARGIN = 1.25  # a run's peak varies from run to run (a rare crash's inputs, a compile's workers)
 PRIOR_HOST = 2 << 30  # bytes a run is taken to need before one has ended: a torch process that compiles
 PRIOR_PER_GPU = 4  # runs on one GPU before one has told its peak: 4 small processes per H100 (docs/minify.md)
-CUDA_CONTEXT = 512 << 20  # bytes of a process's CUDA context beside what torch's allocator reserves (docs/slots.md)
+CUDA_CONTEXT = 700 << 20  # bytes a CUDA process holds beside what torch's allocator reserved (docs/slots.md)
 
 
 def cores() -> int:
@@ -39,9 +40,9 @@ def available_memory() -> Optional[int]:
 
 
 def admit(busy: int, slots: int, memory: tuple[Optional[int], Optional[int]], host_peak: Optional[int], gpu: bool,
-          gpu_free: Optional[int], gpu_peak: Optional[int]) -> bool:
+          gpu_free: Optional[int], gpu_peak: Optional[int], oom: bool = False) -> bool:
     """Whether one more run may start beside `busy` runs; `memory`: the host's available memory at the start and
-    now; `gpu`: the runs may use one. Pure."""
+    now; `gpu`: the runs may use one; `oom`: a run has run out of memory. Pure."""
     if busy == 0:
         return True
     if busy >= slots:
@@ -54,7 +55,7 @@ def admit(busy: int, slots: int, memory: tuple[Optional[int], Optional[int]], ho
     if not gpu or gpu_peak == 0:  # no GPU, or every run that told its peak used none
         return True
     if gpu_peak is None or gpu_free is None:
-        return busy < PRIOR_PER_GPU
+        return busy < (1 if oom else PRIOR_PER_GPU)
     return busy < max(1, int(gpu_free / (MARGIN * (gpu_peak + CUDA_CONTEXT))))
 
 
@@ -69,6 +70,7 @@ class Room:
         self._lock = threading.Lock()
         self._host_peak: Optional[int] = None
         self._gpu_peak: Optional[int] = None
+        self._oom = False  # a run ran out of memory: runs of unknown size no longer share the GPU
 
     @classmethod
     def of_machine(cls) -> Room:
@@ -77,7 +79,7 @@ class Room:
     def admit(self, busy: int) -> bool:
         with self._lock:
             return admit(busy, self.slots, (self.memory_at_start, available_memory()), self._host_peak, self.gpu,
-                         self.gpu_free, self._gpu_peak)
+                         self.gpu_free, self._gpu_peak, self._oom)
 
     def note(self, result: RunResult) -> None:
         """A run ended: its peaks raise the need of the next one."""
@@ -86,6 +88,8 @@ class Room:
                 self._host_peak = max(self._host_peak or 0, result.exit.peak_rss)
             if result.gpu_peak is not None:
                 self._gpu_peak = max(self._gpu_peak or 0, result.gpu_peak)
+            if result.signature is not None and result.signature.kind is FailureKind.OUT_OF_MEMORY:
+                self._oom = True
 
     def describe(self) -> dict:
         with self._lock:

@@ -18,6 +18,8 @@ collect() {
      minify 2>/dev/null
   (cd $w/keep 2>/dev/null && find . -maxdepth 2 \( -name 'report.json' -o -name 'report.md' \) -print |
      tar czf $OUT/reports.tar.gz -T -) 2>/dev/null
+  # Each run's result.json (its phases, warm or cold, peaks): `python bench/phases.py FOLDER` summarises them.
+  (cd $w/keep 2>/dev/null && find . -path '*/runs/*/result.json' -print | tar czf $OUT/results.tar.gz -T -) 2>/dev/null
   cat $w/device.txt $w/rate.txt $w/verdict.txt 2>/dev/null
 }
 if [ "${1:-wait}" = start ]; then
