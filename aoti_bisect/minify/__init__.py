@@ -29,6 +29,7 @@ from ..failure import FailureKind
 from ..files.own import read_log
 from ..files.runfolder import RunFolder, RunFolderError
 from ..report.model import Report, rewrite_markdown
+from ..run import slots
 from ..run.layout import HEADERS_ENV, headers_folder
 from ..stats import runs_to_observe
 from ..verdict import Verdict
@@ -98,7 +99,7 @@ def capture_wave(failures: int, runs: int, cores: int) -> int:
 def default_jobs(graph: Graph) -> tuple[int, int]:
     """(candidates at once, GPUs to spread them over): one per core this process may use, and where the program
     runs on CUDA at most PER_GPU per GPU."""
-    cores = max(1, len(os.sched_getaffinity(0)))
+    cores = slots.cores()
     cuda = any(str(graph.value(n).get("device", "")).startswith("cuda")
                for n in (*graph.inputs, *(x.name for x in graph.nodes)) if graph.kind(n) is ValueKind.TENSOR)
     if cuda:
@@ -417,7 +418,7 @@ def _capture(run: RunFolder, out: str, report: ReportRecord, options: MinifyOpti
     # would rewrite the generated files the report names (the culprit's source in a later bundle).
     kind = report.signature.kind
     wave = capture_wave(report.reproduction.failures, report.reproduction.runs,
-                        options.jobs or len(os.sched_getaffinity(0)))
+                        options.jobs or slots.cores())
     harness = Harness(out, jobs=wave, reuse="none", cache_root=run.folder(CACHE))
 
     def fails_as_the_run(r: RunResult) -> bool:
