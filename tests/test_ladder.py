@@ -158,6 +158,38 @@ def test_infra_errors_beside_passes_are_inconclusive_not_a_pass():
     assert out.verdict is Verdict.INCONCLUSIVE and "could not run" in render(out.summary)
 
 
+class Loaded(World):
+    """Even runs pass after `passing_s`; odd runs reach their limit (a timeout in their compile)."""
+
+    def __init__(self, passing_s: float) -> None:
+        super().__init__(lambda spec: None)
+        self.passing_s = passing_s
+
+    def run_batch(self, specs, on_result, stop) -> None:
+        done: list[RunResult] = []
+        for spec in specs:
+            if stop(done):
+                return
+            self.specs.append(spec)
+            late = spec.index % 2 == 1
+            result = RunResult(spec, Outcome.TIMEOUT if late else Outcome.PASSED,
+                               ProcessExit(None, None, late, spec.timeout if late else self.passing_s, 0),
+                               f"runs/{spec.name}", f"runs/{spec.name}/output.log",
+                               sig("timeout", "compile", "no exit after 300s") if late else None)
+            done.append(result)
+            on_result(result)
+
+
+def test_a_timeout_beside_a_pass_that_took_most_of_the_limit_is_the_limit_not_a_hang():
+    # Seen in CI: two cold compiles beside other work, 293 s (passed) and 300 s (timed out) under a 300 s limit.
+    _, out = climb(Loaded(passing_s=293.0), Seen(), runs=4, timeout=300.0)
+    assert out.verdict is Verdict.INCONCLUSIVE and out.baseline.failures == 0
+    assert "took 293 s: the limit ended it, not a hang (raise --timeout)" in render(out.summary)
+    # Control: a pass in 5 s says a run that sat out 300 s hung; that timeout is the failure.
+    _, out = climb(Loaded(passing_s=5.0), Seen(), runs=4, timeout=300.0)
+    assert out.verdict is Verdict.REPRODUCED and out.baseline.failures == 2 and out.signature.kind == "timeout"
+
+
 def test_a_broken_script_is_an_error_not_a_reproduction():
     _, out = climb(always(sig("script_error", "unknown", "SyntaxError: invalid syntax")), Seen())
     assert out.verdict is Verdict.ERROR and "broken" in render(out.summary)

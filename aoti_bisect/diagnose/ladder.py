@@ -17,7 +17,8 @@ from ..aoti import checks, flags, reinstrument, wrapper
 from ..aoti.hook_record import HookRecord, Names, PackageEvent
 from ..failure import FailureKind
 from ..run.checkers import Missing
-from ..run.types import RunBatch, RunResult, RunSpec
+from ..run.classify import slow_not_stuck
+from ..run.types import Outcome, RunBatch, RunResult, RunSpec
 from ..stats import Rate, runs_to_observe
 from ..verdict import Verdict
 from . import after_verdict, bounds
@@ -98,7 +99,13 @@ class Ladder:
         reuse_from = stage.reuse_from if stage.reuse_from is not None else total
         specs = [RunSpec(argv, str(stage.name), self.counter + i, env, self.opt.timeout * slowdown, stage.hook,
                          reuse=len(before) + i >= reuse_from, place=(len(before) + i + 1, total)) for i in range(n)]
-        self.run_batch(specs, stage.results.append, lambda rs: stop(before + rs))
+
+        def land(result: RunResult) -> None:
+            passed = [r.exit.duration for r in stage.results if r.outcome is Outcome.PASSED]
+            stage.results.append(slow_not_stuck(result, passed))
+
+        # `stop` reads the stage's results, as landed: a timeout the limit explains counts as no failure there too.
+        self.run_batch(specs, land, lambda rs: stop(list(stage.results)))
         # Runs are started in index order and every started run lands, so the unused indices are reusable.
         self.counter += len(stage.results) - len(before)
         stage.results.sort(key=lambda r: r.spec.index)

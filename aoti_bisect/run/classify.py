@@ -1,6 +1,7 @@
 """Pure functions from a run's log text (and exit status) to an outcome and a failure signature."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 import signal as _signal
@@ -11,7 +12,7 @@ from typing import Optional
 from ..aoti.printer import parse_trace
 from ..failure import FailureKind, Phase
 from ..text import printable
-from .types import Outcome, ProcessExit, Signature
+from .types import Outcome, ProcessExit, RunResult, Signature
 
 _TB_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d{1,9}),? in (?P<func>\S+)')
 _FINAL_EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failed|Fault))(?:: (?P<msg>.*))?$")
@@ -314,3 +315,21 @@ def _sig(kind: FailureKind, phase: Phase, message: str, kernel: Optional[str]) -
     # The message is the child's text and ends up on the terminal (the run line) and in every summary.
     message = printable(message)
     return Signature(kind, phase, message, kernel, fingerprint(kind, phase, message, kernel))
+
+
+# A run ends at its limit; a passing run of the same stage that took more than this share of the limit says the
+# limit measures the machine's load, not a hang: two cold compiles beside other work took 293 s (passed) and 300 s
+# (timed out in its compile) under a 300 s limit, and the timeout alone read as "reproduced: timeout".
+SLOW_SHARE = 0.5
+
+
+def slow_not_stuck(result: RunResult, passed: Iterable[float]) -> RunResult:
+    """`result`, or an infrastructure error in its place where it timed out and a passing run of its stage took over
+    SLOW_SHARE of its limit (`passed`: those runs' seconds): such a timeout is no evidence that the repro hangs."""
+    slowest = max(passed, default=0.0)
+    if result.outcome is not Outcome.TIMEOUT or slowest <= SLOW_SHARE * result.spec.timeout:
+        return result
+    phase = result.signature.phase if result.signature else Phase.UNKNOWN
+    why = (f"stopped at its {result.spec.timeout:.0f} s limit where a passing run of the stage took {slowest:.0f} s: "
+           f"the limit ended it, not a hang (raise --timeout)")
+    return dataclasses.replace(result, outcome=Outcome.INFRA_ERROR, signature=_sig(FailureKind.INFRA, phase, why, None))
