@@ -130,6 +130,8 @@ class Session:
 
     def _announce(self, out: Findings, left: int) -> None:
         """The verdict as soon as it stands, when the rate still runs on after it (diagnose/after_verdict.py)."""
+        # No stage runs after the verdict: a compile still under way for one would hold a slot the rate could use.
+        self.harness.scheduler.finish_ahead()
         if not left:
             return
         self._say_verdict(out)

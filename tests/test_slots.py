@@ -132,3 +132,20 @@ def test_the_report_says_how_many_runs_went_at_once_and_by_what():
     assert cpu == "up to 2, one per core, each start beside others admitted by memory (the largest run: host 1.0 GiB)"
     gpu = _slots({"slots": 16, "host_peak_bytes": 2 * GiB, "gpu": True, "gpu_peak_bytes": GiB // 2})
     assert gpu is not None and gpu.endswith("(the largest run: host 2.0 GiB, GPU 0.5 GiB)")
+
+
+def test_a_compile_ahead_run_that_could_not_run_drops_the_rest_of_the_queue(tmp_path):
+    # With no torch every run fails at once: each queued compile would start only to fail the same way.
+    def run(spec, cancel):
+        if spec.compile_only:
+            return dataclasses.replace(_result(spec.index), spec=spec, outcome=Outcome.INFRA_ERROR)
+        time.sleep(2)  # the cold first run, beside which the compiles ahead go (the batch looks every 0.5 s)
+        return _result(spec.index)
+
+    scheduler = Scheduler(run, Layout(str(tmp_path / "run")), 2, process.Cancel(),
+                          lambda spec: "/pkg" if spec.stage.startswith("ahead") else None)
+    scheduler.ahead([RunSpec(("python", "r.py"), f"ahead-{name}", 0, (("FLAG", name),), hook=True)
+                     for name in ("sanity", "trace", "inspect")])
+    scheduler.run_many([RunSpec(("python", "r.py"), "baseline", 0, ())])
+    scheduler.finish_ahead()
+    assert [r.spec.stage for r in scheduler.ahead_results] == ["ahead-sanity"]

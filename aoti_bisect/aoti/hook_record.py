@@ -275,7 +275,9 @@ class CompiledAhead:
                 **({"flag_set": self.flag_set} if self.flag_set is not None else {})}
 
     def describe(self) -> str:
-        return f"{self.counts.describe()} ({self.seconds} s, compiling ahead for a later stage; {self.ended})"
+        """A few words for report.md's one line of every compile-only run (their why is report.json's)."""
+        c = self.counts
+        return f"{c.stage} ({c.compiled} compiled, {c.reused} reused; {self.seconds} s; {self.ended})"
 
 
 def compile_counts(stage: str, records: list[HookRecord], hooked: bool, unhooked: int = 0) -> CompileCounts:

@@ -366,9 +366,11 @@ def _compiles(r: ReportRecord) -> list[str]:
     hooked run that compiled is its row there."""
     out = [line for s in r.stages if s.compiles and s.compiles.runs and not _said_by_packages(s.compiles)
            for line in _item(md_cell(s.compiles.describe()))]
-    # Compile-only runs for a later stage, in slots the baseline's first run left idle (run/harness.py).
-    for row in r.compiled_ahead:
-        out += _item(md_cell(row.describe()))
+    # Compile-only runs for a later stage, in slots the baseline's first run left idle (run/scheduler.py): one item,
+    # whose runs' reasons report.json keeps, so that a run with slots to spare reads as long as one without.
+    if r.compiled_ahead:
+        out += _item(md_cell("compiled ahead for later stages, in idle slots: "
+                             + "; ".join(row.describe() for row in r.compiled_ahead)))
     return out
 
 

@@ -14,7 +14,7 @@ from typing import Optional
 from . import process
 from .layout import Layout, warm_key
 from .slots import Room
-from .types import RunResult, RunSpec
+from .types import Outcome, RunResult, RunSpec
 
 Run = Callable[[RunSpec, Optional[process.Cancel]], RunResult]
 
@@ -172,6 +172,9 @@ class Scheduler:
         with self._lock:
             self._ahead_running.pop(future, None)
             if not future.cancelled() and future.exception() is None:
+                if future.result().outcome is Outcome.INFRA_ERROR:
+                    # No torch, no driver: every run here fails so, and each compile queued would start only to.
+                    self._ahead_queue.clear()
                 self.ahead_results.append(future.result())
                 if self._room is not None:
                     self._room.note(future.result())
