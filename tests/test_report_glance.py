@@ -252,7 +252,8 @@ def test_the_page_a_maintainer_reads_holds_report_json_in_layers():
     assert first["Verdict"] == f"{d['verdict']}: {sig['kind']} in phase {sig['phase']}"
     assert first["Message"] == sig["message"] and first["Culprit"] == f"{c['kind']}: {c['kernel']}"
     assert all(_flat(line["code"]) in first["Source"] for line in c["origin"]["lines"])
-    assert first["Convicted by"] == _flat(c["conviction"])
+    runs = ", ".join(f"{e['run']} ({e['stage']}, {e['kind']})" for e in c["convicted_by"])
+    assert first["Convicted by"] == _flat(c["conviction"]) + f" [evidence from run {runs}]" and runs
     assert first["Rates"].startswith(f"baseline {rate['failures']}/{rate['runs']} (")
     assert all(value in first["Ran on"] for value in (env["torch"], env["python"], env["cxx_version"],
                                                       "Debian GNU/Linux"))
@@ -283,6 +284,12 @@ def test_the_page_a_maintainer_reads_holds_report_json_in_layers():
     assert "environment.collect_env" in environment and "Vulnerability" not in md
     # The baseline's key lines say only the message (on the first screen): no log block; every excerpt is in report.json.
     assert d["stages"][0]["excerpt"]["key_lines"] == [sig["message"]] and not any("Log" in k for k in folded)
+    # The compile-only runs and the warm forks: one line each, whatever the slots.
+    assert packages.count("compiled ahead in idle slots") <= 1 and packages.count("forked from a warm") <= 1
+    # The chain names the culprit's lines once, on the first screen; report.json's evidence keeps them beside it too.
+    chain = md.split("## Evidence chain")[1].split("```")[0]
+    said = f"[{c['kernel']}: "
+    assert said not in chain and any(said in sentence for sentence in c["evidence"])
 
 
 def test_the_numeric_gap_is_a_table_of_at_most_15_rows_around_the_first_output_beyond_tolerance():

@@ -240,7 +240,7 @@ class CompileCounts:
                 **({"cold_because": list(self.cold_because)} if self.cold_because else {})}
 
     def describe(self) -> str:
-        """One line for report.md."""
+        """One line for report.md (how many were forked warm is report.md's one line for every stage)."""
         if not self.hooked:
             return f"{self.stage}: {self.runs} run(s) without the hook, each compiling as the script does (no reuse)"
         none = self.runs - self.compiled - self.reused
@@ -253,8 +253,6 @@ class CompileCounts:
             text += f", {none} compiled nothing"
         if self.reasons:
             text += "; compiled because: " + "; ".join(f"{why} ({n})" for why, n in sorted(self.reasons.items()))
-        if self.warm:
-            text += f"; {self.warm} forked from a warm interpreter (torch imported once, docs/warm.md)"
         if self.cold_because:
             text += "; none warm: " + "; ".join(self.cold_because)
         return text
@@ -275,9 +273,12 @@ class CompiledAhead:
                 **({"flag_set": self.flag_set} if self.flag_set is not None else {})}
 
     def describe(self) -> str:
-        """A few words for report.md's one line of every compile-only run (their why is report.json's)."""
-        c = self.counts
-        return f"{c.stage} ({c.compiled} compiled, {c.reused} reused; {self.seconds} s; {self.ended})"
+        """A few words for report.md's one line of every compile-only run (their why is report.json's): its seconds,
+        and what it did and how it ended where that is not the usual one compile stopped at its first load."""
+        c, usual = self.counts, "stopped before its first package load"
+        unusual = ([] if (c.compiled, c.reused) == (1, 0) else [f"{c.compiled} compiled, {c.reused} reused"]) + \
+                  ([] if self.ended == usual else [self.ended])
+        return f"{c.stage} {self.seconds} s" + (f" ({'; '.join(unusual)})" if unusual else "")
 
 
 def compile_counts(stage: str, records: list[HookRecord], hooked: bool, unhooked: int = 0) -> CompileCounts:

@@ -248,7 +248,8 @@ def culprit_source(c: Culprit) -> str:
 
 def evidence_chain(c: Culprit) -> list[str]:
     """The evidence sentences, less those that only show again tensors an earlier one showed (the walk says a
-    kernel wrote a bad buffer as an ancestor, then as the culprit): report.json keeps them all."""
+    kernel wrote a bad buffer as an ancestor, then as the culprit), and less the culprit's source lines, which the
+    first screen's Source says: report.json keeps them all."""
     if len(c.facts) != len(c.evidence):
         return list(c.evidence)
     shown: set = set()
@@ -257,7 +258,10 @@ def evidence_chain(c: Culprit) -> list[str]:
         if fact.shown and fact.kind is not FactKind.CONVICTION and shown.issuperset(fact.shown):
             continue
         shown.update(fact.shown)
-        chain.append(sentence)
+        origin = (fact.source or {}).get(c.kernel or "")
+        said = f" [{c.kernel}: {origin.describe()}]" if origin is not None and origin == c.origin and origin.lines \
+            else None
+        chain.append(sentence.replace(said, "") if said else sentence)
     return chain
 
 
@@ -364,18 +368,24 @@ def package_groups(r: ReportRecord) -> list[dict]:
 def _compiles(r: ReportRecord) -> list[str]:
     """How the stages' runs came by their packages, where the package table below does not say it all: a stage's one
     hooked run that compiled is its row there."""
-    out = [line for s in r.stages if s.compiles and s.compiles.runs and not _said_by_packages(s.compiles)
-           for line in _item(md_cell(s.compiles.describe()))]
-    # Compile-only runs for a later stage, in slots the baseline's first run left idle (run/scheduler.py): one item,
-    # whose runs' reasons report.json keeps, so that a run with slots to spare reads as long as one without.
+    counts = [s.compiles for s in r.stages if s.compiles and s.compiles.runs]
+    out = [line for c in counts if not _said_by_packages(c) for line in _item(md_cell(c.describe()))]
+    # One item each for the warm forks and the compile-only runs of later stages (in slots the baseline's first run
+    # left idle, run/scheduler.py), whose details report.json keeps: a run with slots to spare reads as long as one
+    # without.
+    warm = [f"{c.stage} {c.warm}" for c in counts if c.warm]
+    if warm:
+        out += _item(md_cell(f"forked from a warm interpreter (torch imported once, docs/warm.md): {', '.join(warm)}"))
     if r.compiled_ahead:
-        out += _item(md_cell("compiled ahead for later stages, in idle slots: "
-                             + "; ".join(row.describe() for row in r.compiled_ahead)))
+        out += _item(md_cell("compiled ahead in idle slots, for later stages: "
+                             + ", ".join(row.describe() for row in r.compiled_ahead)))
     return out
 
 
 def _said_by_packages(count: CompileCounts) -> bool:
-    return count.hooked and count.runs == count.compiled == 1 and not count.unhooked
+    """The package table's row says it all: the stage's one hooked run compiled, or took the flag set's package."""
+    return (count.hooked and count.runs == 1 and count.compiled + count.reused == 1 and not count.unhooked
+            and not count.cold_because)
 
 
 def _packages(r: ReportRecord) -> list[str]:

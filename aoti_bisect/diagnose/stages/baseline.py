@@ -110,10 +110,12 @@ def check_reuse(stage: Stage) -> Optional[Fact]:
     p = fisher_exact(a.failures, a.runs, b.failures, b.runs)
     mine, theirs = dominant(user), dominant(reused)
     changed = p < REUSE_ALPHA or (mine is not None and theirs is not None and mine.kind != theirs.kind)
-    if changed:
-        stage.reuse_from = None
+    if not changed:  # the counts say it: the intervals are the rate's, a line above
+        return fact(FactKind.REPRODUCTION, "{n} run(s) took the stored package instead of compiling: {b}/{n} against "
+                    "{a}/{m} the user's way (Fisher p = {p:.3g})", n=b.runs, b=b.failures, a=a.failures, m=a.runs,
+                    p=p)
+    stage.reuse_from = None
     return fact(FactKind.REPRODUCTION, "{n} run(s) took the stored package instead of compiling: {reused} against "
-                "{user} the user's way (Fisher p = {p:.3g}){verdict}", n=b.runs, reused=b.describe(),
-                user=a.describe(), p=p, verdict="; that changes the failure, so later runs compile again"
-                if changed else "")
+                "{user} the user's way (Fisher p = {p:.3g}); that changes the failure, so later runs compile again",
+                n=b.runs, reused=b.describe(), user=a.describe(), p=p)
 
