@@ -258,6 +258,9 @@ class CompileCounts:
         return text
 
 
+STOPPED_AT_LOAD = "stopped before its first package load"  # how a compile-only run usually ends
+
+
 @dataclass(frozen=True)
 class CompiledAhead:
     """One compile-only run (run/scheduler.py `ahead`), report.json's `compiled_ahead` row: what it compiled, or
@@ -275,9 +278,9 @@ class CompiledAhead:
     def describe(self) -> str:
         """A few words for report.md's one line of every compile-only run (their why is report.json's): its seconds,
         and what it did and how it ended where that is not the usual one compile stopped at its first load."""
-        c, usual = self.counts, "stopped before its first package load"
+        c = self.counts
         unusual = ([] if (c.compiled, c.reused) == (1, 0) else [f"{c.compiled} compiled, {c.reused} reused"]) + \
-                  ([] if self.ended == usual else [self.ended])
+                  ([] if self.ended == STOPPED_AT_LOAD else [self.ended])
         return f"{c.stage} {self.seconds} s" + (f" ({'; '.join(unusual)})" if unusual else "")
 
 
@@ -305,4 +308,4 @@ def ahead_row(stage: str, record: HookRecord, seconds: float, cancelled: bool,
     stopped = any(e.status.startswith("not loaded") for e in record.events)
     return CompiledAhead(compile_counts(stage, [record], True), round(seconds, 1),
                          "killed: the ladder needed nothing more" if cancelled else
-                         "stopped before its first package load" if stopped else "ran to its end", flag_set)
+                         STOPPED_AT_LOAD if stopped else "ran to its end", flag_set)

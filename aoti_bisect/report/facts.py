@@ -10,10 +10,13 @@ import math
 import string
 from collections.abc import Iterable
 from types import MappingProxyType
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
 from ..diagnose.facts import Fact, Subject, SubjectKind, Tensor
 from . import record
+
+if TYPE_CHECKING:
+    from ..aoti.provenance import Origin
 
 
 def mention(s: Subject) -> str:
@@ -79,8 +82,14 @@ def render(f: Union[Fact, str, None], origins: bool = True) -> str:
         return f
     text = _FORMATTER.vformat(f.template, (), f.values)
     for name, origin in f.origins if origins else ():
-        text += f" [{name}: {origin.describe()}]"
+        text += told(name, origin)
     return text
+
+
+def told(kernel: str, origin: Union[Origin, record.Origin]) -> str:
+    """What a sentence says after a kernel it names: the kernel's lines in the user's code (an Origin of
+    aoti/provenance.py, or its record read back from report.json)."""
+    return f" [{kernel}: {origin.describe()}]"
 
 
 def render_all(facts: Iterable[Fact]) -> list[str]:

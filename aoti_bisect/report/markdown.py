@@ -19,6 +19,7 @@ from ..diagnose.facts import FactKind
 from ..diagnose.findings import Cause, Control, CulpritKind, StageName
 from ..text import html_text, longest_backtick_run, md_cell, md_code, printable
 from ..verdict import Verdict
+from .facts import told
 from .record import Culprit, Environment, GapCause, Minified, ReportRecord, Stage, TensorStat
 
 MD_LIMIT = 65536
@@ -259,9 +260,9 @@ def evidence_chain(c: Culprit) -> list[str]:
             continue
         shown.update(fact.shown)
         origin = (fact.source or {}).get(c.kernel or "")
-        said = f" [{c.kernel}: {origin.describe()}]" if origin is not None and origin == c.origin and origin.lines \
-            else None
-        chain.append(sentence.replace(said, "") if said else sentence)
+        if c.kernel and origin is not None and origin == c.origin and origin.lines:
+            sentence = sentence.replace(told(c.kernel, origin), "")
+        chain.append(sentence)
     return chain
 
 
@@ -367,7 +368,7 @@ def package_groups(r: ReportRecord) -> list[dict]:
 
 def _compiles(r: ReportRecord) -> list[str]:
     """How the stages' runs came by their packages, where the package table below does not say it all: a stage's one
-    hooked run that compiled is its row there."""
+    hooked run that compiled, or took its flag set's package, is its row there."""
     counts = [s.compiles for s in r.stages if s.compiles and s.compiles.runs]
     out = [line for c in counts if not _said_by_packages(c) for line in _item(md_cell(c.describe()))]
     # One item each for the warm forks and the compile-only runs of later stages (in slots the baseline's first run

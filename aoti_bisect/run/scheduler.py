@@ -172,12 +172,13 @@ class Scheduler:
         with self._lock:
             self._ahead_running.pop(future, None)
             if not future.cancelled() and future.exception() is None:
-                if future.result().outcome is Outcome.INFRA_ERROR:
+                result = future.result()
+                if result.outcome is Outcome.INFRA_ERROR:
                     # No torch, no driver: every run here fails so, and each compile queued would start only to.
                     self._ahead_queue.clear()
-                self.ahead_results.append(future.result())
+                self.ahead_results.append(result)
                 if self._room is not None:
-                    self._room.note(future.result())
+                    self._room.note(result)
 
     def finish_ahead(self) -> None:
         """Drops the queued compile-only runs and kills the running ones: the ladder needs nothing more."""
