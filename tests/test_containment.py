@@ -135,7 +135,9 @@ def test_parallel_runs_kill_only_their_own_orphans(tmp_path, pidfile):
         os.setsid()
         if os.fork() == 0:
             for _ in range(60):
-                open(flag, "w").write(str(time.monotonic()))
+                # the reader must never see the file between its truncation and its write
+                open(flag + ".tmp", "w").write(str(time.monotonic()))
+                os.replace(flag + ".tmp", flag)
                 time.sleep(0.1)
             os._exit(0)
         os._exit(0)
