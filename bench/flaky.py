@@ -7,7 +7,9 @@ custom op reads 512 GiB out of bounds and segfaults; 30 by default), each with t
 machine with the cores for it). Each of the K lanes keeps one compile cache that its bisections reuse, one
 after the other, through `--cache-dir` (a cache is never shared by two at once), and every run takes its flag
 set's package (`--reuse all`, the default here; `--reuse none` compiles every run as the script does): the
-figure is about the ladder's decisions, not the compiler. `--record FILE` appends each bisection's line as it ends.
+figure is about the ladder's decisions, not the compiler; `--cold` gives each bisection a cache of its own instead,
+so that each pays one compile as a user's first bisection does. `--record FILE` appends each bisection's line as it
+ends.
 
 Right = verdict reproduced, culprit outside the instrumented kernels naming `bisectlab::shifted_gather` (the
 manifest's answer). Prints each bisection as it ends (verdict, the reported rate and its 95% interval, culprit,
@@ -15,13 +17,22 @@ runs, seconds to the verdict and runs to it, seconds in all), then the success r
 how many reported intervals lie inside 20%-80% (an honest rate for a coin-flip failure: issue #41), and the median
 time to the verdict and per bisection. `--budget S` is the tool's (0: the rate stops at the verdict).
 
+The floor (issue #50) of each bisection, from its own baseline runs (runs/baseline-NNN/result.json): the first
+run's time (the compile, or the stored package's first load) plus the runs after it up to and including the first
+that failed (run i, shown as "first failed"), at the median time of the baseline's passing runs after the first
+(where none passed, of the runs up to that one), spread over the --jobs slots:
+floor = t(run 0) + ceil(i / jobs) * t(cheap run). Verdict / floor is the tool's own cost over it: the probe, the
+crash's forensics, the stages the verdict waited for.
+
 Usage: python bench/flaky.py [--bisections 20] [--percent 30] [--jobs 2] [--parallel 1] [--reuse all] [--budget 300]
-                             [--record FILE]
+                             [--cold] [--record FILE]
 """
 from __future__ import annotations
 
 import argparse
+import glob
 import json
+import math
 import os
 import re
 import statistics
@@ -29,8 +40,9 @@ import sys
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Optional
 
-from _common import REPO, clean_env, machine, table, timed, tool_argv
+from _common import REPO, clean_env, machine, spread, table, timed, tool_argv
 
 from aoti_bisect.stats import wilson
 
@@ -43,22 +55,50 @@ def right(report: dict) -> bool:
             and bool(re.search("bisectlab::shifted_gather", c.get("kernel") or "")))
 
 
+def floor(out: str, jobs: int) -> tuple[Optional[int], Optional[float]]:
+    """(index of the first baseline run that failed, the bisection's floor (the module's docstring)), Nones where no
+    baseline run failed."""
+    results = []
+    for folder in sorted(glob.glob(os.path.join(out, "runs", "baseline-*"))):
+        try:
+            with open(os.path.join(folder, "result.json")) as f:
+                results.append(json.load(f))
+        except (OSError, ValueError):
+            return None, None
+    first = next((i for i, r in enumerate(results) if r["outcome"] != "passed"), None)
+    if first is None:
+        return None, None
+    # Where no run after the first passed, the runs to the crash are the cheap runs (a crash ends a run early: the
+    # floor is then lower, never flattering).
+    cheap = [r["duration_s"] for r in results[1:] if r["outcome"] == "passed"] or \
+        [r["duration_s"] for r in results[1:first + 1]]
+    return first, results[0]["duration_s"] + (math.ceil(first / jobs) * statistics.median(cheap) if first else 0.0)
+
+
 def bisect_once(i: int, lane: int, tmp: str, args: argparse.Namespace, env: dict[str, str]) -> list[str]:
     out = os.path.join(tmp, f"bisection-{i:02d}")
-    t = timed(tool_argv(SCENARIO, "--jobs", str(args.jobs), "--cache-dir", os.path.join(tmp, f"cache-{lane}"),
+    cache = () if args.cold else ("--cache-dir", os.path.join(tmp, f"cache-{lane}"))
+    t = timed(tool_argv(SCENARIO, "--jobs", str(args.jobs), *cache,
                         "--reuse", args.reuse, "--budget", str(args.budget), "-q", "--out", out), env, tmp,
               os.path.join(tmp, f"log-{i:02d}"))
     try:
         with open(os.path.join(out, "report.json")) as f:
             report = json.load(f)
     except (OSError, ValueError):
-        return [str(i), "WRONG", "no report", "-", "-", "-", "-", "-", "-", f"{t.seconds:.0f}"]
+        return [str(i), "WRONG", "no report", "-", "-", "-", "-", "-", "-", "-", "-", "-", f"{t.seconds:.0f}"]
     c, r = report["culprit"], report["reproduction"]
     lo, hi = r["ci95"]
     return [str(i), "right" if right(report) else "WRONG", report["verdict"], f"{r['failures']}/{r['runs']}",
             f"{lo:.0%}-{hi:.0%}", f"{c.get('kind')} {c.get('kernel') or ''}".strip(),
             str(sum(s["runs"] for s in report["stages"])), f"{report.get('verdict_s') or 0:.0f}",
-            str(report.get("verdict_runs") or "-"), f"{t.seconds:.0f}"]
+            str(report.get("verdict_runs") or "-"), *floor_cells(report.get("verdict_s"), *floor(out, args.jobs)),
+            f"{t.seconds:.0f}"]
+
+
+def floor_cells(verdict_s: Optional[float], first: Optional[int], floor_s: Optional[float]) -> list[str]:
+    if not verdict_s or not floor_s:
+        return ["-" if first is None else str(first), "-", "-"]
+    return [str(first), f"{floor_s:.0f}", f"{verdict_s / floor_s:.2f}"]
 
 
 def main() -> None:
@@ -69,6 +109,7 @@ def main() -> None:
     ap.add_argument("--parallel", type=int, default=1, help="bisections at a time")
     ap.add_argument("--reuse", choices=("all", "hooked", "none"), default="all")
     ap.add_argument("--budget", type=float, default=300.0, help="the tool's --budget (0: stop the rate at the verdict)")
+    ap.add_argument("--cold", action="store_true", help="a cache of its own for each bisection (one compile each)")
     ap.add_argument("--record", help="append each bisection's line to this file as it ends")
     args = ap.parse_args()
     print(machine(), flush=True)
@@ -99,10 +140,12 @@ def main() -> None:
                  for r in rows)
     lo, hi = wilson(wins, len(rows))
     print()
-    print(table(["#", "", "verdict", "rate", "95% CI", "culprit", "runs", "verdict s", "verdict runs", "s"], rows))
+    print(table(["#", "", "verdict", "rate", "95% CI", "culprit", "runs", "verdict s", "verdict runs",
+                 "first failed", "floor s", "verdict/floor", "s"], rows))
     print(f"\nright in {wins}/{len(rows)} bisections ({wins / len(rows):.0%}, 95% CI {lo:.0%}-{hi:.0%}) at a "
           f"{args.percent}% crash rate; the reported interval inside 20%-80% in {inside}/{len(rows)}; median "
-          f"{statistics.median(to_verdict) if to_verdict else 0:.0f} s to the verdict, "
+          f"{statistics.median(to_verdict) if to_verdict else 0:.0f} s to the verdict, verdict/floor "
+          f"{spread([float(r[11]) for r in rows if r[11] != '-'])}, "
           f"{statistics.median(seconds):.0f} s a bisection, {args.parallel} at a time")
     sys.stdout.flush()
 

@@ -90,3 +90,34 @@ def test_the_flaky_benchmark_answers_help_and_judges_as_the_manifest_does():
                                                   "kernel": "bisectlab::shifted_gather"}}
     assert flaky.right(found) and manifest.culprit["kind"] == found["culprit"]["kind"]
     assert not flaky.right({**found, "culprit": {"kind": "unknown", "kernel": None}})
+
+
+def _runs(tmp_path, outcomes_and_seconds):
+    for i, (outcome, seconds) in enumerate(outcomes_and_seconds):
+        folder = tmp_path / "runs" / f"baseline-{i:03d}"
+        folder.mkdir(parents=True)
+        (folder / "result.json").write_text(json.dumps({"outcome": outcome, "duration_s": seconds}))
+    return str(tmp_path)
+
+
+def test_the_floor_of_a_rare_crash_is_one_compile_and_the_cheap_runs_to_it_over_the_slots(tmp_path):
+    sys.path.insert(0, BENCH)
+    import flaky
+
+    # Run 0 compiles (50 s), runs 1-4 pass at 2 s, run 5 crashes: five cheap runs on two slots are three waves.
+    out = _runs(tmp_path, [("passed", 50.0), ("passed", 2.0), ("passed", 3.0), ("passed", 2.0), ("passed", 2.0),
+                           ("crashed", 0.8)])
+    assert flaky.floor(out, 2) == (5, 50.0 + 3 * 2.0)
+    assert flaky.floor(out, 1) == (5, 50.0 + 5 * 2.0)
+    assert flaky.floor_cells(60.0, *flaky.floor(out, 2)) == ["5", "56", "1.07"]
+
+
+def test_a_bisection_whose_runs_all_passed_or_whose_first_run_failed_has_the_floor_it_can(tmp_path):
+    sys.path.insert(0, BENCH)
+    import flaky
+
+    assert flaky.floor(_runs(tmp_path / "a", [("passed", 50.0), ("passed", 2.0)]), 2) == (None, None)
+    assert flaky.floor(_runs(tmp_path / "b", [("crashed", 40.0)]), 2) == (0, 40.0)
+    assert flaky.floor_cells(None, 0, 40.0) == ["0", "-", "-"]
+    # Run 1 crashed and none passed after the compile: the crashed run's own time stands for a cheap one.
+    assert flaky.floor(_runs(tmp_path / "c", [("passed", 50.0), ("crashed", 0.8)]), 2) == (1, 50.8)
