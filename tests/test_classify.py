@@ -12,6 +12,7 @@ from aoti_bisect.run.classify import (
     fingerprint,
     parse_frames,
     phase_of,
+    relative_missing,
 )
 from aoti_bisect.run.types import Outcome, ProcessExit
 
@@ -68,6 +69,18 @@ def test_timeout_script_error_and_pass():
     assert classify(text, exited(1))[1].kind == "script_error"
     assert classify("python: can't open file '/x.py': [Errno 2] No such file or directory\n",
                     exited(2))[1].kind == "script_error"
+
+
+def test_a_relative_path_the_repro_opens_through_torch_is_the_scripts_error_and_an_absolute_one_is_not():
+    # A real run (torch 2.13 CPU): `torch.load("inputs.pt")` from a run's own working directory, raised inside
+    # torch/serialization.py. The path is the script's; torch's own missing files are named absolute.
+    text = log("cpu/relative_inputs_missing.log")
+    outcome, sig = classify(text, exited(1))
+    assert sig.kind == "script_error" and sig.message.endswith("No such file or directory: 'inputs.pt'")
+    assert relative_missing(sig.message) == "inputs.pt"
+    absolute = text.replace("'inputs.pt'", "'/tmp/torchinductor_u/ab/cache.pt'")
+    assert classify(absolute, exited(1))[1].kind == "python_exception"
+    assert relative_missing("FileNotFoundError: [Errno 2] No such file or directory: '/tmp/x'") is None
 
 
 def test_phase_from_traceback_and_faulthandler():

@@ -150,6 +150,26 @@ def test_a_passing_baseline_is_not_reproduced_with_an_upper_bound():
     assert len(world.ran("baseline")) == 5  # a pass proves little: the adaptive baseline runs to the cap
     assert "upper bound" in render(out.summary)
     assert all(s.skipped == "baseline did not reproduce" for s in out.stages[1:])
+    # A rare fault passes five runs often: the advice says how rare a fault these runs leave open, and what more runs
+    # would show; a reproduced verdict (the control) gets no such advice.
+    assert out.next_steps == ["None of 5 run(s) failed, as a fault of 45% of runs or rarer still does at least 5% of "
+                              "the time: if the failure is rare, give it more runs (59, with --max-runs 59, show a "
+                              "fault of 1 run in 20 with 95% odds)"]
+    _, failing = climb(always(sig("nan_inf", "run", "non-finite output")), Seen(), max_runs=5)
+    assert failing.verdict is Verdict.REPRODUCED and not any("more runs" in s for s in failing.next_steps)
+
+
+def test_a_relative_path_only_the_users_directory_holds_is_a_broken_repro_that_says_so(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # where the user started aoti-bisect
+    (tmp_path / "inputs.pt").write_text("")
+    lost = sig("script_error", "unknown", "FileNotFoundError: [Errno 2] No such file or directory: 'inputs.pt'")
+    _, out = climb(always(lost), Seen())
+    assert out.verdict is Verdict.ERROR and "the repro itself is broken" in render(out.summary)
+    assert len(out.next_steps) == 1 and f"where you ran it ({tmp_path / 'inputs.pt'})" in out.next_steps[0]
+    # The control: a file missing where the user ran it too is the repro's own business, with no advice on paths.
+    gone = sig("script_error", "unknown", "FileNotFoundError: [Errno 2] No such file or directory: 'weights.pt'")
+    _, out = climb(always(gone), Seen())
+    assert out.verdict is Verdict.ERROR and out.next_steps == []
 
 
 def test_infra_errors_beside_passes_are_inconclusive_not_a_pass():

@@ -61,6 +61,7 @@ _INFRA = re.compile(
 # source line, a caret, then the error. Only the main script fails like this; a compile() inside it has one.
 _UNCOMPILABLE = re.compile(r'^  File "[^"]*", line \d+\n(?:    .*\n){0,3}(?P<line>(?:SyntaxError|IndentationError|'
                            r'TabError): .*)$', re.M)
+_RELATIVE_MISSING = re.compile(r"No such file or directory: '((?!/)[^']+)'")
 _SCRIPT_ERRORS = ("SyntaxError", "IndentationError", "TabError", "ModuleNotFoundError", "ImportError",
                   "FileNotFoundError", "NameError")
 
@@ -302,11 +303,20 @@ def _failure_message(text: str, exc: Optional[tuple[str, str]], exit: ProcessExi
     return _one_line(_last_words(text) or f"exit status {exit.returncode}")
 
 
+def relative_missing(message: str) -> Optional[str]:
+    """The relative path a FileNotFoundError names (the repro opened it relative to its working directory), if it
+    does: torch's own missing files (caches, temporary folders) are named absolute."""
+    m = _RELATIVE_MISSING.search(message)
+    return m.group(1) if m else None
+
+
 def _is_script_error(text: str, exc: Optional[tuple[str, str]], frames: list[Frame]) -> bool:
     if re.search(r"can't open file .*No such file or directory", text):
         return True
     if not exc or exc[0].rsplit(".", 1)[-1] not in _SCRIPT_ERRORS:
         return False
+    if exc[0].rsplit(".", 1)[-1] == "FileNotFoundError" and relative_missing(exc[1]):
+        return True  # torch.load("inputs.pt") fails inside torch, but the path is the script's
     # An import error raised inside torch (a broken .so, say) is not the script's fault.
     return not frames or not frames[-1].in_library
 

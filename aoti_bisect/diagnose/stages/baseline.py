@@ -1,9 +1,12 @@
 """The baseline: the repro as the user runs it, as often as it takes to know whether, and how often, it fails."""
 from __future__ import annotations
 
+import math
+import os
 from typing import Optional
 
 from ...failure import FailureKind
+from ...run.classify import relative_missing
 from ...run.types import RunResult
 from ...stats import Rate, baseline_should_stop, fisher_exact
 from ...verdict import Verdict
@@ -60,6 +63,20 @@ def run(ctx: StageContext) -> tuple[Findings, Optional[str]]:
     return out, _verdict(stage, out, reuse)
 
 
+RARE = 20  # the rarer fault a not-reproduced verdict's advice sizes a rerun for: 1 run in RARE
+
+
+def rarer_fault(runs: int) -> str:
+    """What a run of no failures leaves open, and the runs that would close it: a fault of one run in 10 passes 20
+    runs 12% of the time (stats.DEFAULT_MAX_RUNS), and a user who knows the failure is rare must not read the verdict
+    as its absence."""
+    missed = 1.0 - 0.05 ** (1.0 / runs)  # the rate that passes `runs` runs 5% of the time
+    needed = math.ceil(math.log(0.05) / math.log(1 - 1 / RARE))
+    return (f"None of {runs} run(s) failed, as a fault of {missed:.0%} of runs or rarer still does at least 5% of the "
+            f"time: if the failure is rare, give it more runs ({needed}, with --max-runs {needed}, show a fault of 1 "
+            f"run in {RARE} with 95% odds)")
+
+
 def _verdict(stage: Stage, out: Findings, reuse: Optional[Fact]) -> Optional[str]:
     """The baseline's verdict where no run named the culprit, said in its finding; why the ladder stops here (None:
     it reproduced, and the ladder climbs on)."""
@@ -76,11 +93,20 @@ def _verdict(stage: Stage, out: Findings, reuse: Optional[Fact]) -> Optional[str
             fact(FactKind.REPRODUCTION, "did not reproduce: {rate}; {n} run(s) could not run: {message}",
                  rate=rate.describe(), n=len(infra), message=infra[0].signature.message) if infra else
             fact(FactKind.REPRODUCTION, "did not reproduce: {rate}", rate=rate.describe()))
+        out.next_steps.append(rarer_fault(rate.runs))
         return "baseline did not reproduce"
     if all(r.signature and r.signature.kind is FailureKind.SCRIPT_ERROR for r in stage.failures):
         out.verdict = Verdict.ERROR
         stage.finding = out.summary = fact(FactKind.REPRODUCTION, "the repro itself is broken: {message}",
                                            message=sig.message)
+        missing = relative_missing(sig.message)
+        if missing is not None and os.path.exists(missing):
+            # aoti-bisect's own working directory is the user's: the file is there, and only the run's is not.
+            out.next_steps.append(
+                f"Each run has a working directory of its own (runs/<stage>-NNN/cwd), so the repro's relative path "
+                f"'{missing}' does not reach the file where you ran it ({os.path.abspath(missing)}): open it by an "
+                f"absolute path, and write the repro's own files (the package) relative to the working directory, so "
+                f"that parallel runs never share one")
         return "the repro itself is broken"
     out.summary = fact(FactKind.REPRODUCTION, "reproduced {rate}: {kind} in {phase}: {message}",
                        rate=rate.describe(), kind=sig.kind, phase=sig.phase, message=sig.message)
