@@ -125,6 +125,50 @@ def test_a_miss_within_an_unstable_references_own_error_convicts_nothing():
 
 
 @pytest.mark.slow
+def test_outputs_that_agree_where_eager_makes_the_nan_itself_name_the_node_and_its_line():
+    trace = ('File "/home/u/repro.py", line 12, in forward\n    y = torch.cond(x.sum() > 0, hot, cold, (x,))\n'
+             '  File "<eval_with_key>.5", line 9, in forward\n    cond = torch.ops.higher_order.cond(l_args_0_)')
+    walk = parse(json.dumps({"status": "agree", "calls": 1, "outputs": [], "dumps": [],
+                             "born": {"node": "cond", "target": "cond", "trace": trace}}))
+    culprit = walk_eager(real_graph(), walk, lambda launch: ())
+    said = render_all(culprit.evidence)[0]
+    assert culprit.kind == "unknown" and "eager makes the same non-finite values" in said
+    assert "line 12 of repro.py" in said and "eval_with_key" not in said  # torch's generated frame is not the user's
+
+
+def _born(torch, model, *args):
+    from aoti_bisect.child.hook import eagerwalk
+
+    ep = torch.export.export(model, args)
+    return eagerwalk.before_call(ep, args, {}, 0, 1 << 20)["born"]
+
+
+def test_the_hook_finds_where_eager_first_makes_a_nan_from_finite_values_and_not_in_a_nan_input(monkeypatch):
+    import torch
+    from aoti_bisect.child import contract
+
+    class Sqrt(torch.nn.Module):
+        def forward(self, x, y):
+            h = torch.relu(x) + y
+            return torch.sqrt(h - 0.75).exp() * 2.0  # NaN born at sqrt; exp and mul only carry it
+
+    class Cond(torch.nn.Module):
+        def forward(self, x):
+            y = torch.cond(x.sum() > 0, lambda x: torch.log(x - 0.5), lambda x: x * 2.0, (x,))
+            return torch.tanh(y)
+
+    monkeypatch.setenv(contract.EAGER_WALK_ENV, "1")
+    monkeypatch.chdir(os.path.dirname(__file__))  # no level-1 dumps here to clear
+    torch.manual_seed(0)
+    x, y = torch.rand(4, 8), torch.rand(4, 8)
+    born = _born(torch, Sqrt(), x, y)
+    assert born["node"] == "sqrt" and born["target"] == "aten.sqrt.default" and "test_eagerwalk.py" in born["trace"]
+    # The control: a NaN the script passes in is the input's, and no node makes one.
+    y[1, 2] = float("nan")
+    assert _born(torch, Sqrt(), x + 1.0, y) is None
+    assert _born(torch, Cond(), x)["target"] == "cond"  # made inside the branch: the cond node returns it
+
+
 def test_the_hook_runs_a_program_called_with_keyword_arguments_in_any_order(monkeypatch):
     import torch
     from aoti_bisect.child import contract

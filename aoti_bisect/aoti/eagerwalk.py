@@ -11,6 +11,7 @@ from ..child import contract
 from ..files.own import loads_child_json, read_run_file
 from .constants import Stale, parse_stale
 from .fakecheck import differing_outputs
+from .provenance import SourceLine, user_line
 
 MAX_BYTES = 32 << 20
 
@@ -46,6 +47,14 @@ class Saved:
 
 
 @dataclass(frozen=True)
+class Born:
+    """Where the program run eagerly first makes a non-finite value from finite ones: eager's own NaN or Inf."""
+    node: str
+    target: str  # its aten op, `aten.sqrt.default`
+    line: Optional[SourceLine]  # the user's line that made the node, where its stack trace names one
+
+
+@dataclass(frozen=True)
 class EagerWalk:
     status: str  # agree | differs | no_program | eager_raised | missing
     call: Optional[int] = None  # the compiled model's call (from 0) whose tensors were compared
@@ -64,6 +73,7 @@ class EagerWalk:
     # outputs while the module's values now do not: the package does not carry the writes between calls
     unwritten: tuple[tuple[str, Stale], ...] = ()
     tf32: Optional[bool] = None  # whether TF32 matmuls were allowed when the program was compiled; None: not seen
+    born: Optional[Born] = None  # where eager itself first makes a NaN or Inf; None: it makes none (or schema < 5)
 
     def op(self, node: str) -> Optional[str]:
         """The aten op of a node (`linear` for aten.linear.default); None for a placeholder or a part."""
@@ -100,10 +110,19 @@ def parse(text: str) -> EagerWalk:
                          {str(k): (_number(v[0]), _number(v[1])) for k, v in (data.get("float64") or {}).items()},
                          tuple((str(u["fqn"]), stale) for u in data.get("unwritten") or ()
                                if (stale := parse_stale(u.get("stale"))) is not None),
-                         None if data.get("tf32") is None else bool(data["tf32"]))
+                         None if data.get("tf32") is None else bool(data["tf32"]), _born(data.get("born")))
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         problem = f"{contract.EAGER_WALK_RESULT} is damaged: {type(exc).__name__}: {exc}"
         return EagerWalk("missing", problem=problem[:300])
+
+
+def _born(raw: object) -> Optional[Born]:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise TypeError(f"born is a {type(raw).__name__}")
+    trace = raw.get("trace")
+    return Born(str(raw["node"]), str(raw["target"]), user_line(str(trace)) if trace else None)
 
 
 # A number as the child's JSON holds it: a float (or int), or null where there is none. float() still converts it, so

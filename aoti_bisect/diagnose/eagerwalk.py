@@ -495,6 +495,13 @@ def _bad_read(graph: WrapperGraph, launch: Launch, var: str, j: Judged, head: li
 
 
 def _no_walk(walk: EagerWalk) -> Fact:
+    if walk.status == "agree" and walk.born is not None:
+        b = walk.born
+        return fact(FactKind.EAGER, "the package's outputs agree with eager on every call compared ({calls}), and "
+                    "eager makes the same non-finite values: they first appear at node {node} ({op}{where}) from "
+                    "finite inputs, the model's own arithmetic, which the compiled code reproduces",
+                    calls=walk.calls, node=eager_name(b.node), op=b.target,
+                    where=f", {b.line.describe()}" if b.line else "")
     if walk.status == "agree":
         return fact(FactKind.EAGER, "the package's outputs agree with eager on every call compared ({calls}): the "
                     "script's check fails on something the exported program does not hold (the module's state "

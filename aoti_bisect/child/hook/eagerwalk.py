@@ -30,6 +30,8 @@ eager_walk.json in the run folder (rewritten after each call):
                 program writes whose build values reproduce the package's outputs exactly, where eager's differ,
    "stability_problem": str | null (why the float64 run was not made or failed),
    "tf32": whether TF32 matmuls were allowed when the program was compiled (null: no compile seen),
+   "born": {"node", "target", "trace"} | null: the first node whose eager value is non-finite from finite inputs
+           (trace: its stack trace's tail), where eager itself makes a NaN or Inf,
    "dumps": [{"when": "before" | "after", "stem": "<kernel>_<arg>", "device": "cpu", "shape": [...],
               "dtype": "float32", "rtol": r, "atol": a,
               "pairs": [[node, max_abs | null, close, max_rel | null, f64 max_abs | null, f64 RMSE | null,
@@ -46,9 +48,9 @@ import os
 import re
 import sys
 
-from . import contract, fakecheck
+from . import contract, fakecheck, provenance
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 FACTOR = 10
 MAX_PAIRS = 256  # per saved tensor: the closest eager values of its shape
 MAX_CALLS = fakecheck.MAX_CALLS
@@ -95,9 +97,12 @@ def _interpreter_class():
         def __init__(self, gm, budget):
             super().__init__(gm)
             self.values, self.targets, self.budget, self.dropped = {}, {}, budget, 0
+            self.nonfinite, self.born = set(), None
 
         def run_node(self, n):
             out = super().run_node(n)
+            if n.op != "output":
+                self.note_nonfinite(n, out)
             if isinstance(out, torch.Tensor) and n.op != "output":
                 if n.op == "call_function":
                     self.targets[n.name] = str(n.target)
@@ -108,6 +113,20 @@ def _interpreter_class():
                         self.targets[f"{n.name}:{part}"] = f"{n.target}:{part}"
                         self.keep(f"{n.name}:{part}", value)
             return out
+
+        def note_nonfinite(self, n, out):
+            """The first node whose value is non-finite while every node it read is finite: where eager itself makes
+            a NaN or Inf (a placeholder's is the input's own; a node that returns several values, torch.cond's or a
+            split's, is judged by them all)."""
+            values = out if isinstance(out, (tuple, list)) else (out,)
+            if all(not isinstance(t, torch.Tensor) or not t.is_floating_point() or bool(torch.isfinite(t).all())
+                   for t in values):
+                return
+            self.nonfinite.add(n.name)
+            if self.born is None and n.op == "call_function" and not any(
+                    a.name in self.nonfinite for a in n.all_input_nodes):
+                self.born = {"node": n.name, "target": str(n.target),
+                             "trace": (n.meta.get("stack_trace") or "")[-provenance.MAX_TRACE_CHARS:] or None}
 
         def keep(self, name, value):
             size = value.untyped_storage().nbytes()
@@ -211,7 +230,7 @@ def before_call(ep, args, kwargs, call, budget):
         return {"status": "eager_raised", "outputs": None, "values": recorder.values, "targets": recorder.targets,
                 "rerun": None, "problem": f"the program raised when run eagerly: {fakecheck._error(exc)}"}
     return {"status": None, "outputs": outputs, "values": recorder.values, "targets": recorder.targets,
-            "rerun": (ep, positional, budget), "as_built": as_built, "problem": (
+            "born": recorder.born, "rerun": (ep, positional, budget), "as_built": as_built, "problem": (
                 f"{recorder.dropped} eager values were not kept: over the capture cap" if recorder.dropped else None)}
 
 
@@ -226,7 +245,7 @@ def after_call(eager, result, call, path):
     doc = {"schema_version": SCHEMA_VERSION, "status": eager["status"], "calls": call + 1, "call": None,
            "problem": eager["problem"], "factor": FACTOR, "outputs": [], "outputs_problem": None,
            "values": len(eager["values"]), "targets": eager["targets"], "unstable": {}, "float64": {}, "unwritten": [],
-           "stability_problem": None, "tf32": _state.get("tf32"), "dumps": []}
+           "stability_problem": None, "tf32": _state.get("tf32"), "born": eager.get("born"), "dumps": []}
     if eager["status"] is None:
         differential = fakecheck.differential(eager["outputs"], result, call)
         doc.update(outputs=differential["outputs"], outputs_problem=differential["problem"], call=call)
