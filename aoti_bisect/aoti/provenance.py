@@ -23,9 +23,8 @@ from ..files.own import loads_child_json, read_run_file
 KERNEL_INFORMATION = "kernel_information.json"
 MAX_KERNEL_INFORMATION_BYTES = 32 << 20
 _FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d{1,9}), in (?P<func>[^\n]*)(?:\n(?P<code>[^\n]*))?')
-# torch's own frames (nn.Linear's forward, F.linear): the user's line is the innermost frame outside them.
-# torch's own files, and the code torch generates and runs from no file (`<eval_with_key>.5`: a traced
-# higher-order op's body)
+# torch's own frames (nn.Linear's forward, F.linear) and the code it generates and runs from no file
+# (`<eval_with_key>.5`: a traced higher-order op's body): the user's line is the innermost frame outside them.
 _TORCH_OWN = re.compile(r"[/\\]torch[/\\]|^<eval_with_key>")
 _NODE_LIST = re.compile(r"^\[(?P<nodes>[^\]]*)\]")
 

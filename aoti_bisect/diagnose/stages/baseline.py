@@ -1,14 +1,14 @@
 """The baseline: the repro as the user runs it, as often as it takes to know whether, and how often, it fails."""
 from __future__ import annotations
 
-import math
 import os
 from typing import Optional
 
 from ...failure import FailureKind
 from ...run.classify import relative_missing
 from ...run.types import RunResult
-from ...stats import Rate, baseline_should_stop, fisher_exact
+from ...stats import Rate, baseline_should_stop, fisher_exact, runs_to_observe
+from ...validate import MAX_RUNS
 from ...verdict import Verdict
 from ..context import StageContext
 from ..facts import Fact, FactKind, fact, joined
@@ -71,7 +71,7 @@ def rarer_fault(runs: int) -> str:
     runs 12% of the time (stats.DEFAULT_MAX_RUNS), and a user who knows the failure is rare must not read the verdict
     as its absence."""
     missed = 1.0 - 0.05 ** (1.0 / runs)  # the rate that passes `runs` runs 5% of the time
-    needed = math.ceil(math.log(0.05) / math.log(1 - 1 / RARE))
+    needed = runs_to_observe(1 / RARE, cap=MAX_RUNS)
     return (f"None of {runs} run(s) failed, as a fault of {missed:.0%} of runs or rarer still does at least 5% of the "
             f"time: if the failure is rare, give it more runs ({needed}, with --max-runs {needed}, show a fault of 1 "
             f"run in {RARE} with 95% odds)")
