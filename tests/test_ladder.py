@@ -296,6 +296,19 @@ def test_a_cuda_failure_seen_every_run_takes_one_baseline_wave_and_a_determinism
     assert stage(out, "trace").env == {**flags.DETERMINISM, **flags.TRACE}
 
 
+def test_determinism_takes_the_stored_package_where_the_baseline_showed_it_fails_as_the_users_way():
+    # Its flags are read at run time: ten compiles at once cost a passing CUDA control 85 s on an H200.
+    world = always(None)
+    _, out = climb(world, Seen("cuda/wrapper_ima_user_triton.cpp"), max_runs=6, reuse_baseline=True)
+    assert out.verdict is Verdict.NOT_REPRODUCED
+    assert world.ran("determinism") and all(s.reuse for s in world.ran("determinism"))
+    # Control: the baseline's runs that took the package fail otherwise than the user's way, so no later run takes it.
+    world = World(lambda spec: None if spec.index % 2 else sig("illegal_memory_access" if spec.reuse else "device_assert"))
+    _, out = climb(world, Seen("cuda/wrapper_ima_user_triton.cpp"), max_runs=12, reuse_baseline=True)
+    assert "that changes the failure" in render(stage(out, "baseline").finding)
+    assert world.ran("determinism") and not any(s.reuse for s in world.ran("determinism"))
+
+
 def test_a_cuda_trace_without_the_determinism_stage_still_launches_blocking():
     # --stages without determinism: with asynchronous launches the last unfinished launch can be a later kernel
     # (seen on an H100: device_assert_oob's trace then ended at the reduction after the faulting gather).

@@ -41,7 +41,8 @@ OWNED = (PRINTER, FILTER, contract.REDIRECT_ENV, contract.CONSTANTS_ENV, contrac
          *TF32_OFF)
 
 # Which runs serve a flag set's later compiles from the package its first run built (child/hook/reuse.py):
-# `hooked` the runs that carry the hook anyway (not the baseline's, nor determinism's: they run the user's way),
+# `hooked` the runs that carry the hook anyway, and the baseline's and determinism's after the baseline's first wave
+# (run the user's way) while the reused runs fail as those did (diagnose/stages/baseline.py check_reuse),
 # `all` every run (the baseline then carries the hook too), `none` no run.
 REUSE_MODES = ("hooked", "all", "none")
 
