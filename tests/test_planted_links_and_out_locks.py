@@ -19,7 +19,8 @@ from aoti_bisect.child import contract
 from aoti_bisect.child.hook import atomic, fakecheck
 from aoti_bisect.child.hook.recorder import Record
 from aoti_bisect.diagnose.evidence import RunEvidence
-from aoti_bisect.files.out import LOCK_NAME, OutInUse, out_lock
+from aoti_bisect.exits import UsageFailure
+from aoti_bisect.files.out import LOCK_NAME, PROBE_PREFIX, OutInUse, claim_out, out_lock
 from aoti_bisect.files.write import user_name
 from aoti_bisect.run import process
 from aoti_bisect.run.layout import HEADERS_ENV, Layout, compile_key
@@ -118,6 +119,22 @@ def test_two_runs_racing_on_a_fresh_out_never_both_claim_it(tmp_path):
         said = sorted(r.communicate(timeout=60)[0].split()[0] for r in racers)
         assert said == ["claimed", "refused"], said
         assert os.listdir(out) == [LOCK_NAME]
+
+
+def test_another_claimers_write_probe_does_not_make_a_fresh_out_look_taken(tmp_path):
+    # The race the test above can lose under load: the second claimer saw the first's probe (there while it checks
+    # the folder is writable), called the folder not empty and dropped its lock; the first, finding that lock
+    # still there, was refused too.
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / f"{PROBE_PREFIX}x1y2").write_text("")
+    assert claim_out(str(out)) == str(out)
+    # Control: anything else in the folder is a folder in use.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "report.json").write_text("{}")
+    with pytest.raises(UsageFailure, match="not empty"):
+        claim_out(str(other))
 
 
 def _nightly(cwd, *args, **kw):

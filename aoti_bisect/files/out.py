@@ -21,12 +21,15 @@ def default_out(prefix: str) -> str:
     return os.path.join("aoti-bisect-runs", prefix + _dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f"))
 
 
+PROBE_PREFIX = ".writable"
+
+
 def prepare_out(out: str, option: str = "--out") -> str:
     """A writable folder, created if need be; shared use is allowed (shards of one night share one)."""
     path = os.path.realpath(out)
     try:
         os.makedirs(path, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=path, prefix=".writable")  # O_EXCL: never through a planted link
+        fd, probe = tempfile.mkstemp(dir=path, prefix=PROBE_PREFIX)  # O_EXCL: never through a planted link
         os.close(fd)
         os.remove(probe)
     except OSError as exc:
@@ -68,7 +71,8 @@ def claim_out(out: str) -> str:
             f.write(f"{os.getpid()}\n")
     except OSError:
         pass  # the pid only informs a person; a full disk is said, with what was gathered, by the run itself
-    others = sorted(set(os.listdir(path)) - {LOCK_NAME})
+    # Another claimer's write probe is there only while it checks the folder: counted, it refused both racers.
+    others = sorted(n for n in os.listdir(path) if n != LOCK_NAME and not n.startswith(PROBE_PREFIX))
     if others:
         os.remove(lock)
         raise UsageFailure(f"--out {path} is not empty (it holds {others[0]!r}{' and more' if others[1:] else ''}); "
