@@ -66,8 +66,9 @@ def fisher_exact(k1: int, n1: int, k2: int, n2: int) -> float:
 
 
 # A baseline that has seen no failure stops here. At 10 runs a 30%-rate fault passed every run in 2.8% of
-# bisections (seen in bench/flaky.py); at 20 that is 0.08%, and a 10% fault is missed 12% of the time.
-DEFAULT_MAX_RUNS = 20
+# bisections (seen in bench/flaky.py); at 20 a 10% fault passes them all 12% of the time (2 of 16 rare crashes did,
+# docs/benchmarks.md), at 30 4.2%: a flaky fault of one run in ten is localised in 95% of bisections.
+DEFAULT_MAX_RUNS = 30
 
 
 def baseline_should_stop(failures: int, runs: int, min_runs: int, max_runs: int) -> bool:

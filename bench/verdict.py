@@ -2,8 +2,9 @@
 """Issues #28 and #50: time to verdict of each scenario's bisection, with the default flags.
 
 For each scenario of scenarios/manifest.toml of the chosen device (default cuda), `aoti-bisect SCRIPT` (with
---jobs J where given; by default the tool sizes its slots by the machine, docs/slots.md) with the manifest's --max-runs and --timeout (the adaptive baseline, every stage, the default reuse), from a
-cold cache. Printed per scenario, as each one ends:
+--jobs J where given; by default the tool sizes its slots by the machine, docs/slots.md) with the manifest's --max-runs
+(or, with --tool-max-runs, the tool's own default) and --timeout (the adaptive baseline, every stage, the default
+reuse), from a cold cache. Printed per scenario, as each one ends:
   verdict_s  report.json's seconds from the first run to the culprit (the baseline's rate may run on after it,
              within --budget: the wall time includes that)
   wall       the whole bisection, process start to exit
@@ -17,7 +18,7 @@ version that may take far longer). The machine line names the machine, the date,
 --scenarios a,b picks scenarios and their order.
 
 Usage: python bench/verdict.py [--jobs J] [--parallel 1] [--scenarios a,b] [--device cuda|cpu] [--cap 1800]
-       [--budget 300] [--keep DIR]
+       [--budget 300] [--keep DIR] [--tool-max-runs]
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from _common import clean_env, machine, table, timed, tool_argv
 from aoti_bisect.scenarios import Scenario, compare, in_setup, load_manifest, run_setup
 
 
-def bisect(s: Scenario, folder: str, jobs: int, cap: float, budget: float) -> list[str]:
+def bisect(s: Scenario, folder: str, jobs: int, cap: float, budget: float, tool_max_runs: bool) -> list[str]:
     out = os.path.join(folder, s.name)
     setup = os.path.join(folder, "setup", s.name)
     problem = run_setup(s, setup)  # a package built before the bisection: not part of its time
@@ -40,7 +41,8 @@ def bisect(s: Scenario, folder: str, jobs: int, cap: float, budget: float) -> li
         return [s.name, "-", "-", "-", "-", problem]
     args = in_setup(s.args, setup)
     jobs_flag = ["--jobs", str(jobs)] if jobs else []  # none: aoti-bisect sizes its slots by the machine
-    t = timed(tool_argv(s.path, "--max-runs", str(max(s.runs, 10)), "--timeout", str(s.timeout), *jobs_flag,
+    runs_flag = [] if tool_max_runs else ["--max-runs", str(max(s.runs, 10))]
+    t = timed(tool_argv(s.path, *runs_flag, "--timeout", str(s.timeout), *jobs_flag,
                         "--budget", str(budget), "-q", "--out", out, "--", *args), clean_env(), folder,
               os.path.join(folder, f"{s.name}.log"), timeout=cap)
     try:
@@ -70,6 +72,7 @@ def main() -> None:
     p.add_argument("--cap", type=float, default=1800.0)
     p.add_argument("--budget", type=float, default=300.0, help="aoti-bisect's --budget: the rate after a verdict")
     p.add_argument("--keep", help="Keep the run directories here.")
+    p.add_argument("--tool-max-runs", action="store_true", help="aoti-bisect's own --max-runs, not the manifest's")
     a = p.parse_args()
     wanted = [n for n in a.scenarios.split(",") if n]
     mine = {s.name: s for s in load_manifest() if s.device == a.device}
@@ -77,13 +80,14 @@ def main() -> None:
     if unknown:
         p.error(f"no {a.device} scenario named {', '.join(unknown)}")
     chosen = [mine[n] for n in wanted] if wanted else list(mine.values())  # in the order asked: first come first
-    print(machine(), f"| --jobs {a.jobs or 'unset'}, {a.parallel} bisection(s) at once", flush=True)
+    runs = ", the tool's own --max-runs" if a.tool_max_runs else ""
+    print(machine(), f"| --jobs {a.jobs or 'unset'}, {a.parallel} bisection(s) at once{runs}", flush=True)
     folder = a.keep or tempfile.mkdtemp(prefix="verdict-")
     os.makedirs(folder, exist_ok=True)
     headers = ["scenario", "verdict_s", "wall_s", "runs", "compiles", "right"]
     rows = []
     with ThreadPoolExecutor(max_workers=a.parallel) as pool:
-        for row in pool.map(lambda s: bisect(s, folder, a.jobs, a.cap, a.budget), chosen):
+        for row in pool.map(lambda s: bisect(s, folder, a.jobs, a.cap, a.budget, a.tool_max_runs), chosen):
             print(" | ".join(row), flush=True)
             rows.append(row)
     print(table(headers, rows))

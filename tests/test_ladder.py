@@ -458,8 +458,8 @@ def test_no_launch_lines_and_no_wrapper_means_a_package_the_run_did_not_build():
 
 
 def test_later_stages_plan_from_the_baseline_interval_and_stop_at_their_first_failure():
-    # 1 failure in 2 runs is a rate of 9% or more (95%): seeing it with 99% takes more than the cap of 20
-    # runs, so a stage that never fails runs all 20; the trace fails first at its 3rd run and stops there.
+    # 1 failure in 2 runs is a rate of 9% or more (95%): seeing it with 99% takes more than the cap of 30
+    # runs, so a stage that never fails runs all 30; the trace fails first at its 3rd run and stops there.
     def behave(spec):
         if spec.stage == "baseline":
             return sig("segfault") if spec.index == 0 else None
@@ -469,7 +469,7 @@ def test_later_stages_plan_from_the_baseline_interval_and_stop_at_their_first_fa
     world = World(behave)
     _, out = climb(world, Seen("cpu/wrapper_index_oob_level3.cpp", trace=trace_of("cpu/index_oob_level3.log"),
                                level2_log="cpu/index_oob_level2_filtered.log"), runs=2)
-    assert len(world.ran("sanity")) == 20  # never failed: ran the whole planned count
+    assert len(world.ran("sanity")) == 30  # never failed: ran the whole planned count
     assert len(world.ran("trace")) == 3
     indices = [s.index for s in world.specs]
     assert indices == sorted(indices) and len(set(indices)) == len(indices)  # one run folder per run
@@ -683,7 +683,7 @@ def test_a_deterministic_failure_reports_ten_of_ten_after_a_verdict_reached_at_t
     ladder = Ladder(["python", "repro.py"], world.run_batch, seen, Options(budget=300.0),
                     on_verdict=lambda out, left: announced.append((out.verdict_runs, left)))
     out = ladder.run()
-    assert announced == [(out.verdict_runs, 38)]  # told before the rate ran on, with the runs it may take (2 x 20)
+    assert announced == [(out.verdict_runs, 58)]  # told before the rate ran on, with the runs it may take (2 x 30)
     assert out.baseline.runs == 10 and out.baseline.failures == 10  # measured, not assumed: 10/10 (72%-100%)
     assert "within ±15 points" in render(out.stages[0].finding)
 

@@ -4,7 +4,7 @@
 # work outlives one device call; `wait` waits for them. Both copy what exists to $OUT: verdict.txt, rate.txt and
 # the reports (report.json/md of each bisection). MINIFY=NAME also bisects that CUDA
 # scenario (stages baseline, trace, inspect) beside them and then minifies it (issue #31) within MINIFY_BUDGET seconds,
-# keeping its minify/ folder (minify.txt, minify.tar.gz). BUDGET: verdict.py's --budget.
+# keeping its minify/ folder (minify.txt, minify.tar.gz). BUDGET: verdict.py's --budget; VERDICT_ARGS: more of its options (--tool-max-runs).
 # CXX=g++: the image's default compiler makes every AOTI package segfault on load (docs/gpu.md).
 set -u
 export CXX=g++ CUDA_HOME=/usr/local/cuda PYTHONPATH=$PWD PYTHONUNBUFFERED=1
@@ -27,7 +27,7 @@ if [ "${1:-wait}" = start ]; then
   { python3 -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0))";
     $CUDA_HOME/bin/compute-sanitizer --version | tail -n 1; nproc; } > $w/device.txt 2>&1
   setsid nohup python3 bench/verdict.py --jobs "${JOBS:-0}" --parallel "${PARALLEL:-3}" --keep $w/keep --budget "${BUDGET:-300}" \
-    ${SCENARIOS:+--scenarios $SCENARIOS} > $w/verdict.txt 2>&1 < /dev/null &
+    ${SCENARIOS:+--scenarios $SCENARIOS} ${VERDICT_ARGS:-} > $w/verdict.txt 2>&1 < /dev/null &
   if [ -n "${MINIFY:-}" ]; then
     setsid nohup sh -c "python3 -m aoti_bisect scenarios/cuda/$MINIFY.py --stages baseline,trace,inspect --runs 1 \
       --jobs 4 --out $w/min; python3 -m aoti_bisect minify $w/min --jobs 4 --budget ${MINIFY_BUDGET:-900}" \

@@ -67,14 +67,15 @@ RARE = 20  # the rarer fault a not-reproduced verdict's advice sizes a rerun for
 
 
 def rarer_fault(runs: int) -> str:
-    """What a run of no failures leaves open, and the runs that would close it: a fault of one run in 10 passes 20
-    runs 12% of the time (stats.DEFAULT_MAX_RUNS), and a user who knows the failure is rare must not read the verdict
+    """What a run of no failures leaves open, and the runs that would close it: a fault of one run in 20 passes 30
+    runs (stats.DEFAULT_MAX_RUNS) 21% of the time, and a user who knows the failure is rare must not read the verdict
     as its absence."""
     missed = 1.0 - 0.05 ** (1.0 / runs)  # the rate that passes `runs` runs 5% of the time
+    # Two figures: at 30 runs it is 9.5%, and "10%" would be a rate that passes them all only 4.2% of the time.
     needed = runs_to_observe(1 / RARE, cap=MAX_RUNS)
-    return (f"None of {runs} run(s) failed, as a fault of {missed:.0%} of runs or rarer still does at least 5% of the "
-            f"time: if the failure is rare, give it more runs ({needed}, with --max-runs {needed}, show a fault of 1 "
-            f"run in {RARE} with 95% odds)")
+    return (f"None of {runs} run(s) failed, as a fault of {100 * missed:.2g}% of runs or rarer still does at least 5% "
+            f"of the time: if the failure is rare, give it more runs ({needed}, with --max-runs {needed}, show a fault "
+            f"of 1 run in {RARE} with 95% odds)")
 
 
 def _verdict(stage: Stage, out: Findings, reuse: Optional[Fact]) -> Optional[str]:
