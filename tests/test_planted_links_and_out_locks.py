@@ -20,7 +20,8 @@ from aoti_bisect.child.hook import atomic, fakecheck
 from aoti_bisect.child.hook.recorder import Record
 from aoti_bisect.diagnose.evidence import RunEvidence
 from aoti_bisect.exits import UsageFailure
-from aoti_bisect.files.out import LOCK_NAME, PROBE_PREFIX, OutInUse, claim_out, out_lock
+from aoti_bisect.files import out as out_module
+from aoti_bisect.files.out import LOCK_NAME, OutInUse, claim_out, out_lock
 from aoti_bisect.files.write import user_name
 from aoti_bisect.run import process
 from aoti_bisect.run.layout import HEADERS_ENV, Layout, compile_key
@@ -121,20 +122,22 @@ def test_two_runs_racing_on_a_fresh_out_never_both_claim_it(tmp_path):
         assert os.listdir(out) == [LOCK_NAME]
 
 
-def test_another_claimers_write_probe_does_not_make_a_fresh_out_look_taken(tmp_path):
-    # The race the test above can lose under load: the second claimer saw the first's probe (there while it checks
-    # the folder is writable), called the folder not empty and dropped its lock; the first, finding that lock
-    # still there, was refused too.
+def test_a_claim_writes_nothing_but_its_lock_so_a_racer_never_sees_a_probe(tmp_path, monkeypatch):
+    # The race the test above lost once under load: the second claimer saw the first's write probe (a temporary
+    # file), called the folder not empty and dropped its lock; the first, finding that lock still there, was refused
+    # too. The O_EXCL lock is the claim's write probe.
+    def no_probe(*args, **kwargs):
+        raise AssertionError("claim_out wrote a probe file beside its lock")
+    monkeypatch.setattr(out_module.tempfile, "mkstemp", no_probe)
     out = tmp_path / "out"
-    out.mkdir()
-    (out / f"{PROBE_PREFIX}x1y2").write_text("")
-    assert claim_out(str(out)) == str(out)
-    # Control: anything else in the folder is a folder in use.
-    other = tmp_path / "other"
-    other.mkdir()
-    (other / "report.json").write_text("{}")
-    with pytest.raises(UsageFailure, match="not empty"):
-        claim_out(str(other))
+    assert claim_out(str(out)) == str(out) and os.listdir(out) == [LOCK_NAME]
+    # Control: anything else in the folder is a folder in use, a leftover probe's name included.
+    for name in ("report.json", ".writable_x1y2"):
+        other = tmp_path / name.strip(".")
+        other.mkdir()
+        (other / name).write_text("{}")
+        with pytest.raises(UsageFailure, match="not empty"):
+            claim_out(str(other))
 
 
 def _nightly(cwd, *args, **kw):

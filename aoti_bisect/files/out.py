@@ -21,17 +21,22 @@ def default_out(prefix: str) -> str:
     return os.path.join("aoti-bisect-runs", prefix + _dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f"))
 
 
-PROBE_PREFIX = ".writable"
-
-
 def prepare_out(out: str, option: str = "--out") -> str:
     """A writable folder, created if need be; shared use is allowed (shards of one night share one)."""
+    path = _made(out, option)
+    try:
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".writable")  # O_EXCL: never through a planted link
+        os.close(fd)
+        os.remove(probe)
+    except OSError as exc:
+        raise out_failure(option, path, exc)
+    return path
+
+
+def _made(out: str, option: str) -> str:
     path = os.path.realpath(out)
     try:
         os.makedirs(path, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=path, prefix=PROBE_PREFIX)  # O_EXCL: never through a planted link
-        os.close(fd)
-        os.remove(probe)
     except OSError as exc:
         raise out_failure(option, path, exc)
     return path
@@ -55,9 +60,11 @@ LOCK_NAME = ".aoti-bisect.lock"
 def claim_out(out: str) -> str:
     """A run directory of our own: new or empty, and locked against every other run, now and later.
 
-    The lock is taken before the folder is looked at, so two runs started at once cannot both find it empty.
+    The lock is taken before the folder is looked at, so two runs started at once cannot both find it empty. It is
+    also the folder's write probe: prepare_out's probe file, seen by a second claimer, made the folder look taken,
+    and both racers were refused.
     """
-    path = prepare_out(out)
+    path = _made(out, "--out")
     lock = os.path.join(path, LOCK_NAME)
     try:
         fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
@@ -71,8 +78,7 @@ def claim_out(out: str) -> str:
             f.write(f"{os.getpid()}\n")
     except OSError:
         pass  # the pid only informs a person; a full disk is said, with what was gathered, by the run itself
-    # Another claimer's write probe is there only while it checks the folder: counted, it refused both racers.
-    others = sorted(n for n in os.listdir(path) if n != LOCK_NAME and not n.startswith(PROBE_PREFIX))
+    others = sorted(set(os.listdir(path)) - {LOCK_NAME})
     if others:
         os.remove(lock)
         raise UsageFailure(f"--out {path} is not empty (it holds {others[0]!r}{' and more' if others[1:] else ''}); "
