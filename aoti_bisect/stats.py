@@ -67,7 +67,7 @@ def fisher_exact(k1: int, n1: int, k2: int, n2: int) -> float:
 
 # A baseline that has seen no failure stops here. At 10 runs a 30%-rate fault passed every run in 2.8% of
 # bisections (seen in bench/flaky.py); at 20 a 10% fault passes them all 12% of the time (2 of 16 rare crashes did,
-# docs/benchmarks.md), at 30 4.2%: a flaky fault of one run in ten is localised in 95% of bisections.
+# docs/benchmarks.md), at 30 4.2%: a flaky fault of one run in ten is localised in about 96% of bisections.
 DEFAULT_MAX_RUNS = 30
 
 
