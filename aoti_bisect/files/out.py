@@ -61,8 +61,8 @@ def claim_out(out: str) -> str:
     """A run directory of our own: new or empty, and locked against every other run, now and later.
 
     The lock is taken before the folder is looked at, so two runs started at once cannot both find it empty. It is
-    also the folder's write probe: prepare_out's probe file, seen by a second claimer, made the folder look taken,
-    and both racers were refused.
+    also the folder's write probe: a probe file beside it would look to a second claimer like a folder in use, and
+    both racers would be refused.
     """
     path = _made(out, "--out")
     lock = os.path.join(path, LOCK_NAME)
