@@ -43,7 +43,8 @@ CPU = [s for s in load_manifest() if s.device == "cpu"]
 # real exported programs in tests/test_constants.py, and folded_temperature's decision on its captured records;
 # bf16_rounding (the precision class) runs in CI; wrong_value_pass_bf16 is wrong_value_pass's miscompile in bfloat16,
 # its decision (a stable node missed, farther from float64 than eager) as tests/test_eagerwalk.py's on captured walks;
-# unwritten_buffer's hook and decision run on a real exported program in tests/test_eagerwalk.py.
+# unwritten_buffer's hook and decision run on a real exported program in tests/test_eagerwalk.py, and
+# dropout_in_training's naming of the draws on real exported programs, its decision on its captured record there.
 # rare_crash_custom_op's first crash convicts from its native stack as rare_oob_custom_op's does (and bench/flaky.py
 # measures it); fixed_path_cache's package, built before the bisection, is walked through an instrumented copy as
 # prebuilt_package's is; index_from_cumsum's computed index is followed to its model input on its captured kernel
@@ -54,7 +55,7 @@ HEAVY = ["nan_source_line", "nan_constant", "crashing_toolchain", "bn_negative_r
          "wrong_fake_custom_op", "flaky_custom_op_crash", "stale_parameter", "stale_buffer_after_linear",
          "index_from_bucketize", "flaky_python_op_oob", "stale_parameter_replaced", "folded_temperature",
          "rare_crash_custom_op", "fixed_path_cache", "index_from_cumsum", "wrong_value_pass_bf16",
-         "unwritten_buffer"]
+         "unwritten_buffer", "dropout_in_training"]
 # silent_oob_custom_op (a silent read that only --sanitize's valgrind run sees) proves valgrind's conviction of a
 # custom op's line in CI; rare_oob_custom_op's crashes now convict from their own stack before the checker is
 # needed. Its own test below reads its report.

@@ -554,3 +554,76 @@ def test_state_the_program_writes_and_the_package_does_not_carry_is_named_not_a_
     eager = eagerwalk.before_call(ep, (x,), {}, 1, 1 << 20)
     eagerwalk.after_call(eager, torch.full((2,), 3.0), 1, str(tmp_path / "eager_walk.json"))
     assert read_eager_walk(str(tmp_path)).unwritten == ()
+
+
+def test_the_hook_names_the_nodes_that_draw_random_numbers_and_not_a_dropout_that_draws_none(monkeypatch):
+    import torch
+    from aoti_bisect.child import contract
+    from aoti_bisect.child.hook import eagerwalk
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 4)
+            self.drop = torch.nn.Dropout(0.25)
+
+        def forward(self, x):
+            noise = torch.rand_like(x) * 0.0
+            return self.drop(self.fc(x)) + noise + torch.nn.functional.dropout(x, 0.0, training=True)
+
+    monkeypatch.setenv(contract.EAGER_WALK_ENV, "1")
+    monkeypatch.chdir(os.path.dirname(__file__))  # no level-1 dumps here to clear
+    x = torch.randn(2, 4)
+
+    def random(model):
+        return eagerwalk.before_call(torch.export.export(model, (x,)), (x,), {}, 0, 1 << 20)["random"]
+
+    noise = {"rand_like": {"target": "aten.rand_like.default", "module": None, "class": None}}
+    assert random(Model().train()) == {**noise, "dropout": {"target": "aten.dropout.default", "module": "drop",
+                                                            "class": "Dropout"}}
+    # the control: export keeps an eval-mode dropout as aten.dropout with train=False, and one of p=0 draws nothing
+    assert random(Model().eval()) == noise
+
+
+def _with(walk, **changes):
+    import dataclasses
+    return dataclasses.replace(walk, **changes)
+
+
+def test_a_draw_in_the_kernel_that_differs_convicts_nothing_and_one_after_it_hides_nothing():
+    from aoti_bisect.aoti.eagerwalk import Random
+    graph = real_graph()
+    walk = read_eager_walk(DATA)
+    bad = "cpp_fused__softmax_add_mul_sum_1"
+    own = nodes_of(graph)(next(l for l in graph.launches if l.name == bad))
+    drawn = walk_eager(graph, _with(walk, random={own[0]: Random("aten.bernoulli.p")}), nodes_of(graph))
+    assert drawn.kind == "unknown" and drawn.kernel is None
+    assert render(drawn.summary).startswith(f"the program draws random numbers on every call, first in {bad} (eager "
+                                            f"`{own[0]}`: aten.bernoulli.p)")
+    # the control: a draw no launch computes (or one after the kernel) leaves the miscompile convicted
+    elsewhere = walk_eager(graph, _with(walk, random={"not_a_node": Random("aten.rand.default")}), nodes_of(graph))
+    assert elsewhere.kind == "kernel" and elsewhere.kernel == bad
+
+
+# The eager stage of scenario dropout_in_training (torch 2.13.0+cpu, 2026-11-29): the eager run's eager_walk.json
+# (schema 6, with the nodes that draw) and its level-1 compile's wrapper and kernel_information.json, unchanged.
+DROPOUT = f"{DATA}/dropout_training"
+
+
+def test_a_module_left_in_training_mode_convicts_no_kernel_and_names_its_dropout():
+    path = f"{DROPOUT}/dropout_training.wrapper.cpp"
+    with open(path) as f:
+        graph = wrapper.parse_wrapper(f.read(), path, [])
+    sources = SourceMap(read_kernel_information(path), {})
+    walk = read_eager_walk(DROPOUT)
+    assert set(walk.random) == {"dropout"} and walk.random["dropout"].module == "drop"
+    culprit = walk_eager(graph, walk, lambda l: sources.origin(l.name, l.handle, l.source_nodes).nodes)
+    assert culprit.kind == "unknown"
+    assert render(culprit.summary).startswith(
+        "the program draws random numbers on every call, first in cpp_fused_native_dropout_relu_0 (eager `dropout`: "
+        "aten.dropout.default, in `drop` (Dropout)): `drop` (Dropout) left in training mode; export after `.eval()`")
+    gaps = render_all(culprit.evidence)[-1]
+    assert "aoti_torch_cpu_addmm_out wrote buf2 ([16, 64] float32) = eager `linear`" in gaps  # before the draw
+    # fc2's matmul reads the dropout's output: held against eager, it would differ, and it is not
+    assert "wrote buf5 ([16, 8] float32) (not compared: it is computed from the random numbers " \
+           "cpp_fused_native_dropout_relu_0" in gaps

@@ -55,6 +55,14 @@ class Born:
 
 
 @dataclass(frozen=True)
+class Random:
+    """A node that draws random numbers on every call: the package's generator and eager's draw different ones."""
+    target: str  # its aten op, `aten.dropout.default`
+    module: Optional[str] = None  # the submodule that made it, `drop`
+    cls: Optional[str] = None  # its class, `Dropout`
+
+
+@dataclass(frozen=True)
 class EagerWalk:
     status: str  # agree | differs | no_program | eager_raised | missing
     call: Optional[int] = None  # the compiled model's call (from 0) whose tensors were compared
@@ -74,6 +82,7 @@ class EagerWalk:
     unwritten: tuple[tuple[str, Stale], ...] = ()
     tf32: Optional[bool] = None  # whether TF32 matmuls were allowed when the program was compiled; None: not seen
     born: Optional[Born] = None  # where eager itself first makes a NaN or Inf; None: it makes none (or schema < 5)
+    random: dict[str, Random] = field(default_factory=dict)  # node -> what it draws with (empty before schema 6)
 
     def op(self, node: str) -> Optional[str]:
         """The aten op of a node (`linear` for aten.linear.default); None for a placeholder or a part."""
@@ -110,7 +119,9 @@ def parse(text: str) -> EagerWalk:
                          {str(k): (_number(v[0]), _number(v[1])) for k, v in (data.get("float64") or {}).items()},
                          tuple((str(u["fqn"]), stale) for u in data.get("unwritten") or ()
                                if (stale := parse_stale(u.get("stale"))) is not None),
-                         None if data.get("tf32") is None else bool(data["tf32"]), _born(data.get("born")))
+                         None if data.get("tf32") is None else bool(data["tf32"]), _born(data.get("born")),
+                         {str(k): Random(str(v["target"]), _text(v.get("module")), _text(v.get("class")))
+                          for k, v in (data.get("random") or {}).items()})
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         problem = f"{contract.EAGER_WALK_RESULT} is damaged: {type(exc).__name__}: {exc}"
         return EagerWalk("missing", problem=problem[:300])
@@ -123,6 +134,10 @@ def _born(raw: object) -> Optional[Born]:
         raise TypeError(f"born is a {type(raw).__name__}")
     trace = raw.get("trace")
     return Born(str(raw["node"]), str(raw["target"]), user_line(str(trace)) if trace else None)
+
+
+def _text(v: object) -> Optional[str]:
+    return None if v is None else str(v)
 
 
 # A number as the child's JSON holds it: a float (or int), or null where there is none. float() still converts it, so

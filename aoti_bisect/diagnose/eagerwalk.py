@@ -17,6 +17,10 @@ A false conviction is worse than none, so a tensor is convicted only against the
 - a buffer a kernel writes that no later launch reads and the graph does not return is the kernel's scratch (a
   reduction's running sum): what it holds is the kernel's business, and it is not compared.
 
+A node that draws random numbers (a dropout in training mode, `rand_like`) draws other numbers in the package than
+in eager: the launch that computes it, and every launch that reads what such a launch wrote, is not held against
+eager. Where the walk convicts nothing else, it says so and names the node's module (a module left in training mode).
+
 Where a bfloat16 or float16 kernel misses only unstable eager values, and float64 takes the package's side (its
 error against the program run in float64 is below eager's, and within dynamo's accuracy rule everywhere), the
 gap is eager's rounding after every op, which a fused kernel computing in float32 does not share: the walk names
@@ -29,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Optional
 
-from ..aoti.eagerwalk import EagerWalk, Pair, Saved
+from ..aoti.eagerwalk import EagerWalk, Pair, Random, Saved
 from ..aoti.wrapper import Launch, WrapperGraph
 from .facts import Fact, FactKind, Namer, Subject, fact, kernel, note
 from .findings import Cause, Culprit, CulpritKind, Gap, Precision
@@ -247,9 +251,18 @@ def walk_eager(graph: WrapperGraph, walk: EagerWalk, nodes_of: Callable[[Launch]
     gaps: list[Fact] = []
     rows: list[Gap] = []
     rounded: list[tuple[Launch, str, Judged]] = []  # outputs that missed only unstable eager values
+    drawn: dict[str, Draw] = {}  # storage -> the random draw what it holds comes from
     for launch in graph.launches:
         reads = [v for v in launch.args if graph.storage(v) in launch.reads]
         writes = [v for v in launch.args if graph.storage(v) in launch.writes]
+        draw = _draw(walk, graph, launch, nodes_of(launch), reads, drawn)
+        if draw is not None:
+            drawn.update((graph.storage(v), draw) for v in writes)
+            skipped = {v: Judged("unjudged", saved=walk.around("after", launch.name, v), why=draw.describe(launch))
+                       for v in writes}
+            gaps += [_gap(launch, v, j, namer) for v, j in skipped.items()]
+            rows += [_row(walk, launch, v, j) for v, j in skipped.items()]
+            continue
         seen = {v: judge(saved, _read_reference(graph, walk, launch, v, nodes_of, saved), walk)
                 for v in reads for saved in (walk.around("before", launch.name, v),)}
         for v in reads:
@@ -271,10 +284,73 @@ def walk_eager(graph: WrapperGraph, walk: EagerWalk, nodes_of: Callable[[Launch]
     found = _precision(rounded, head, namer)
     if found is not None:
         return _ended(found, gaps, rows)
+    if drawn:  # said of the first random node, past Inductor's seeds for it
+        draws = list(drawn.values())
+        return _ended(_random_only(next((d for d in draws if d.node), draws[0]), head, walk), gaps, rows)
     return _ended(Culprit(CulpritKind.UNKNOWN, evidence=[*head, *_shaky(walk), note(
         "no tensor the instrumented kernels read or wrote differs from the eager value it stands for beyond "
         "tolerance (tensors not compared say why below): the difference arises outside them (an output copy or "
         "view, a custom op, state carried between calls) or where eager itself is unstable")]), gaps, rows)
+
+
+# Extern ops that draw random numbers, by name: where provenance names no node for the launch (Inductor's seeds for
+# its own random kernels run as aoti_torch_*_randint_low_out).
+_RANDOM_EXTERN = re.compile(r"^(rand|bernoulli|normal|uniform|exponential|multinomial|poisson|native_dropout|"
+                            r"geometric|cauchy|log_normal)")
+
+
+@dataclass(frozen=True)
+class Draw:
+    """Where what a buffer holds was drawn at random: the launch that drew it, and the node it computes (None: an
+    extern random op provenance names no node for)."""
+    kernel: str
+    node: Optional[str]
+    random: Optional[Random]
+
+    def source(self) -> Fact:
+        r = self.random
+        if r is None:
+            return fact(FactKind.EAGER, "{kernel}", kernel=kernel(self.kernel))
+        module = fact(FactKind.EAGER, ", in `{m}`{cls}", m=r.module,
+                      cls=f" ({r.cls})" if r.cls else "") if r.module else ""
+        return fact(FactKind.EAGER, "{kernel} (eager `{node}`: {target}{module})", kernel=kernel(self.kernel),
+                    node=self.node, target=r.target, module=module)
+
+    def describe(self, launch: Launch) -> Fact:
+        if launch.name == self.kernel:
+            return fact(FactKind.EAGER, "it draws random numbers, {source}: the package and eager draw different "
+                        "ones", source=self.source())
+        return fact(FactKind.EAGER, "it is computed from the random numbers {source} drew: eager drew others",
+                    source=self.source())
+
+
+def _draw(walk: EagerWalk, graph: WrapperGraph, launch: Launch, nodes: tuple[str, ...], reads: list[str],
+          drawn: dict[str, Draw]) -> Optional[Draw]:
+    """The random draw a launch's outputs carry: its own (a node of its provenance draws, or it is an extern random
+    op), or one a buffer it reads carries."""
+    own = next((n for n in nodes if n in walk.random), None)
+    if own is not None:
+        return Draw(launch.name, own, walk.random[own])
+    op = extern_op(launch.name)
+    if op is not None and _RANDOM_EXTERN.match(op):
+        return Draw(launch.name, None, None)
+    return next((drawn[graph.storage(v)] for v in reads if graph.storage(v) in drawn), None)
+
+
+def _random_only(draw: Draw, head: list[Fact], walk: EagerWalk) -> Culprit:
+    """No launch differs from eager but those that carry random numbers: the program draws them on every call and
+    the package's generator draws others, so the script's comparison with eager fails whatever the compiler did."""
+    modes = sorted({f"`{r.module}` ({r.cls})" if r.cls else f"`{r.module}`" for r in walk.random.values()
+                    if r.module and r.cls and "dropout" in r.target.lower()})
+    hint = fact(FactKind.EAGER, ": {modes:, } left in training mode; export after `.eval()`",
+                modes=tuple(modes)) if modes else ""
+    c = Culprit(CulpritKind.UNKNOWN)
+    c.summary = fact(FactKind.EAGER, "the program draws random numbers on every call, first in {source}{hint}; the "
+                     "package draws other numbers than eager, so what is computed from them cannot be held against "
+                     "eager, and no launch before or beside them differs from it. No kernel is convicted",
+                     source=draw.source(), hint=hint)
+    c.evidence = [c.summary, *head]
+    return c
 
 
 def _unwritten(walk: EagerWalk, head: list[Fact]) -> Culprit:

@@ -144,11 +144,16 @@ def first_screen(r: ReportRecord, minified: Optional[Minified] = None) -> list[t
     return items
 
 
+# Where a rounding gap arises, or what explains a failure no culprit was convicted of (random draws): said, not a
+# conviction.
+NOT_CONVICTED = (CulpritKind.PRECISION, CulpritKind.UNKNOWN)
+
+
 def convicted_by(c: Culprit) -> list[tuple[str, str]]:
     """The one line of evidence that convicts the culprit, without its source lines (the screen names them once)."""
     if not c.conviction:
         return []
-    if c.kind is CulpritKind.PRECISION:  # where a rounding gap arises: nothing is convicted
+    if c.kind in NOT_CONVICTED:
         return [("Found", c.conviction)]
     runs = ", ".join(f"{e.run} ({e.stage}, {e.kind})" for e in c.convicted_by)
     return [("Convicted by", c.conviction + (f" [evidence from run {runs}]" if runs else ""))]

@@ -10,9 +10,9 @@ from typing import Optional
 
 from tabulate import tabulate
 
-from ..diagnose.findings import CulpritKind
 from ..text import printable
 from .markdown import (
+    NOT_CONVICTED,
     WRAP,
     _short,
     c_lines,
@@ -67,7 +67,7 @@ def answer(r: ReportRecord, headline: str, minified: Optional[Minified], termina
     lines = [headline]
     lines += [f"  {os.path.basename(line.path)}:{line.line}: {line.code}" for line in c_lines(r.culprit) if line.code]
     if r.culprit.conviction:  # a precision difference convicts nothing: what was found
-        label = "found" if r.culprit.kind is CulpritKind.PRECISION else "convicted by"
+        label = "found" if r.culprit.kind in NOT_CONVICTED else "convicted by"
         lines.append(f"{label}: {r.culprit.conviction}")
     lines += [f"cause: {text}" for _, text in cause(r.culprit)]  # where rounding may explain the gap
     if r.culprit.kind is None:  # no culprit: the advice is the answer (a failure outside AOTI, what to try next)

@@ -32,6 +32,8 @@ eager_walk.json in the run folder (rewritten after each call):
    "tf32": whether TF32 matmuls were allowed when the program was compiled (null: no compile seen),
    "born": {"node", "target", "trace"} | null: the first node whose eager value is non-finite from finite inputs
            (trace: its stack trace's tail), where eager itself makes a NaN or Inf,
+   "random": {node: {"target", "module" | null, "class" | null}}: the nodes that draw random numbers on every call
+             (an op tagged nondeterministic_seeded; a dropout only in training mode), with the module that made it,
    "dumps": [{"when": "before" | "after", "stem": "<kernel>_<arg>", "device": "cpu", "shape": [...],
               "dtype": "float32", "rtol": r, "atol": a,
               "pairs": [[node, max_abs | null, close, max_rel | null, f64 max_abs | null, f64 RMSE | null,
@@ -50,7 +52,7 @@ import sys
 
 from . import contract, fakecheck, provenance
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 FACTOR = 10
 MAX_PAIRS = 256  # per saved tensor: the closest eager values of its shape
 MAX_CALLS = fakecheck.MAX_CALLS
@@ -98,6 +100,7 @@ def _interpreter_class():
             super().__init__(gm)
             self.values, self.targets, self.budget, self.dropped = {}, {}, budget, 0
             self.nonfinite, self.born = set(), None
+            self.random = {n.name: _random(torch, n) for n in gm.graph.nodes if _draws(torch, n)}
 
         def run_node(self, n):
             out = super().run_node(n)
@@ -138,6 +141,33 @@ def _interpreter_class():
                 self.dropped += 1
 
     return Recorder
+
+
+def _draws(torch, node):
+    """Whether the node draws random numbers when it runs: its op is tagged nondeterministic_seeded, and a dropout
+    (or rrelu) is in training mode with p > 0. Export keeps an eval-mode dropout as aten.dropout with train=False,
+    which draws nothing."""
+    op = node.target
+    if node.op != "call_function" or torch.Tag.nondeterministic_seeded not in getattr(op, "tags", ()):
+        return False
+    schema = getattr(op, "_schema", None)
+    for i, arg in enumerate(schema.arguments if schema is not None else ()):
+        value = node.args[i] if i < len(node.args) else node.kwargs.get(arg.name, arg.default_value)
+        if arg.name in ("train", "training") and value is not None and not value:
+            return False
+        if arg.name == "p" and isinstance(value, (int, float)) and value == 0:
+            return False
+    return True
+
+
+def _random(torch, node):
+    """{"target", "module", "class"}: a random node and the module that made it (`drop`, `Dropout`), where the
+    export recorded one below the root."""
+    stack = list((node.meta.get("nn_module_stack") or {}).values())
+    path, cls = stack[-1] if stack and stack[-1][0] else (None, None)
+    return {"target": str(node.target), "module": path,
+            "class": (cls if isinstance(cls, str) else getattr(cls, "__name__", str(cls))).rsplit(".", 1)[-1]
+            if cls is not None else None}
 
 
 def _parts(torch, node, args, kwargs, out):
@@ -230,7 +260,8 @@ def before_call(ep, args, kwargs, call, budget):
         return {"status": "eager_raised", "outputs": None, "values": recorder.values, "targets": recorder.targets,
                 "rerun": None, "problem": f"the program raised when run eagerly: {fakecheck._error(exc)}"}
     return {"status": None, "outputs": outputs, "values": recorder.values, "targets": recorder.targets,
-            "born": recorder.born, "rerun": (ep, positional, budget), "as_built": as_built, "problem": (
+            "born": recorder.born, "random": recorder.random, "rerun": (ep, positional, budget), "as_built": as_built,
+            "problem": (
                 f"{recorder.dropped} eager values were not kept: over the capture cap" if recorder.dropped else None)}
 
 
@@ -245,7 +276,8 @@ def after_call(eager, result, call, path):
     doc = {"schema_version": SCHEMA_VERSION, "status": eager["status"], "calls": call + 1, "call": None,
            "problem": eager["problem"], "factor": FACTOR, "outputs": [], "outputs_problem": None,
            "values": len(eager["values"]), "targets": eager["targets"], "unstable": {}, "float64": {}, "unwritten": [],
-           "stability_problem": None, "tf32": _state.get("tf32"), "born": eager.get("born"), "dumps": []}
+           "stability_problem": None, "tf32": _state.get("tf32"), "born": eager.get("born"),
+           "random": eager.get("random") or {}, "dumps": []}
     if eager["status"] is None:
         differential = fakecheck.differential(eager["outputs"], result, call)
         doc.update(outputs=differential["outputs"], outputs_problem=differential["problem"], call=call)
