@@ -61,6 +61,9 @@ _INFRA = re.compile(
 # source line, a caret, then the error. Only the main script fails like this; a compile() inside it has one.
 _UNCOMPILABLE = re.compile(r'^  File "[^"]*", line \d+\n(?:    .*\n){0,3}(?P<line>(?:SyntaxError|IndentationError|'
                            r'TabError): .*)$', re.M)
+# The comparison helpers a script checks the model's outputs with (torch.testing.assert_close,
+# numpy.testing.assert_allclose, a unittest assertion): what they raise is the script's check failing.
+_CHECKS = re.compile(r"/(?:torch/testing|numpy/testing|unittest)/")
 _RELATIVE_MISSING = re.compile(r"No such file or directory: '((?!/)[^']+)'")
 _SCRIPT_ERRORS = ("SyntaxError", "IndentationError", "TabError", "ModuleNotFoundError", "ImportError",
                   "FileNotFoundError", "NameError")
@@ -283,9 +286,15 @@ def classify(text: str, exit: ProcessExit) -> tuple[Outcome, Optional[Signature]
         return outcome, _sig(kind, phase, message, kernel)
     if exc and phase is Phase.COMPILE:
         return outcome, _sig(FailureKind.COMPILE_ERROR, phase, message, kernel)
-    if phase is Phase.UNKNOWN and not any(f.in_library for f in frames):
-        phase = Phase.RUN  # raised by the script's own code: its check of what the model returned
+    if phase is Phase.UNKNOWN and _the_scripts_check(frames):
+        phase = Phase.RUN  # the script's check of what the model returned
     return outcome, _sig(FailureKind.PYTHON_EXCEPTION, phase, message, kernel)
+
+
+def _the_scripts_check(frames: list[Frame]) -> bool:
+    """Whether the script's own code raised, or the library function it called is a comparison helper."""
+    first = next((f for f in frames if f.in_library), None)
+    return first is None or bool(_CHECKS.search(first.path))
 
 
 def _line_at(text: str, pos: int) -> str:
