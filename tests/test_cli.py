@@ -134,7 +134,9 @@ def test_the_first_progress_line_comes_within_seconds_when_piped(tmp_path):
     finally:
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=120)
-    assert first.startswith("aoti-bisect: run directory") and took < 5, (first, took)
+    # Held in a buffer, the line would come at the exit, after the child's 60 s sleep; a few seconds is the quiet
+    # machine's figure, and a loaded one (CI's lanes starting) took longer.
+    assert first.startswith("aoti-bisect: run directory") and took < 30, (first, took)
 
 
 def test_scenarios_list_fits_100_columns_and_filters_by_device():
