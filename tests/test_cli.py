@@ -135,7 +135,7 @@ def test_the_first_progress_line_comes_within_seconds_when_piped(tmp_path):
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=120)
     # Held in a buffer, the line would come at the exit, after the child's 60 s sleep; a few seconds is the quiet
-    # machine's figure, and a loaded one (CI's lanes starting) took longer.
+    # machine's figure, and a loaded one (two suites on 2 cores) took longer.
     assert first.startswith("aoti-bisect: run directory") and took < 30, (first, took)
 
 

@@ -24,6 +24,14 @@ def nodes_of(graph):
     return lambda launch: sources.origin(launch.name, launch.handle, launch.source_nodes).nodes
 
 
+def captured(path):
+    """A captured level-1 wrapper's graph, and the FX nodes its compile's provenance gives each launch."""
+    with open(path) as f:
+        graph = wrapper.parse_wrapper(f.read(), path, [])
+    sources = SourceMap(read_kernel_information(path), {})
+    return graph, lambda launch: sources.origin(launch.name, launch.handle, launch.source_nodes).nodes
+
+
 def test_the_real_record_parses_into_the_call_its_outputs_and_every_saved_tensor():
     walk = read_eager_walk(DATA)
     assert walk.status == "differs" and walk.call == 0 and walk.factor == 10
@@ -242,12 +250,10 @@ VARIANCE = f"{DATA}/unstable_variance"
 
 
 def test_a_control_with_nothing_miscompiled_convicts_no_kernel():
-    with open(f"{VARIANCE}/unstable_variance.wrapper.cpp") as f:
-        graph = wrapper.parse_wrapper(f.read(), f"{VARIANCE}/unstable_variance.wrapper.cpp", [])
-    sources = SourceMap(read_kernel_information(f"{VARIANCE}/unstable_variance.wrapper.cpp"), {})
+    graph, of = captured(f"{VARIANCE}/unstable_variance.wrapper.cpp")
     walk = read_eager_walk(VARIANCE)
     assert walk.unstable["mul_2"] > 0.4 and "mean" not in walk.unstable  # float32 eager itself misses float64
-    culprit = walk_eager(graph, walk, lambda l: sources.origin(l.name, l.handle, l.source_nodes).nodes)
+    culprit = walk_eager(graph, walk, of)
     lines = render_all(culprit.evidence)
     assert culprit.kind == "unknown"
     assert any(line.startswith("eager is itself unstable here: float32 and float64 eager disagree beyond the tolerance "
@@ -310,10 +316,8 @@ BF16 = f"{DATA}/bf16_rounding"
 
 
 def _bf16_walk(walk):
-    with open(f"{BF16}/bf16_rounding.wrapper.cpp") as f:
-        graph = wrapper.parse_wrapper(f.read(), f"{BF16}/bf16_rounding.wrapper.cpp", [])
-    sources = SourceMap(read_kernel_information(f"{BF16}/bf16_rounding.wrapper.cpp"), {})
-    return walk_eager(graph, walk, lambda l: sources.origin(l.name, l.handle, l.source_nodes).nodes)
+    graph, of = captured(f"{BF16}/bf16_rounding.wrapper.cpp")
+    return walk_eager(graph, walk, of)
 
 
 def test_a_bfloat16_gap_where_float64_takes_the_packages_side_is_a_precision_difference_convicting_nothing():
@@ -383,14 +387,12 @@ TF32 = f"{DATA}/tf32_matmul_cuda"
 
 def test_a_tf32_template_is_held_against_the_linear_part_it_computes_and_its_conviction_waits_on_the_control():
     import dataclasses
-    with open(f"{TF32}/tf32_matmul.wrapper.cpp") as f:
-        graph = wrapper.parse_wrapper(f.read(), f"{TF32}/tf32_matmul.wrapper.cpp", [])
-    sources = SourceMap(read_kernel_information(f"{TF32}/tf32_matmul.wrapper.cpp"), {})
+    graph, of = captured(f"{TF32}/tf32_matmul.wrapper.cpp")
     walk = read_eager_walk(TF32)
     assert graph.cuda and walk.tf32 is True
 
     def walked(w):
-        return walk_eager(graph, w, lambda l: sources.origin(l.name, l.handle, l.source_nodes).nodes)
+        return walk_eager(graph, w, of)
     c = walked(walk)
     # the template wrote the product before the bias (added by the next kernel): held against `linear` alone it
     # missed by 0.063, the bias; against the mm part, by TF32's 0.0018
@@ -611,13 +613,10 @@ DROPOUT = f"{DATA}/dropout_training"
 
 
 def test_a_module_left_in_training_mode_convicts_no_kernel_and_names_its_dropout():
-    path = f"{DROPOUT}/dropout_training.wrapper.cpp"
-    with open(path) as f:
-        graph = wrapper.parse_wrapper(f.read(), path, [])
-    sources = SourceMap(read_kernel_information(path), {})
     walk = read_eager_walk(DROPOUT)
     assert set(walk.random) == {"dropout"} and walk.random["dropout"].module == "drop"
-    culprit = walk_eager(graph, walk, lambda l: sources.origin(l.name, l.handle, l.source_nodes).nodes)
+    graph, of = captured(f"{DROPOUT}/dropout_training.wrapper.cpp")
+    culprit = walk_eager(graph, walk, of)
     assert culprit.kind == "unknown"
     assert render(culprit.summary).startswith(
         "the program draws random numbers on every call, first in cpp_fused_native_dropout_relu_0 (eager `dropout`: "

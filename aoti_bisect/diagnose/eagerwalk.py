@@ -255,7 +255,8 @@ def walk_eager(graph: WrapperGraph, walk: EagerWalk, nodes_of: Callable[[Launch]
     for launch in graph.launches:
         reads = [v for v in launch.args if graph.storage(v) in launch.reads]
         writes = [v for v in launch.args if graph.storage(v) in launch.writes]
-        draw = _draw(walk, graph, launch, nodes_of(launch), reads, drawn)
+        nodes = nodes_of(launch)
+        draw = _draw(walk, graph, launch, nodes, reads, drawn)
         if draw is not None:
             drawn.update((graph.storage(v), draw) for v in writes)
             skipped = {v: Judged("unjudged", saved=walk.around("after", launch.name, v), why=draw.describe(launch))
@@ -268,7 +269,7 @@ def walk_eager(graph: WrapperGraph, walk: EagerWalk, nodes_of: Callable[[Launch]
         for v in reads:
             if seen[v].state == "differs":
                 return _ended(_bad_read(graph, launch, v, seen[v], head, namer), gaps, rows)
-        own = reference(walk, launch, nodes_of(launch))
+        own = reference(walk, launch, nodes)
         made = {v: _judge_write(graph, walk, launch, v, own) for v in writes}
         shown = {v: j for v, j in made.items() if j.pair is not None or (j.why is not None and j.why is not SCRATCH)}
         gaps += [_gap(launch, v, j, namer) for v, j in shown.items()]
@@ -279,7 +280,7 @@ def walk_eager(graph: WrapperGraph, walk: EagerWalk, nodes_of: Callable[[Launch]
         if bad and later:
             return _ended(_lead(launch, bad, made, later, head, namer), gaps, rows)
         if bad:
-            return _ended(_tf32(_bad_kernel(launch, bad, made, seen, head, namer), graph, walk, nodes_of(launch),
+            return _ended(_tf32(_bad_kernel(launch, bad, made, seen, head, namer), graph, walk, nodes,
                                 made[bad[0]]), gaps, rows)
     found = _precision(rounded, head, namer)
     if found is not None:

@@ -66,7 +66,7 @@ def answer(r: ReportRecord, headline: str, minified: Optional[Minified], termina
     evidence that convicts it (without a culprit, the advice), where the report is and the exact next commands."""
     lines = [headline]
     lines += [f"  {os.path.basename(line.path)}:{line.line}: {line.code}" for line in c_lines(r.culprit) if line.code]
-    if r.culprit.conviction:  # a precision difference convicts nothing: what was found
+    if r.culprit.conviction:  # a precision difference or an unknown culprit convicts nothing: what was found
         label = "found" if r.culprit.kind in NOT_CONVICTED else "convicted by"
         lines.append(f"{label}: {r.culprit.conviction}")
     lines += [f"cause: {text}" for _, text in cause(r.culprit)]  # where rounding may explain the gap

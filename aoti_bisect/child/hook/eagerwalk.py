@@ -100,7 +100,6 @@ def _interpreter_class():
             super().__init__(gm)
             self.values, self.targets, self.budget, self.dropped = {}, {}, budget, 0
             self.nonfinite, self.born = set(), None
-            self.random = {n.name: _random(torch, n) for n in gm.graph.nodes if _draws(torch, n)}
 
         def run_node(self, n):
             out = super().run_node(n)
@@ -160,14 +159,18 @@ def _draws(torch, node):
     return True
 
 
-def _random(torch, node):
-    """{"target", "module", "class"}: a random node and the module that made it (`drop`, `Dropout`), where the
-    export recorded one below the root."""
-    stack = list((node.meta.get("nn_module_stack") or {}).values())
-    path, cls = stack[-1] if stack and stack[-1][0] else (None, None)
-    return {"target": str(node.target), "module": path,
-            "class": (cls if isinstance(cls, str) else getattr(cls, "__name__", str(cls))).rsplit(".", 1)[-1]
-            if cls is not None else None}
+def _random(torch, graph):
+    """{node: {"target", "module", "class"}} of the nodes that draw, each with the module that made it (`drop`,
+    `Dropout`) where the export recorded one below the root."""
+    found = {}
+    for node in graph.nodes:
+        if _draws(torch, node):
+            stack = list((node.meta.get("nn_module_stack") or {}).values())
+            path, cls = stack[-1] if stack and stack[-1][0] else (None, None)
+            # the class as a type, or by its qualified name (torch.nn.modules.dropout.Dropout)
+            name = None if cls is None else str(getattr(cls, "__name__", cls)).rsplit(".", 1)[-1]
+            found[node.name] = {"target": str(node.target), "module": path, "class": name}
+    return found
 
 
 def _parts(torch, node, args, kwargs, out):
@@ -247,7 +250,8 @@ def before_call(ep, args, kwargs, call, budget):
     import torch
     import torch.utils._pytree as pytree
     positional, named = pytree.tree_map_only(torch.Tensor, lambda t: t.detach().clone(), (list(args), dict(kwargs)))
-    recorder = _interpreter_class()(fakecheck.private_module(ep), budget)
+    module = fakecheck.private_module(ep)
+    recorder = _interpreter_class()(module, budget)
     try:
         # The graph's placeholders are the leaves of (args, kwargs) with kwargs in the exported signature's order,
         # whatever order the call gave them in.
@@ -260,8 +264,8 @@ def before_call(ep, args, kwargs, call, budget):
         return {"status": "eager_raised", "outputs": None, "values": recorder.values, "targets": recorder.targets,
                 "rerun": None, "problem": f"the program raised when run eagerly: {fakecheck._error(exc)}"}
     return {"status": None, "outputs": outputs, "values": recorder.values, "targets": recorder.targets,
-            "born": recorder.born, "random": recorder.random, "rerun": (ep, positional, budget), "as_built": as_built,
-            "problem": (
+            "born": recorder.born, "random": _random(torch, module.graph), "rerun": (ep, positional, budget),
+            "as_built": as_built, "problem": (
                 f"{recorder.dropped} eager values were not kept: over the capture cap" if recorder.dropped else None)}
 
 

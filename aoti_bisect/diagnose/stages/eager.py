@@ -43,12 +43,12 @@ def run(ctx: StageContext, out: Findings) -> None:
     # conviction rounding may explain (a TF32 matmul) waits on the precision stage's control, which enters it.
     if culprit.precision is None and culprit.pinned and culprit.headline is not None:
         ctx.ledger.walked(StageName.EAGER, run, culprit)
-    if not culprit.pinned and out.culprit is not None and (culprit.summary is None or out.culprit.pinned):
-        out.culprit.evidence.extend(culprit.evidence)
-        out.culprit.gaps = culprit.gaps
-        return
-    if not culprit.pinned and out.culprit is not None:  # the walk's account of the gap leads an earlier unknown
-        culprit.evidence.extend(out.culprit.evidence)
+    if not culprit.pinned and out.culprit is not None:
+        if culprit.summary is None or out.culprit.pinned:
+            out.culprit.evidence.extend(culprit.evidence)
+            out.culprit.gaps = culprit.gaps
+            return
+        culprit.evidence.extend(out.culprit.evidence)  # the walk's account of the gap leads an earlier unknown
     out.culprit = culprit
 
 
