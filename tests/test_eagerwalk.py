@@ -558,7 +558,8 @@ def test_state_the_program_writes_and_the_package_does_not_carry_is_named_not_a_
     assert read_eager_walk(str(tmp_path)).unwritten == ()
 
 
-def test_the_hook_names_the_nodes_that_draw_random_numbers_and_not_a_dropout_that_draws_none(monkeypatch):
+def _random_of(monkeypatch, forward):
+    """random(train) -> the hook's `random` for a module (a Linear `fc`, a Dropout `drop`) run by `forward`."""
     import torch
     from aoti_bisect.child import contract
     from aoti_bisect.child.hook import eagerwalk
@@ -570,21 +571,53 @@ def test_the_hook_names_the_nodes_that_draw_random_numbers_and_not_a_dropout_tha
             self.drop = torch.nn.Dropout(0.25)
 
         def forward(self, x):
-            noise = torch.rand_like(x) * 0.0
-            return self.drop(self.fc(x)) + noise + torch.nn.functional.dropout(x, 0.0, training=True)
+            return forward(self, x)
 
     monkeypatch.setenv(contract.EAGER_WALK_ENV, "1")
     monkeypatch.chdir(os.path.dirname(__file__))  # no level-1 dumps here to clear
     x = torch.randn(2, 4)
 
-    def random(model):
+    def random(train):
+        model = Model().train(train)
         return eagerwalk.before_call(torch.export.export(model, (x,)), (x,), {}, 0, 1 << 20)["random"]
+    return random
+
+
+def test_the_hook_names_the_nodes_that_draw_random_numbers_and_not_a_dropout_that_draws_none(monkeypatch):
+    import torch
+
+    def forward(m, x):
+        noise = torch.rand_like(x) * 0.0
+        return m.drop(m.fc(x)) + noise + torch.nn.functional.dropout(x, 0.0, training=True)
+
+    random = _random_of(monkeypatch, forward)
+
+    def draws(train):
+        return {k: v for k, v in random(train).items() if "from" not in v}
 
     noise = {"rand_like": {"target": "aten.rand_like.default", "module": None, "class": None}}
-    assert random(Model().train()) == {**noise, "dropout": {"target": "aten.dropout.default", "module": "drop",
-                                                            "class": "Dropout"}}
+    assert draws(True) == {**noise, "dropout": {"target": "aten.dropout.default", "module": "drop", "class": "Dropout"}}
     # the control: export keeps an eval-mode dropout as aten.dropout with train=False, and one of p=0 draws nothing
-    assert random(Model().eval()) == noise
+    assert draws(False) == noise
+    # what is computed from a draw follows it, named with the draw; the linear before the dropout does not
+    computed = {k: v["from"] for k, v in random(True).items() if "from" in v}
+    assert computed == {"mul": "rand_like", "add": "dropout", "add_1": "dropout"}, computed
+
+
+def test_a_draw_inside_a_branch_of_torch_cond_names_the_cond_and_the_node_inside(monkeypatch):
+    import torch
+
+    def forward(m, x):
+        h = m.fc(x)
+        return torch.cond(h.sum() > 0, lambda h: m.drop(h) * 2, lambda h: h.clone(), (h,))
+
+    random = _random_of(monkeypatch, forward)
+    drawn = random(True)
+    # the cond draws in its branch, and the node inside draws; what reads the cond's output is computed from the draw
+    assert {k for k, v in drawn.items() if "from" not in v} == {"cond", "dropout"}, drawn
+    assert drawn["cond"]["target"] == drawn["dropout"]["target"] == "aten.dropout.default"
+    assert drawn["getitem"]["from"] == "cond"
+    assert random(False) == {}  # the control: the same branches in eval mode draw nothing
 
 
 def _with(walk, **changes):
@@ -626,3 +659,29 @@ def test_a_module_left_in_training_mode_convicts_no_kernel_and_names_its_dropout
     # fc2's matmul reads the dropout's output: held against eager, it would differ, and it is not
     assert "wrote buf5 ([16, 8] float32) (not compared: it is computed from the random numbers " \
            "cpp_fused_native_dropout_relu_0" in gaps
+
+
+# The eager stage of scenario dropout_in_cond (torch 2.13.0+cpu, 2026-11-29): its eager_walk.json (schema 7: the draws
+# and the nodes computed from them) and its level-1 compile's wrapper and kernel_information.json, unchanged.
+COND = f"{DATA}/dropout_in_cond"
+
+
+def test_a_draw_in_a_branch_the_walk_cannot_see_holds_nothing_computed_from_it_against_eager():
+    walk = read_eager_walk(COND)
+    assert walk.random["linear_1"].origin == "cond" and walk.random["cond"].origin is None
+    graph, of = captured(f"{COND}/dropout_in_cond.wrapper.cpp")
+    culprit = walk_eager(graph, walk, of)
+    assert culprit.kind == "unknown"
+    assert render(culprit.summary).startswith(
+        "the program draws random numbers on every call, first in aten.dropout.default in eager `cond`: a dropout left "
+        "in training mode; export after `.eval()`")
+    assert "wrote buf7 ([16, 8] float32) (not compared: it is computed from the random numbers aten.dropout.default " \
+           "in eager `cond` drew" in render_all(culprit.evidence)[-1]
+    # the control: the same record without the nodes computed from the draw holds fc2's matmul against eager, which
+    # the float64 run (another mask) calls unstable; were it stable, the correct matmul would be convicted
+    import dataclasses
+    bare = dataclasses.replace(walk, random={k: r for k, r in walk.random.items() if r.origin is None})
+    assert not render(walk_eager(graph, bare, of).summary).startswith("the program draws")
+    stable = dataclasses.replace(bare, unstable={})
+    wrong = walk_eager(graph, stable, of)
+    assert wrong.kind == "kernel" and wrong.kernel == "aoti_torch_cpu_addmm_out"

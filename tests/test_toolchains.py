@@ -162,7 +162,7 @@ def _private_tmp(environ, folder) -> dict:
 def _crashing_experiment(folder, environ):
     """One real package built by the crashing toolchain (the scenario's setup, one AOTI compile), its plain load,
     and the experiment on it beside /usr/bin/g++ and two fake toolchains: one that cannot compile the sources and
-    one whose libraries hang when loaded (its load sits out the 60 s timeout: an `early` job)."""
+    one whose libraries hang when loaded (its load sits out the tool's load timeout: an `early` job)."""
     package = str(folder / "built" / "model.pt2")
     os.makedirs(os.path.dirname(package))
     subprocess.run([sys.executable, os.path.join(SCENARIOS, "build_with_crashing_toolchain.py"), package], check=True,
@@ -179,8 +179,9 @@ def _crashing_experiment(folder, environ):
     hangs.symlink_to(_setup_module().crashing_toolchain(str(folder / "hangs"), "for (;;) pause();"))
     env = dict(environ, PATH=os.pathsep.join([str(fakes), "/usr/bin", "/bin"]))
     before = (_digest(package), sorted(os.listdir(os.path.dirname(package))))
-    # 60 s: torch imports slowly on a busy machine.
-    exp = toolchains.experiment(package, sys.executable, str(folder / "exp"), env, load_timeout=60)
+    # The tool's own load timeout: a good load (a torch import, Inductor's ISA check building its library) beside the
+    # suite's busy lanes ran past 60 s in CI (2026-11-29); the hanging load's wait is off the chain of tests.
+    exp = toolchains.experiment(package, sys.executable, str(folder / "exp"), env)
     after = (_digest(package), sorted(os.listdir(os.path.dirname(package))))
     return folder, package, load.returncode, env, exp, before == after
 
@@ -196,7 +197,7 @@ def test_the_experiment_finds_the_toolchain_that_loads_a_package_that_crashes_wh
     assert failing.compiler == str(fakes / "g++-99") and not failing.loads
     assert failing.outcome.startswith("rebuilding the package's wrapper failed (exit 1): g++-99: error: unrecognized")
     assert hanging.compiler == str(fakes / "clang++-98") and not hanging.loads
-    assert hanging.outcome.startswith("the load did not finish in 60 s")
+    assert hanging.outcome.startswith(f"the load did not finish in {toolchains.LOAD_TIMEOUT_S:.0f} s")
     assert (good.compiler, good.loads, good.outcome) == ("/usr/bin/g++", True, "loads"), good
     assert good.version.startswith("g++ ")
     assert untouched

@@ -60,6 +60,7 @@ class Random:
     target: str  # its aten op, `aten.dropout.default`
     module: Optional[str] = None  # the submodule that made it, `drop`
     cls: Optional[str] = None  # its class, `Dropout`
+    origin: Optional[str] = None  # set: this node draws nothing itself but is computed from the draw of that node
 
 
 @dataclass(frozen=True)
@@ -120,8 +121,8 @@ def parse(text: str) -> EagerWalk:
                          tuple((str(u["fqn"]), stale) for u in data.get("unwritten") or ()
                                if (stale := parse_stale(u.get("stale"))) is not None),
                          None if data.get("tf32") is None else bool(data["tf32"]), _born(data.get("born")),
-                         {str(k): Random(str(v["target"]), _text(v.get("module")), _text(v.get("class")))
-                          for k, v in (data.get("random") or {}).items()})
+                         {str(k): Random(str(v["target"]), _text(v.get("module")), _text(v.get("class")),
+                                         _text(v.get("from"))) for k, v in (data.get("random") or {}).items()})
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         problem = f"{contract.EAGER_WALK_RESULT} is damaged: {type(exc).__name__}: {exc}"
         return EagerWalk("missing", problem=problem[:300])

@@ -302,18 +302,21 @@ _RANDOM_EXTERN = re.compile(r"^(rand|bernoulli|normal|uniform|exponential|multin
 
 @dataclass(frozen=True)
 class Draw:
-    """Where what a buffer holds was drawn at random: the launch that drew it, and the node it computes (None: an
-    extern random op provenance names no node for)."""
-    kernel: str
+    """Where what a buffer holds was drawn at random: the launch that drew it (None: one the walk does not see, in a
+    branch of torch.cond), and the node it computes (None: an extern random op provenance names no node for)."""
+    kernel: Optional[str]
     node: Optional[str]
     random: Optional[Random]
 
     def source(self) -> Fact:
         r = self.random
         if r is None:
-            return fact(FactKind.EAGER, "{kernel}", kernel=kernel(self.kernel))
+            return fact(FactKind.EAGER, "{kernel}", kernel=kernel(self.kernel or "?"))
         module = fact(FactKind.EAGER, ", in `{m}`{cls}", m=r.module,
                       cls=f" ({r.cls})" if r.cls else "") if r.module else ""
+        if self.kernel is None:
+            return fact(FactKind.EAGER, "{target} in eager `{node}`{module}", node=self.node, target=r.target,
+                        module=module)
         return fact(FactKind.EAGER, "{kernel} (eager `{node}`: {target}{module})", kernel=kernel(self.kernel),
                     node=self.node, target=r.target, module=module)
 
@@ -328,23 +331,30 @@ class Draw:
 def _draw(walk: EagerWalk, graph: WrapperGraph, launch: Launch, nodes: tuple[str, ...], reads: list[str],
           drawn: dict[str, Draw]) -> Optional[Draw]:
     """The random draw a launch's outputs carry: its own (a node of its provenance draws, or it is an extern random
-    op), or one a buffer it reads carries."""
-    own = next((n for n in nodes if n in walk.random), None)
+    op), one a buffer it reads carries, or one made where the walk sees no launch (a branch of torch.cond) that a
+    node of its provenance is computed from."""
+    own = next((n for n in nodes if n in walk.random and walk.random[n].origin is None), None)
     if own is not None:
         return Draw(launch.name, own, walk.random[own])
     op = extern_op(launch.name)
     if op is not None and _RANDOM_EXTERN.match(op):
         return Draw(launch.name, None, None)
-    return next((drawn[graph.storage(v)] for v in reads if graph.storage(v) in drawn), None)
+    carried = next((drawn[graph.storage(v)] for v in reads if graph.storage(v) in drawn), None)
+    if carried is not None:
+        return carried
+    origin = next((walk.random[n].origin for n in nodes if n in walk.random), None)
+    return None if origin is None else Draw(None, origin, walk.random.get(origin))
 
 
 def _random_only(draw: Draw, head: list[Fact], walk: EagerWalk) -> Culprit:
     """No launch differs from eager but those that carry random numbers: the program draws them on every call and
     the package's generator draws others, so the script's comparison with eager fails whatever the compiler did."""
-    modes = sorted({f"`{r.module}` ({r.cls})" if r.cls else f"`{r.module}`" for r in walk.random.values()
-                    if r.module and r.cls and "dropout" in r.target.lower()})
+    dropouts = [r for r in walk.random.values() if r.origin is None and "dropout" in r.target.lower()]
+    modes = sorted({f"`{r.module}` ({r.cls})" if r.cls else f"`{r.module}`" for r in dropouts if r.module})
+    # inside a branch of torch.cond export records no module
     hint = fact(FactKind.EAGER, ": {modes:, } left in training mode; export after `.eval()`",
-                modes=tuple(modes)) if modes else ""
+                modes=tuple(modes)) if modes else fact(
+        FactKind.EAGER, ": a dropout left in training mode; export after `.eval()`") if dropouts else ""
     c = Culprit(CulpritKind.UNKNOWN)
     c.summary = fact(FactKind.EAGER, "the program draws random numbers on every call, first in {source}{hint}; the "
                      "package draws other numbers than eager, so what is computed from them cannot be held against "

@@ -32,8 +32,10 @@ eager_walk.json in the run folder (rewritten after each call):
    "tf32": whether TF32 matmuls were allowed when the program was compiled (null: no compile seen),
    "born": {"node", "target", "trace"} | null: the first node whose eager value is non-finite from finite inputs
            (trace: its stack trace's tail), where eager itself makes a NaN or Inf,
-   "random": {node: {"target", "module" | null, "class" | null}}: the nodes that draw random numbers on every call
-             (an op tagged nondeterministic_seeded; a dropout only in training mode), with the module that made it,
+   "random": {node: {"target", "module" | null, "class" | null, "from"?}}: the nodes that draw random numbers on
+             every call (an op tagged nondeterministic_seeded; a dropout only in training mode; a torch.cond whose
+             branch draws), with the module that made it; and, with "from": the drawing node, every node computed
+             from a draw (its value differs from eager's wherever the draws do),
    "dumps": [{"when": "before" | "after", "stem": "<kernel>_<arg>", "device": "cpu", "shape": [...],
               "dtype": "float32", "rtol": r, "atol": a,
               "pairs": [[node, max_abs | null, close, max_rel | null, f64 max_abs | null, f64 RMSE | null,
@@ -52,7 +54,7 @@ import sys
 
 from . import contract, fakecheck, provenance
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 FACTOR = 10
 MAX_PAIRS = 256  # per saved tensor: the closest eager values of its shape
 MAX_CALLS = fakecheck.MAX_CALLS
@@ -159,18 +161,50 @@ def _draws(torch, node):
     return True
 
 
-def _random(torch, graph):
+def _random(torch, module):
     """{node: {"target", "module", "class"}} of the nodes that draw, each with the module that made it (`drop`,
-    `Dropout`) where the export recorded one below the root."""
+    `Dropout`) where the export recorded one below the root. A node that runs a subgraph (torch.cond's branches, a
+    while_loop's body) draws when the subgraph does: it is named with the node inside that draws, and so is that
+    node, which the kernels Inductor builds for the branch name in their provenance. Every node computed from a
+    draw follows, with "from": the draw (the graph is in topological order): the walk cannot see the launches
+    inside a branch, so it finds what they wrote by the nodes of the launches that read it."""
     found = {}
-    for node in graph.nodes:
-        if _draws(torch, node):
-            stack = list((node.meta.get("nn_module_stack") or {}).values())
+    for node in module.graph.nodes:
+        inner = _drawing(torch, module, node)
+        if inner is not None:
+            stack = list((inner.meta.get("nn_module_stack") or {}).values())
             path, cls = stack[-1] if stack and stack[-1][0] else (None, None)
             # the class as a type, or by its qualified name (torch.nn.modules.dropout.Dropout)
             name = None if cls is None else str(getattr(cls, "__name__", cls)).rsplit(".", 1)[-1]
-            found[node.name] = {"target": str(node.target), "module": path, "class": name}
+            for drawn in {node.name, inner.name}:
+                found.setdefault(drawn, {"target": str(inner.target), "module": path, "class": name})
+        elif node.op == "call_function":
+            origin = next((found[n.name].get("from", n.name) for n in node.all_input_nodes if n.name in found), None)
+            if origin is not None:
+                found[node.name] = {"target": str(node.target), "module": None, "class": None, "from": origin}
     return found
+
+
+def _drawing(torch, module, node, depth=0):
+    """The node that makes `node` draw: itself, or the first that draws in a subgraph it runs; None if none."""
+    if _draws(torch, node):
+        return node
+    if depth > 8:  # subgraphs nest a few deep at most; a cycle cannot, but a guard costs nothing
+        return None
+    for arg in node.all_input_nodes:
+        sub = _submodule(module, arg) if arg.op == "get_attr" else None
+        if isinstance(sub, torch.fx.GraphModule):
+            inner = next((d for n in sub.graph.nodes if (d := _drawing(torch, sub, n, depth + 1)) is not None), None)
+            if inner is not None:
+                return inner
+    return None
+
+
+def _submodule(module, node):
+    try:
+        return module.get_submodule(str(node.target))
+    except AttributeError:
+        return None
 
 
 def _parts(torch, node, args, kwargs, out):
@@ -264,7 +298,7 @@ def before_call(ep, args, kwargs, call, budget):
         return {"status": "eager_raised", "outputs": None, "values": recorder.values, "targets": recorder.targets,
                 "rerun": None, "problem": f"the program raised when run eagerly: {fakecheck._error(exc)}"}
     return {"status": None, "outputs": outputs, "values": recorder.values, "targets": recorder.targets,
-            "born": recorder.born, "random": _random(torch, module.graph), "rerun": (ep, positional, budget),
+            "born": recorder.born, "random": _random(torch, module), "rerun": (ep, positional, budget),
             "as_built": as_built, "problem": (
                 f"{recorder.dropped} eager values were not kept: over the capture cap" if recorder.dropped else None)}
 

@@ -29,6 +29,16 @@ def effective():
     return [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()]
 
 
+def built_for():
+    """The ISA Inductor builds this process's CPU code for: its one choice among effective(), which the CPU's
+    ISAs, ATEN_CPU_CAPABILITY and cpp.simdlen decide (torch 2.13's codegen reads the list only through it). Not
+    the list: under valgrind, which emulates no AVX-512, the list is shorter than outside it while a run told
+    ATEN_CPU_CAPABILITY=avx2 builds the same AVX2 code in both (run/checkers.py, AVX2_ONLY)."""
+    prime()
+    from torch._inductor import cpu_vec_isa
+    return str(cpu_vec_isa.pick_vec_isa())
+
+
 def _check_key(isa, code):
     # The flags are read at the call: torch adds -mavx512bf16 or -mamx-fp16 to them around the check it makes.
     text = "\0".join((type(isa).__name__, str(getattr(isa, "_arch_flags", "")), code))
