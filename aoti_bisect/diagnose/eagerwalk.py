@@ -276,6 +276,8 @@ def walk_eager(graph: WrapperGraph, walk: EagerWalk, nodes_of: Callable[[Launch]
         rows += [_row(walk, launch, v, j) for v, j in shown.items()]
         rounded += [(launch, v, j) for v, j in made.items() if j.rounded is not None]
         bad = [v for v in writes if made[v].state == "differs"]
+        if bad and (branch := _branch_before(graph, launch, nodes_of)) is not None:
+            return _ended(_after_branch(launch, bad, made, branch, head, namer), gaps, rows)
         later = graph.unwrapped(launch.index) if graph.cuda else ()
         if bad and later:
             return _ended(_lead(launch, bad, made, later, head, namer), gaps, rows)
@@ -543,6 +545,29 @@ def _bad_kernel(launch: Launch, bad: list[str], made: dict[str, Judged], seen: d
         c.evidence.append(fact(FactKind.UNVERIFIED, "unverified: {kernel} also read {unseen:, }", kernel=k,
                                unseen=unseen))
     return c
+
+
+# The subgraphs a higher-order op runs, as provenance names them: torch.cond's true_graph_0 and false_graph_0,
+# while_loop's while_loop_body_graph_0, map's body_graph_0.
+_SUBGRAPH = re.compile(r"^(.*_)?graph_\d+$")
+
+
+def _branch_before(graph: WrapperGraph, launch: Launch, nodes_of: Callable[[Launch], tuple[str, ...]]
+                   ) -> Optional[Launch]:
+    return next((b for b in graph.launches[:launch.index] if any(map(_SUBGRAPH.match, nodes_of(b)))), None)
+
+
+def _after_branch(launch: Launch, bad: list[str], made: dict[str, Judged], branch: Launch, head: list[Fact],
+                  namer: Namer) -> Culprit:
+    """A kernel's output differs after a branch of torch.cond (or another subgraph) ran: the wrapper runs the
+    branch's launches in a block whose buffers the walk does not follow (a miscompile there reaches the next kernel
+    as an input the walk never saw differ). Where the gap appears, said; nothing convicted."""
+    k = kernel(launch.name)
+    return Culprit(CulpritKind.UNKNOWN, evidence=[fact(
+        FactKind.UNVERIFIED, "{kernel}'s output {output}, but it runs after {branch}, a launch inside a branch of "
+        "torch.cond or another subgraph, whose buffers the walk does not follow: what the branch wrote would look "
+        "exactly like this, so it is where the gap appears, not a conviction", kernel=k,
+        output=made[bad[0]].describe(namer.var(bad[0])), branch=kernel(branch.name)), *head])
 
 
 def _lead(launch: Launch, bad: list[str], made: dict[str, Judged], later: tuple[Launch, ...], head: list[Fact],
