@@ -35,7 +35,7 @@ from typing import Optional
 
 from ..aoti.eagerwalk import EagerWalk, Pair, Random, Saved
 from ..aoti.wrapper import Launch, WrapperGraph
-from .facts import Fact, FactKind, Namer, Subject, fact, kernel, note
+from .facts import Arg, Fact, FactKind, Namer, Subject, fact, kernel, note
 from .findings import Cause, Culprit, CulpritKind, Gap, Precision
 
 MAX_NAMED = 4
@@ -353,10 +353,11 @@ def _random_only(draw: Draw, head: list[Fact], walk: EagerWalk) -> Culprit:
     the package's generator draws others, so the script's comparison with eager fails whatever the compiler did."""
     dropouts = [r for r in walk.random.values() if r.origin is None and "dropout" in r.target.lower()]
     modes = sorted({f"`{r.module}` ({r.cls})" if r.cls else f"`{r.module}`" for r in dropouts if r.module})
-    # inside a branch of torch.cond export records no module
-    hint = fact(FactKind.EAGER, ": {modes:, } left in training mode; export after `.eval()`",
-                modes=tuple(modes)) if modes else fact(
-        FactKind.EAGER, ": a dropout left in training mode; export after `.eval()`") if dropouts else ""
+    hint: Fact | str = ""
+    if modes:
+        hint = fact(FactKind.EAGER, ": {modes:, } left in training mode; export after `.eval()`", modes=tuple(modes))
+    elif dropouts:  # inside a branch of torch.cond export records no module
+        hint = fact(FactKind.EAGER, ": a dropout left in training mode; export after `.eval()`")
     c = Culprit(CulpritKind.UNKNOWN)
     c.summary = fact(FactKind.EAGER, "the program draws random numbers on every call, first in {source}{hint}; the "
                      "package draws other numbers than eager, so what is computed from them cannot be held against "
@@ -561,26 +562,30 @@ def _after_branch(launch: Launch, bad: list[str], made: dict[str, Judged], branc
                   namer: Namer) -> Culprit:
     """A kernel's output differs after a branch of torch.cond (or another subgraph) ran: the wrapper runs the
     branch's launches in a block whose buffers the walk does not follow (a miscompile there reaches the next kernel
-    as an input the walk never saw differ). Where the gap appears, said; nothing convicted."""
-    k = kernel(launch.name)
-    return Culprit(CulpritKind.UNKNOWN, evidence=[fact(
-        FactKind.UNVERIFIED, "{kernel}'s output {output}, but it runs after {branch}, a launch inside a branch of "
-        "torch.cond or another subgraph, whose buffers the walk does not follow: what the branch wrote would look "
-        "exactly like this, so it is where the gap appears, not a conviction", kernel=k,
-        output=made[bad[0]].describe(namer.var(bad[0])), branch=kernel(branch.name)), *head])
+    as an input the walk never saw differ)."""
+    return _unseen(launch, bad, made, head, namer, "it runs after {branch}, a launch inside a branch of torch.cond or "
+                   "another subgraph, whose buffers the walk does not follow: what the branch wrote",
+                   branch=kernel(branch.name))
 
 
 def _lead(launch: Launch, bad: list[str], made: dict[str, Judged], later: tuple[Launch, ...], head: list[Fact],
           namer: Namer) -> Culprit:
     """A kernel's output differs, but launches no printer wraps ran after it on the GPU: a stray store of theirs
     into that buffer looks exactly like a wrong kernel (seen on an H100: a user kernel's row store 1 MiB past its
-    own tensor changed a correct gelu's output). Where the gap appears, said; nothing convicted."""
-    k = kernel(launch.name)
+    own tensor changed a correct gelu's output)."""
+    return _unseen(launch, bad, made, head, namer, "{later:, } ran after it, which no printer wraps (a user Triton "
+                   "kernel or custom op): a stray store of theirs into that buffer",
+                   later=tuple(kernel(l.name) for l in later))
+
+
+def _unseen(launch: Launch, bad: list[str], made: dict[str, Judged], head: list[Fact], namer: Namer, but: str,
+            **values: Arg) -> Culprit:
+    """A kernel's output differs, but something the walk cannot see (`but`, a template over `values`) would look
+    the same: where the gap appears, said; nothing convicted."""
     return Culprit(CulpritKind.UNKNOWN, evidence=[fact(
-        FactKind.UNVERIFIED, "{kernel}'s output {output}, but {later:, } ran after it, which no printer wraps (a user "
-        "Triton kernel or custom op): a stray store of theirs into that buffer would look exactly like this, so it "
-        "is where the gap appears, not a conviction", kernel=k, output=made[bad[0]].describe(namer.var(bad[0])),
-        later=tuple(kernel(l.name) for l in later)), *head])
+        FactKind.UNVERIFIED, "{kernel}'s output {output}, but " + but + " would look exactly like this, so it is "
+        "where the gap appears, not a conviction", kernel=kernel(launch.name),
+        output=made[bad[0]].describe(namer.var(bad[0])), **values), *head])
 
 
 def _bad_read(graph: WrapperGraph, launch: Launch, var: str, j: Judged, head: list[Fact], namer: Namer) -> Culprit:

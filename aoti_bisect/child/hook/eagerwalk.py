@@ -185,16 +185,14 @@ def _random(torch, module):
     return found
 
 
-def _drawing(torch, module, node, depth=0):
+def _drawing(torch, module, node):
     """The node that makes `node` draw: itself, or the first that draws in a subgraph it runs; None if none."""
     if _draws(torch, node):
         return node
-    if depth > 8:  # subgraphs nest a few deep at most; a cycle cannot, but a guard costs nothing
-        return None
     for arg in node.all_input_nodes:
         sub = _submodule(module, arg) if arg.op == "get_attr" else None
         if isinstance(sub, torch.fx.GraphModule):
-            inner = next((d for n in sub.graph.nodes if (d := _drawing(torch, sub, n, depth + 1)) is not None), None)
+            inner = next((d for n in sub.graph.nodes if (d := _drawing(torch, sub, n)) is not None), None)
             if inner is not None:
                 return inner
     return None
