@@ -85,6 +85,11 @@ def test_a_warm_run_is_timed_out_and_killed_with_its_tree(tmp_path, pool):
     script.write_text("import subprocess, sys, time\n"
                       "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\n"
                       "print('started', flush=True)\ntime.sleep(300)\n")
+    quick = tmp_path / "quick.py"
+    quick.write_text("pass\n")
+    # The run's clock starts before its fork: the first one also waits for the warm interpreter to import torch,
+    # which beside the suite's busy lanes took longer than this test's timeout.
+    assert _run(tmp_path, "quick", quick, fork=pool.start)[0].warm
     exit, log = _run(tmp_path, "hang", script, fork=pool.start, timeout=8)
     assert exit.warm and exit.timed_out and "started" in log
     assert not [p for p in psutil.Process().children(recursive=True) if "time.sleep(300)" in _cmdline(p)]
