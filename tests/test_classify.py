@@ -92,6 +92,14 @@ def test_phase_from_traceback_and_faulthandler():
     assert phase_of(parse_frames(log("cpu/index_oob_level3.log")), "") == "run"
 
 
+def test_a_run_stopped_inside_its_compile_is_a_timeout_in_the_compile():
+    # A real run stopped at its 120 s limit (SIGABRT: faulthandler's stack), its cold compile waiting in a post-grad
+    # pass (scenarios/cpu/slow_cold_compile.py): the run limit judge (slow_not_stuck) reads the compile phase.
+    outcome, sig = classify(log("cpu/slow_cold_compile_timeout.log"), ProcessExit(None, None, True, 120.1, 0))
+    assert outcome is Outcome.TIMEOUT and sig.kind == "timeout" and sig.phase == "compile"
+    assert sig.message == "no exit after 120s; stuck in __call__ (slow_cold_compile.py)"
+
+
 @pytest.mark.parametrize("name, exit, kind", [
     ("cuda/nan_asserts.log", exited(1), "nan_inf"),
     ("cuda/nan_triton.log", exited(1), "nan_inf"),

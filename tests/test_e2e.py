@@ -51,7 +51,10 @@ CPU = [s for s in load_manifest() if s.device == "cpu"]
 # prebuilt_package's is; index_from_cumsum's computed index is followed to its model input on its captured kernel
 # (tests/test_index_origin.py), as index_plus_offsets' is to its constant in CI. Keeping these out keeps the suite's
 # CPU time, which on 2 cores is its wall time, near CI's 20 minutes (docs/benchmarks.md#the-test-suite).
-HEAVY = ["nan_source_line", "nan_constant", "crashing_toolchain", "bn_negative_running_var", "stale_buffer",
+# slow_cold_compile (a run its limit stops inside the compile, beside passes) is judged on its real stopped run's log
+# (tests/test_classify.py) and by the ladder's rule against fake runs (tests/test_ladder.py): in a lane its stopped
+# run would sit out two minutes.
+HEAVY = ["slow_cold_compile", "nan_source_line", "nan_constant", "crashing_toolchain", "bn_negative_running_var", "stale_buffer",
          "prebuilt_named_inputs", "prebuilt_nan_constant", "symbolic_index_bound", "empty_batch",
          "wrong_fake_custom_op", "flaky_custom_op_crash", "stale_parameter", "stale_buffer_after_linear",
          "index_from_bucketize", "flaky_python_op_oob", "stale_parameter_replaced", "folded_temperature",

@@ -62,12 +62,24 @@ def next_steps(argv: list[str], sig: Optional[Signature], c: Optional[Culprit], 
         steps.append(f"Check the numerics of the ops fused into {c.kernel} (log/sqrt/div of values outside "
                      "their domain); on CUDA, TORCHINDUCTOR_RUNTIME_TRITON_NAN_ASSERTS=1 narrows it to the "
                      "element")
+    return steps + _by_phase(sig, c, cmd)
+
+
+def _by_phase(sig: Optional[Signature], c: Optional[Culprit], cmd: str) -> list[str]:
+    """The step for the phase the failure happened in; or, for one in the model's run without a culprit beyond a
+    kernel, minify."""
+    steps: list[str] = []
     loads_elsewhere = c and c.kind in (CulpritKind.MISSING_CUSTOM_OP, CulpritKind.LOAD_ENVIRONMENT)
     if sig and sig.phase == Phase.LOAD and not loads_elsewhere:
         steps.append("Load failures: register every custom-op library the package calls "
                      "(torch.ops.load_library / import the extension) before aoti_load_package, and load "
                      "with the same torch build and C++ toolchain (CXX) that compiled it")
-    if sig and sig.phase in (Phase.EXPORT, Phase.COMPILE):
+    if sig and sig.kind == FailureKind.TIMEOUT and sig.phase == Phase.COMPILE:
+        # A large model's cold compile outlasts the default limit: every run then stops where a hang would.
+        steps.append("The failing runs were stopped inside their AOTI compile at the --timeout limit: a compile "
+                     "slower than the limit reads the same as one that hangs. Tell them apart with a larger "
+                     f"--timeout; where it still hangs, TORCH_LOGS=+inductor {cmd} shows the last step it reached")
+    elif sig and sig.phase in (Phase.EXPORT, Phase.COMPILE):
         steps.append(f"Reproduce the {sig.phase} error alone with TORCH_LOGS=+inductor and check custom-op "
                      f"fake/meta functions; shrink it with: DUMP_AOTI_MINIFIER=1 {cmd}")
     elif c is None or c.kind in (CulpritKind.KERNEL, CulpritKind.UNKNOWN):

@@ -9,7 +9,7 @@ from typing import Optional
 
 from ..aoti import flags
 from ..aoti.provenance import Origin
-from ..run.types import CrashSite, RunResult, Signature
+from ..run.types import CrashSite, Outcome, RunResult, Signature
 from ..stats import Rate
 from ..verdict import Verdict
 from .facts import Fact, FactKind, fact
@@ -178,7 +178,10 @@ class Stage:
 
     @property
     def rate(self) -> Rate:
-        return Rate(sum(r.failed for r in self.results), len(self.results))
+        """Over the runs that ran: one that could not (an infrastructure error, a timeout the limit explains) is
+        evidence neither way, and counted as a pass it would narrow the bound on a rare fault."""
+        ran = [r for r in self.results if r.outcome is not Outcome.INFRA_ERROR]
+        return Rate(sum(r.failed for r in ran), len(ran))
 
     @property
     def failures(self) -> list[RunResult]:

@@ -101,8 +101,10 @@ class Ladder:
                          reuse=len(before) + i >= reuse_from, place=(len(before) + i + 1, total)) for i in range(n)]
 
         def land(result: RunResult) -> None:
+            # Every timeout of the stage is judged again by the passes landed so far: a pass may land after it.
+            stage.results.append(result)
             passed = [r.exit.duration for r in stage.results if r.outcome is Outcome.PASSED]
-            stage.results.append(slow_not_stuck(result, passed))
+            stage.results[:] = [slow_not_stuck(r, passed) for r in stage.results]
 
         # `stop` reads the stage's results, as landed: a timeout the limit explains counts as no failure there too.
         self.run_batch(specs, land, lambda rs: stop(list(stage.results)))
