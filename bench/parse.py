@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Item 5 of issue #7: level-2 log parsing throughput and peak memory, on a generated 1 GB log.
 
-The log is real CPU and CUDA captures from tests/logs, repeated with varied kernel/buffer names and values,
-scalar lines and NaNs mixed in, read exactly as the ladder reads one (Ladder.inspect):
-level2_file.read_level2(path, bound), which cuts a large log at block headers into ranges that two worker
-processes parse and fold (one CPU: in-process). Throughput = bytes / parse time (warm page cache) in a fresh
+The log is real CPU and CUDA captures from tests/logs, repeated as calls of a model (its input block, then
+launch blocks with varied kernel/buffer names and values and scalar lines; NaNs in its last calls, so that the
+parse, which stops at the first call that shows a bad value, reads all of it), read exactly as the ladder reads
+one (Ladder.inspect): level2_file.read_level2(path, bound), which cuts a large log at the starts of calls into
+ranges that two worker processes parse (one CPU: in-process). Throughput = bytes / parse time (warm page cache) in a fresh
 subprocess; peak RSS = the peak, sampled every 10 ms, of the summed RSS of that subprocess and its workers,
 shown beside the same interpreter's RSS after its imports alone. The log lives in a temporary folder that
 is deleted afterwards. Figures: see bench/_common.py.
@@ -32,29 +33,32 @@ _NAME = re.compile(r"\b(cpp_fused_\w+?|triton_\w+?|aoti_torch_\w+?)_(\d+)\b")
 _STAT = re.compile(r"^(Mean|Min|Max) value: .*$", re.M)
 
 
-def _template_blocks() -> list[str]:
-    """Blocks of real level-2 captures (values, headers, scalar lines), one string each."""
+def _template_blocks() -> tuple[str, list[str]]:
+    """A model-input block and the launch blocks of real level-2 captures (values, headers, scalar lines)."""
     blocks = []
     for name in ("cpu/nan_after_matmul_level2.log", "cpu/index_oob_level2_filtered.log",
                  "cuda/nan_triton_level2.log"):
         text = read(os.path.join(LOGS, name))
         starts = [m.start() for m in _BLOCK_START.finditer(text)] + [len(text)]
         blocks += [text[a:b] for a, b in zip(starts, starts[1:])]
-    return blocks
+    inputs = [b for b in blocks if b.startswith("[  aoti_model_inputs")]
+    return inputs[0], [b for b in blocks if not b.startswith("[  aoti_model_inputs")]
 
 
-def _varied_chunk(rng: random.Random, blocks: list[str], size: int) -> str:
-    """About `size` bytes of blocks with kernels renamed within a fixed pool (a real model has a bounded
-    set of kernels, launched again on every iteration), buffers renamed and statistics redrawn."""
+def _varied_chunk(rng: random.Random, blocks: tuple[str, list[str]], size: int, nan: bool = False) -> str:
+    """About `size` bytes of calls of a model: its input, then launch blocks with kernels renamed within a fixed
+    pool (a real model has a bounded set of kernels, launched again on every call), buffers renamed and
+    statistics redrawn; `nan`: NaNs mixed in."""
+    first, launches = blocks
     parts, total = [], 0
     while total < size:
-        b = rng.choice(blocks)
+        b = first if len(parts) % CALL_BLOCKS == 0 else rng.choice(launches)
         k = rng.randrange(500)
         b = _NAME.sub(lambda m: f"{m.group(1)}_{k}", b)
         b = re.sub(r"\bbuf\d+\b", lambda m: f"buf{rng.randrange(200)}", b)
         mean, half = rng.gauss(0, 10), abs(rng.gauss(0, 10))
         value = {"Mean": mean, "Min": mean - half, "Max": mean + half}
-        if rng.random() < 0.001:
+        if nan and rng.random() < 0.01:
             value = dict.fromkeys(value, math.nan)
         b = _STAT.sub(lambda m: f"{m.group(1)} value: {value[m.group(1)]:.6g}", b)
         parts.append(b)
@@ -62,17 +66,23 @@ def _varied_chunk(rng: random.Random, blocks: list[str], size: int) -> str:
     return "".join(parts)
 
 
+CALL_BLOCKS = 2000  # blocks per call of the generated model (its input's, then its launches')
+
+
 def write_level2_log(path: str, size: int) -> int:
-    """Cycles through 8 differently drawn 4 MB chunks (drawing 1 GB would take minutes)."""
+    """Cycles through 8 differently drawn 4 MB chunks (drawing 1 GB would take minutes); its last calls have NaNs
+    mixed in. A parse reads the log up to the first call that shows a bad value: here, all of it."""
     rng = random.Random(7)
     blocks = _template_blocks()
     chunks = [_varied_chunk(rng, blocks, 4 << 20) for _ in range(8)]
+    last = _varied_chunk(rng, blocks, 1 << 20, nan=True)
     written = 0
     with open(path, "w") as f:
-        while written < size:
+        while written < size - len(last):
             piece = chunks[written // (4 << 20) % len(chunks)]
             f.write(piece)
             written += len(piece)
+        f.write(last)
     return os.path.getsize(path)
 
 

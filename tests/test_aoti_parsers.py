@@ -144,22 +144,49 @@ def views_repr(result):
 
 
 def test_level2_read_in_parallel_ranges_as_in_one_go(tmp_path):
-    """Cut at block headers and read by worker processes, a log folds to what one sequential read gives:
-    same kernels in the same order, and per argument the first bad observation (or else the first)."""
-    text = "".join(log(n) for n in ("cpu/nan_after_matmul_level2.log", "cpu/index_oob_level2_filtered.log",
-                                    "cuda/nan_triton_level2.log")) * 40
+    """Cut at block headers (a log of one call: no model inputs) or at the starts of calls, and read by worker
+    processes, a log folds to what one sequential read gives."""
+    one = "".join(log(n) for n in ("cpu/nan_after_matmul_level2.log", "cpu/index_oob_level2_filtered.log",
+                                   "cuda/nan_triton_level2.log"))
+    single = "\n".join(line for line in one.splitlines() if "aoti_model_inputs" not in line) * 40
     # One bad value late in the log, after many good ones of the same kernel and argument.
-    text += text.replace("Mean value: ", "Mean value: nan ", 1)
-    path = tmp_path / "l2.log"
-    path.write_text(text + "\r\n[  before_launch - k_9 - n: 3  ]\\n[  aoti_model_inputs - arg9_1  ]:\r\n"
-                           "Number of elements: 1\nDtype: float\nMean value: inf\n")
-    whole = level2_file.read_level2(str(path), 16, workers=1)
-    assert printer.is_bad(whole[1]["arg9_1"], None)
-    for workers in (2, 3):
-        assert views_repr(level2_file.read_level2(str(path), 16, workers=workers, parallel_from=0)) == views_repr(whole)
-    assert views_repr(whole) == views_repr(printer.collect(printer.parse_blocks(text.splitlines() + [
-        "", "[  before_launch - k_9 - n: 3  ]\\n[  aoti_model_inputs - arg9_1  ]:", "Number of elements: 1",
-        "Dtype: float", "Mean value: inf"]), 16))
+    single += single.replace("Mean value: ", "Mean value: nan ", 1)
+    calls = _calls(log("cpu/nan_after_matmul_level2.log"), 300, bad=(170, 250))
+    for name, text in (("single", single), ("calls", calls)):
+        path = tmp_path / f"{name}.log"
+        path.write_text(text + "\r\n[  before_launch - k_9 - n: 3  ]\\n[  aoti_model_inputs - arg9_1  ]:\r\n"
+                               "Number of elements: 1\nDtype: float\nMean value: inf\n")
+        whole = level2_file.read_level2(str(path), 16, workers=1)
+        for workers in (2, 3):
+            assert views_repr(level2_file.read_level2(str(path), 16, workers=workers, parallel_from=0)) == \
+                views_repr(whole), (name, workers)
+        assert views_repr(whole) == views_repr(printer.collect(printer.parse_blocks(text.splitlines() + [
+            "", "[  before_launch - k_9 - n: 3  ]\\n[  aoti_model_inputs - arg9_1  ]:", "Number of elements: 1",
+            "Dtype: float", "Mean value: inf"]), 16))
+    assert whole[1]["arg1_1"].mean == 170.5  # the calls' log: its first bad call
+
+
+def _calls(one_call, n, bad=()):
+    """A log of n calls of the model of `one_call` (a real level-2 log of one call, whose NaNs are made finite):
+    call k's input has mean k + 0.5, and the calls in `bad` carry a NaN out of its last kernel."""
+    good = one_call.replace("nan", "0.25")
+    head, rest = good.split("Mean value: ", 1)
+    last = rest.rsplit("Mean value: ", 1)
+    return "".join(head + f"Mean value: {k + 0.5}" + rest[rest.index("\n"):] if k not in bad else
+                   head + f"Mean value: {k + 0.5}" + last[0][last[0].index("\n"):] + "Mean value: nan" +
+                   last[1][last[1].index("\n"):] for k in range(n))
+
+
+def test_the_views_are_of_the_first_call_that_showed_a_bad_value_else_the_first():
+    # A script that calls its model in a loop (a decoder feeding each output back in): one call's good inputs
+    # beside another call's bad outputs would convict the wrong kernel, or the input fed back.
+    one = log("cpu/nan_after_matmul_level2.log")
+    views, inputs = printer.collect(printer.parse_blocks(_calls(one, 5, bad=(3,)).splitlines()))
+    assert inputs["arg1_1"].mean == 3.5
+    assert [k for k, v in views.items() if any(printer.is_bad(s, None) for s in v.after.values())]
+    views, inputs = printer.collect(printer.parse_blocks(_calls(one, 5).splitlines()))
+    assert inputs["arg1_1"].mean == 0.5 and not any(printer.is_bad(s, None) for v in views.values()
+                                                    for s in (*v.before.values(), *v.after.values()))
 
 
 def test_read_pieces_of_a_byte_range(tmp_path):

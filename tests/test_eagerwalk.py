@@ -688,3 +688,44 @@ def test_a_draw_in_a_branch_the_walk_cannot_see_holds_nothing_computed_from_it_a
     assert after.kind == "unknown", after.kernel
     assert "but it runs after cpp_fused_dropout_gt_mul_relu_1, a launch inside a branch of torch.cond" in \
         render_all(after.evidence)[0]
+
+
+# The eager stage of scenario exact_float32_check (torch 2.13.0+cpu, 2026-11-29): eager_walk.json and the level-1
+# compile's wrapper and kernel_information.json, unchanged. The script holds the package to eager's exact bits; the
+# fused kernel's column sum over 512 rows rounds apart from eager's by 2.9e-05.
+EXACT = f"{DATA}/exact_float32_check"
+EXACT_KERNEL = "cpp_fused__softmax_abs_add_all_amax_eq_mul_native_layer_norm_ne_sub_sum_0"
+
+
+def _exact_walk(walk):
+    graph, of = captured(f"{EXACT}/exact_float32_check.wrapper.cpp")
+    return walk_eager(graph, walk, of)
+
+
+def test_outputs_within_the_walks_tolerance_and_dynamos_rule_are_a_rounding_difference_convicting_nothing():
+    walk = read_eager_walk(EXACT)
+    assert walk.outputs and walk.factor == 10 and not walk.unstable
+    culprit = _exact_walk(walk)
+    assert (culprit.kind, culprit.kernel, culprit.precision) == ("precision", EXACT_KERNEL, None)
+    said = render(culprit.summary)
+    assert said.startswith("a rounding difference, not a miscompile: every output is within 10 times assert_close's "
+                           "tolerance of eager")
+    assert "against `sum_2` run in float64 the package is off by RMSE 7.99e-06 (max abs 2.4e-05), eager by RMSE " \
+           "3.02e-06" in said and said.endswith("No kernel is convicted")
+    assert [g.state for g in culprit.gaps] == ["agrees", "agrees"]
+
+
+def test_a_sub_tolerance_gap_float64_does_not_excuse_or_an_unjudged_output_stays_unexplained():
+    import dataclasses
+    walk = read_eager_walk(EXACT)
+    stem = ("after", f"{EXACT_KERNEL}_buf10")
+    saved = walk.saved[stem]
+    # the package 10 times as far from float64 as eager, past dynamo's rule's slack: no rounding verdict
+    far = tuple(dataclasses.replace(p, f64_rmse=10 * walk.float64[p.node][1] + 1e-4) for p in saved.pairs)
+    worse = dataclasses.replace(walk, saved={**walk.saved, stem: dataclasses.replace(saved, pairs=far)})
+    assert _exact_walk(worse).kind == "unknown"
+    # no float64 run of the output's node: nothing says the gap is rounding
+    assert _exact_walk(dataclasses.replace(walk, float64={})).kind == "unknown"
+    # the output's copy not saved: the output is not judged
+    unsaved = {k: v for k, v in walk.saved.items() if k != stem}
+    assert _exact_walk(dataclasses.replace(walk, saved=unsaved)).kind == "unknown"

@@ -17,7 +17,7 @@ from .printer import (
     BLOCK_HEADER,
     Observation,
     TensorStats,
-    collect,
+    collect_call,
     is_bad,
     parse_blocks,
 )
@@ -52,9 +52,35 @@ def _fold(into: dict[str, TensorStats], later: dict[str, TensorStats], bound: Op
             into[arg] = s
 
 
-def _collect_range(path: str, start: int, end: int,
-                   bound: Optional[int]) -> Observation:
-    return collect(parse_blocks(read_pieces(path, start=start, end=end)), bound)
+def _collect_range(path: str, start: int, end: int, bound: Optional[int]) -> tuple[Observation, bool]:
+    return collect_call(parse_blocks(read_pieces(path, start=start, end=end)), bound)
+
+
+def _first_input(f: BinaryIO, size: int) -> Optional[bytes]:
+    """The header that starts every call of the model (its first input's), where the log has one."""
+    f.seek(0)
+    carry = b""
+    while f.tell() < size and (chunk := carry + f.read(1 << 20)) != carry:
+        i = chunk.find(b"[  aoti_model_inputs - ")
+        if i >= 0 and (end := chunk.find(b"\n", i)) >= 0:
+            return b"\n" + chunk[i:end]
+        carry = chunk[-4096:]
+    return None
+
+
+def _call_at_or_after(f: BinaryIO, offset: int, size: int, header: bytes) -> int:
+    """The offset of the first call that starts at or after `offset` (its line `header`), else `size`."""
+    f.seek(max(offset - 1, 0))
+    pos = f.tell()
+    carry = b""
+    while pos < size and (chunk := carry + f.read(1 << 20)) != carry:
+        base = pos - len(carry)
+        i = chunk.find(header)
+        if i >= 0:
+            return base + i + 1
+        pos = base + len(chunk)
+        carry = chunk[-len(header):]
+    return size
 
 
 def _header_at_or_after(f: BinaryIO, offset: int, size: int) -> int:
@@ -81,28 +107,33 @@ def _header_at_or_after(f: BinaryIO, offset: int, size: int) -> int:
 def read_level2(path: str, bound: Optional[int] = None, workers: Optional[int] = None,
                 parallel_from: int = 64 << 20) -> Observation:
     """collect(parse_blocks(read_pieces(path)), bound), which it equals. A log of `parallel_from` bytes or
-    more is cut at block headers into one range per worker process (default: two where two CPUs are
-    usable), and their views are folded in log order. Two, not one per CPU: each worker holds a view of
-    its own (~35 MB on a gigabyte log), and two already take the parse well past 100 MB/s.
+    more is cut into one range per worker process (default: two where two CPUs are usable): at the starts of calls
+    of the model, each range's chosen call (printer.collect_call) taken in log order; in a log of one call, at block
+    headers, their views folded in log order. Two, not one per CPU: each worker holds a view of its own (~35 MB
+    on a gigabyte log), and two already take the parse well past 100 MB/s.
 
     The workers are spawned, so a script that calls this must guard its own top level with
     `if __name__ == "__main__":`, as any spawning library asks (the console entry points do)."""
     size = os.lstat(path).st_size  # a link's own: read_pieces reads nothing through one
     workers = workers or min(2, len(os.sched_getaffinity(0)))
     if size < parallel_from or workers < 2:
-        return _collect_range(path, 0, size, bound)
+        return _collect_range(path, 0, size, bound)[0]
     with os.fdopen(open_own(path), "rb") as f:
-        cuts = sorted({0, size} | {_header_at_or_after(f, size * i // workers, size)
-                                   for i in range(1, workers)})
+        header = _first_input(f, size)
+        cut = (lambda at: _call_at_or_after(f, at, size, header)) if header else \
+            (lambda at: _header_at_or_after(f, at, size))
+        cuts = sorted({0, size} | {cut(size * i // workers) for i in range(1, workers)})
     # spawn, not fork: the ladder has threads (runs, the probe), and a forked child can inherit a held lock.
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        parts = pool.map(_collect_range, repeat(path), cuts[:-1], cuts[1:], repeat(bound))
-        views, inputs = next(parts)
-        for later_views, later_inputs in parts:
-            for kernel, view in later_views.items():
-                mine = views.setdefault(kernel, view)
-                if mine is not view:
-                    _fold(mine.before, view.before, bound)
-                    _fold(mine.after, view.after, bound)
-            _fold(inputs, later_inputs, bound)
+        parts = list(pool.map(_collect_range, repeat(path), cuts[:-1], cuts[1:], repeat(bound)))
+    if header:
+        return next((obs for obs, bad in parts if bad), parts[0][0])
+    views, inputs = parts[0][0]
+    for (later_views, later_inputs), _ in parts[1:]:
+        for kernel, view in later_views.items():
+            mine = views.setdefault(kernel, view)
+            if mine is not view:
+                _fold(mine.before, view.before, bound)
+                _fold(mine.after, view.after, bound)
+        _fold(inputs, later_inputs, bound)
     return views, inputs

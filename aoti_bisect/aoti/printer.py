@@ -263,16 +263,31 @@ Observation = tuple[dict[str, KernelView], dict[str, TensorStats]]
 
 
 def collect(stats: Iterable[TensorStats], bound: Optional[int] = None) -> Observation:
-    """Fold a block stream into per-kernel views and model-input stats.
+    """Fold a block stream into per-kernel views and model-input stats, of one call of the model (collect_call)."""
+    return collect_call(stats, bound)[0]
 
-    A kernel launched many times (a script that runs its model in a loop) keeps, per argument, the first
-    bad observation if any was bad, else the first one: a flaky bad value must not be averaged away.
+
+def collect_call(stats: Iterable[TensorStats], bound: Optional[int] = None) -> tuple[Observation, bool]:
+    """collect's views, and whether a value in them is bad.
+
+    A script may call its model many times (a loop, a decoder feeding each output back in as the next input). The
+    printer starts every call with the model's inputs, so an input seen again starts the next call. The views are
+    those of the first call that showed a bad value, else of the first call: one call's inputs beside another's
+    outputs would tell of good inputs that were never the bad output's, or of a bad input fed back from an output
+    the walk must start at. Within a call, a kernel launched many times keeps per argument the first bad
+    observation if any was bad, else the first: a flaky bad value must not be averaged away.
     """
+    first: Optional[Observation] = None
     views: dict[str, KernelView] = {}
     inputs: dict[str, TensorStats] = {}
-
+    bad = False
     for s in stats:
         if s.when == "input":
+            if s.arg in inputs:  # the next call
+                if bad:
+                    return (views, inputs), True
+                first = first or (views, inputs)
+                views, inputs = {}, {}
             table = inputs
         else:
             view = views.get(s.kernel)
@@ -280,10 +295,16 @@ def collect(stats: Iterable[TensorStats], bound: Optional[int] = None) -> Observ
                 view = views[s.kernel] = KernelView(s.kernel, {}, {})
             table = view.before if s.when == "before_launch" else view.after
         old = table.get(s.arg)
-        # s first: most observations are good, and then old need not be looked at.
-        if old is None or (is_bad(s, bound) and not is_bad(old, bound)):
+        if old is None:
             table[s.arg] = _interned(s)
-    return views, inputs
+            bad = bad or is_bad(s, bound)
+        # most observations are good, and then old need not be looked at
+        elif is_bad(s, bound) and not is_bad(old, bound):
+            table[s.arg] = _interned(s)
+            bad = True
+    if bad or first is None:
+        return (views, inputs), bad
+    return first, False
 
 
 def _interned(s: TensorStats) -> TensorStats:

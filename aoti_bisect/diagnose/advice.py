@@ -39,6 +39,10 @@ def next_steps(argv: list[str], sig: Optional[Signature], c: Optional[Culprit], 
         steps.append("Compare against eager at the precision the package was built with, or build it with TF32 "
                      "matmuls off: torch.set_float32_matmul_precision('highest') before aoti_compile_and_package (a "
                      "Triton GEMM template keeps the setting it was compiled with)")
+    elif c and c.kind == CulpritKind.PRECISION and c.precision is None:
+        steps.append("Hold the package's outputs to eager with a tolerance that allows the same arithmetic in another "
+                     "order (torch.testing.assert_close's defaults, or against the model run in float64), not to "
+                     "exact equality: a compiled model never promises eager's bits")
     elif c and c.kind == CulpritKind.PRECISION:
         steps.append("Judge the package against float64 rather than low-precision eager (eager rounds after every "
                      "op, the fused kernel once); to build the package rounding as eager does "

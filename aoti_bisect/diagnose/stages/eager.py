@@ -41,7 +41,8 @@ def run(ctx: StageContext, out: Findings) -> None:
     stage.finding = culprit.headline
     # A precision difference names where a rounding gap arises and convicts nothing: no entry on the ledger. A
     # conviction rounding may explain (a TF32 matmul) waits on the precision stage's control, which enters it.
-    if culprit.precision is None and culprit.pinned and culprit.headline is not None:
+    if culprit.kind is not CulpritKind.PRECISION and culprit.precision is None and culprit.pinned and \
+            culprit.headline is not None:
         ctx.ledger.walked(StageName.EAGER, run, culprit)
     if not culprit.pinned and out.culprit is not None:
         if culprit.summary is None or out.culprit.pinned:
