@@ -177,6 +177,20 @@ def _calls(one_call, n, bad=()):
                    last[1][last[1].index("\n"):] for k in range(n))
 
 
+def test_a_real_loop_is_read_at_the_call_that_made_the_nan_not_at_an_output_buffers_garbage():
+    # scenarios/cpu/nan_fed_back.py under the level-2 printer, filtered to its two launches: eight calls, the fourth
+    # makes the NaN and the later ones take it in. On the first call the addmm's output buffer held NaNs before the
+    # addmm wrote it: memory it was given, not a value of the model's.
+    text = log("cpu/nan_fed_back_level2_filtered.log")
+    first, garbage = list(printer.parse_blocks(text.splitlines()[:30]))[:2]
+    assert (first.when, first.arg) == ("input", "arg2_1")
+    assert (garbage.when, garbage.arg) == ("before_launch", "buf0") and printer.is_bad(garbage, None)
+    views, inputs = printer.collect(printer.parse_blocks(text.splitlines()))
+    sqrt = views["cpp_fused_add_mul_sqrt_0"]
+    assert not printer.is_bad(inputs["arg2_1"], None) and not printer.is_bad(sqrt.before["buf1"], None)
+    assert printer.is_bad(sqrt.after["buf1"], None) and inputs["arg2_1"].mean != first.mean  # not the first call
+
+
 def test_the_views_are_of_the_first_call_that_showed_a_bad_value_else_the_first():
     # A script that calls its model in a loop (a decoder feeding each output back in): one call's good inputs
     # beside another call's bad outputs would convict the wrong kernel, or the input fed back.

@@ -287,6 +287,27 @@ def test_a_nan_assert_blames_the_kernel_that_wrote_the_buffer():
     assert out.source == ("kernel.cpp", "void cpp_fused_add_log_mul_relu_sub_0(...)")
 
 
+class Looped(Seen):
+    """Seen, where each run called the model it loaded more than once (a decoder's loop)."""
+
+    def hook(self, result):
+        return HookRecord((PackageEvent("aoti_load_package", "returned", "m.pt2", "ab", True, called_again=True),))
+
+
+def test_a_nan_in_a_model_input_on_a_later_call_is_not_the_inputs_own():
+    # A decoder that feeds each output back in: the input check finds the NaN a kernel made on the call before.
+    nan = sig("nan_inf", "run", "At least one NaN in arg1_1")
+    looped = Looped("cpu/wrapper_nan_after_matmul_level2.cpp", sanity=checks.NanAssert("NaN", "arg1_1"))
+    _, out = climb(always(nan), looped)
+    assert out.culprit.kind != "model_input" and not stage(out, "trace").skipped
+    assert "called the model more than once: an earlier call's output fed back in reads the same" in \
+        render(stage(out, "sanity").finding)
+    # Control: one call, and the NaN is the input's own.
+    _, out = climb(always(nan), Seen("cpu/wrapper_nan_after_matmul_level2.cpp",
+                                     sanity=checks.NanAssert("NaN", "arg1_1")))
+    assert (out.culprit.kind, out.culprit.input_name) == ("model_input", "arg1_1")
+
+
 def test_determinism_is_skipped_on_cpu_and_compared_on_cuda():
     _, cpu = climb(always(sig("segfault", "run")), Seen("cpu/wrapper_index_oob_level3.cpp"))
     assert "CPU-only" in stage(cpu, "determinism").skipped

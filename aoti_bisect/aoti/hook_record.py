@@ -69,6 +69,7 @@ class PackageEvent:
     # or "compiling"/"waiting" (the process died there); None: the run had no reuse.
     reuse: Optional[str] = None
     reuse_reason: Optional[str] = None  # why a compile under reuse compiled
+    called_again: bool = False  # a load: the repro called the model it returned more than once
 
     @property
     def compiled(self) -> bool:
@@ -125,7 +126,7 @@ def _event(raw: dict) -> PackageEvent:
                         parse_values(raw.get("constant_values")), _text(raw.get("served_from")),
                         _text(raw.get("redirect")), _text(raw.get("requested_path")),
                         parse_program(raw.get("provenance")), _text(reuse.get("outcome")),
-                        _text(reuse.get("reason")))
+                        _text(reuse.get("reason")), raw.get("called_again") is True)
 
 
 def parse(text: str, where: str = contract.HOOK_RECORD) -> HookRecord:

@@ -274,8 +274,10 @@ def collect_call(stats: Iterable[TensorStats], bound: Optional[int] = None) -> t
     printer starts every call with the model's inputs, so an input seen again starts the next call. The views are
     those of the first call that showed a bad value, else of the first call: one call's inputs beside another's
     outputs would tell of good inputs that were never the bad output's, or of a bad input fed back from an output
-    the walk must start at. Within a call, a kernel launched many times keeps per argument the first bad
-    observation if any was bad, else the first: a flaky bad value must not be averaged away.
+    the walk must start at. A call is bad by what a launch left (after_launch) or the model was given: before its
+    launch an output buffer holds whatever memory it was given (NaNs seen there on a call whose values were all
+    finite). Within a call, a kernel launched many times keeps per argument the first bad observation if any was
+    bad, else the first: a flaky bad value must not be averaged away.
     """
     first: Optional[Observation] = None
     views: dict[str, KernelView] = {}
@@ -297,11 +299,11 @@ def collect_call(stats: Iterable[TensorStats], bound: Optional[int] = None) -> t
         old = table.get(s.arg)
         if old is None:
             table[s.arg] = _interned(s)
-            bad = bad or is_bad(s, bound)
+            bad = bad or (s.when != "before_launch" and is_bad(s, bound))
         # most observations are good, and then old need not be looked at
         elif is_bad(s, bound) and not is_bad(old, bound):
             table[s.arg] = _interned(s)
-            bad = True
+            bad = bad or s.when != "before_launch"
     if bad or first is None:
         return (views, inputs), bad
     return first, False

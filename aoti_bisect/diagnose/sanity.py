@@ -11,8 +11,10 @@ from .findings import Culprit, CulpritKind
 
 
 def sanity_culprit(hit: InputRejected | NanAssert, graph: Optional[WrapperGraph],
-                   namer: Optional[Namer] = None) -> tuple[Culprit, Fact]:
-    """(culprit, the stage's finding) for a check that fired."""
+                   namer: Optional[Namer] = None, called_again: bool = False) -> tuple[Culprit, Fact]:
+    """(culprit, the stage's finding) for a check that fired. `called_again`: the run called its model more than
+    once, so a NaN in an input may be the model's own output of an earlier call fed back (a decoder's loop): not
+    the input's own, and left to the walk, which reads the first call that printed a bad value."""
     namer = namer or Namer(placeholders=tuple(graph.inputs) if graph else ())
     if isinstance(hit, InputRejected):
         idx = hit.index
@@ -34,6 +36,13 @@ def sanity_culprit(hit: InputRejected | NanAssert, graph: Optional[WrapperGraph]
             c.summary = fact(FactKind.INPUT_REJECTED, "model input {index}: {refused}", index=idx, refused=refused)
             finding = fact(FactKind.INPUT_REJECTED, "{finding}; {refused}", finding=finding, refused=refused)
         return c, finding
+    if graph and graph.is_model_input(hit.var) and called_again:
+        c = Culprit(CulpritKind.UNKNOWN)
+        c.evidence.append(fact(FactKind.NAN_ASSERT, "TORCHINDUCTOR_NAN_ASSERTS: at least one {what} in {var}, on a "
+                               "run that called the model more than once: an earlier call's output fed back in "
+                               "reads the same, so the input is not convicted", what=hit.what,
+                               var=namer.var(hit.var)))
+        return c, c.evidence[0]
     if graph and graph.is_model_input(hit.var):
         idx = graph.inputs.index(graph.storage(hit.var))
         c = Culprit(CulpritKind.MODEL_INPUT, input_index=idx, input_name=hit.var,

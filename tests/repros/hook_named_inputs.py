@@ -32,5 +32,6 @@ model.load_state_dict(tuned, assign=True)
 model.temperature.fill_(0.5)  # calibrated after the build
 runner = torch._inductor.aoti_load_package(path)
 print(runner(*args, **kwargs))
+print(runner(*args, **kwargs))  # called again, as a decoder's loop calls its model
 from torch._inductor.package import load_package  # noqa: E402 (the second entry point, after the first)
 print(load_package(path)(*args, **kwargs))

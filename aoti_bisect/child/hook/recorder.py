@@ -407,6 +407,39 @@ def _capture_load(model, target):
     capture.on_load(model, package_file(target)[0])
 
 
+_CALLED: dict = {}  # id of a loaded model -> [its load event, calls so far]
+
+
+@_quietly
+def _count_calls(model, event):
+    """Notes on the load's event, once, that the repro called the model again: a NaN the input check finds on a
+    later call may be the model's own output fed back (a decoder's loop), not an input the repro made. Its class's
+    __call__ is wrapped once; a counter, no read of any tensor, so nothing waits on a device."""
+    if event is None or model is None:
+        return
+    _CALLED[id(model)] = [event, 0]
+    cls = type(model)
+    if getattr(cls.__call__, "_aoti_bisect_counted", False):
+        return
+    original = cls.__call__
+
+    @functools.wraps(original)
+    def __call__(self, *args, **kwargs):
+        seen = _CALLED.get(id(self))
+        if seen is not None:
+            seen[1] += 1
+            if seen[1] == 2:
+                _note_called_again(seen[0])
+        return original(self, *args, **kwargs)
+    __call__._aoti_bisect_counted = True
+    cls.__call__ = __call__
+
+
+@_quietly
+def _note_called_again(event):
+    RECORD.update(event, called_again=True)
+
+
 @_quietly
 def _note_reuse(event, fields):
     if event is not None:
@@ -494,6 +527,7 @@ def _wrap_load(original, call):
             _read_constants(event, target, model_name or "model")
             _name_load(event, result)
             _capture_load(result, target)
+            _count_calls(result, event)
             return result
     return load
 

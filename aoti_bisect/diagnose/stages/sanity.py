@@ -24,7 +24,8 @@ def run(ctx: StageContext, out: Findings) -> None:
     for r in stage.failures:
         hit = ctx.evidence.sanity(r)
         if hit is not None:
-            out.culprit, stage.finding = sanity_culprit(hit, graph, ctx.namer)
+            again = any(e.called_again for e in ctx.evidence.hook(r).events)
+            out.culprit, stage.finding = sanity_culprit(hit, graph, ctx.namer, again)
             return
     stage.finding = (fact(FactKind.NOTE, "no input or NaN check fired ({rate} failed as before)",
                           rate=stage.rate.describe()) if stage.rate.failures else
