@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from itertools import repeat
 from typing import BinaryIO, Optional
@@ -56,52 +56,33 @@ def _collect_range(path: str, start: int, end: int, bound: Optional[int]) -> tup
     return collect_call(parse_blocks(read_pieces(path, start=start, end=end)), bound)
 
 
-def _first_input(f: BinaryIO, size: int) -> Optional[bytes]:
-    """The header that starts every call of the model (its first input's), where the log has one."""
-    f.seek(0)
-    carry = b""
-    while f.tell() < size and (chunk := carry + f.read(1 << 20)) != carry:
-        i = chunk.find(b"[  aoti_model_inputs - ")
-        if i >= 0 and (end := chunk.find(b"\n", i)) >= 0:
-            return b"\n" + chunk[i:end]
-        carry = chunk[-4096:]
-    return None
-
-
-def _call_at_or_after(f: BinaryIO, offset: int, size: int, header: bytes) -> int:
-    """The offset of the first call that starts at or after `offset` (its line `header`), else `size`."""
+def _line_at_or_after(f: BinaryIO, offset: int, size: int, starts: bytes,
+                      takes: Callable[[str], object] = lambda line: True) -> int:
+    """The offset of the first line at or after `offset` that begins with `starts` and that `takes` accepts (read
+    whole), else `size`."""
     f.seek(max(offset - 1, 0))
     pos = f.tell()
-    carry = b""
+    carry = b"\n" if offset == 0 else b""  # the file's first line follows no newline
+    needle = b"\n" + starts
     while pos < size and (chunk := carry + f.read(1 << 20)) != carry:
         base = pos - len(carry)
-        i = chunk.find(header)
-        if i >= 0:
-            return base + i + 1
-        pos = base + len(chunk)
-        carry = chunk[-len(header):]
-    return size
-
-
-def _header_at_or_after(f: BinaryIO, offset: int, size: int) -> int:
-    """The offset of the first line at or after `offset` that starts with a block header, else `size`."""
-    f.seek(max(offset - 1, 0))
-    pos = f.tell()
-    carry = b""
-    while pos < size:
-        chunk = carry + f.read(1 << 20)
-        if len(chunk) == len(carry):
-            break
-        base = pos - len(carry)
-        i = chunk.find(b"\n[  ")
+        i = chunk.find(needle)
         while i >= 0:
-            line = chunk[i + 1:chunk.find(b"\n", i + 1)].decode("utf-8", "replace")
-            if BLOCK_HEADER.match(line):
+            if takes(chunk[i + 1:chunk.find(b"\n", i + 1)].decode("utf-8", "replace")):
                 return base + i + 1
-            i = chunk.find(b"\n[  ", i + 1)
+            i = chunk.find(needle, i + 1)
         pos = base + len(chunk)
-        carry = chunk[-4096:]  # a header line cut by the read is found again in the next one
+        carry = chunk[-4096:]  # a line cut by the read is found again in the next one
     return size
+
+
+def _first_input(f: BinaryIO, size: int) -> Optional[bytes]:
+    """The header line that starts every call of the model (its first input's), where the log has one."""
+    at = _line_at_or_after(f, 0, size, b"[  aoti_model_inputs - ")
+    if at >= size:
+        return None
+    f.seek(at)
+    return f.readline().rstrip(b"\r\n")
 
 
 def read_level2(path: str, bound: Optional[int] = None, workers: Optional[int] = None,
@@ -120,8 +101,8 @@ def read_level2(path: str, bound: Optional[int] = None, workers: Optional[int] =
         return _collect_range(path, 0, size, bound)[0]
     with os.fdopen(open_own(path), "rb") as f:
         header = _first_input(f, size)
-        cut = (lambda at: _call_at_or_after(f, at, size, header)) if header else \
-            (lambda at: _header_at_or_after(f, at, size))
+        cut = (lambda at: _line_at_or_after(f, at, size, header)) if header else \
+            (lambda at: _line_at_or_after(f, at, size, b"[  ", BLOCK_HEADER.match))
         cuts = sorted({0, size} | {cut(size * i // workers) for i in range(1, workers)})
     # spawn, not fork: the ladder has threads (runs, the probe), and a forked child can inherit a held lock.
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:

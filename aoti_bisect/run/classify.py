@@ -346,8 +346,9 @@ def slow_not_stuck(result: RunResult, passed: Iterable[float]) -> RunResult:
     """`result`, or an infrastructure error in its place where it timed out and its stage's passing runs (`passed`:
     their seconds) say the limit ended it, not a hang: one took over SLOW_SHARE of the limit, or the run was stopped
     inside its AOTI compile where any passed. A pass may have taken a compile cache the stopped run was still
-    filling (a slot's first run compiles cold, or a cold extension build; seen in CI, its later runs passing in
-    seconds), so a compile that outlasts the limit beside passes is no evidence that the compile hangs."""
+    filling (a slot's first run compiles cold, its later runs pass in seconds), so a compile that outlasts the limit
+    beside passes is no evidence that the compile hangs. A run stopped in a C++ extension's build is in no AOTI
+    phase, and only the first rule covers it."""
     passed = list(passed)
     if result.outcome is not Outcome.TIMEOUT or not passed:
         return result
